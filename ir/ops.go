@@ -1,0 +1,285 @@
+package ir
+
+// Opcode names an operation.
+type Opcode uint8
+
+const (
+	OpInvalid Opcode = iota
+
+	// memory
+	OpAlloc
+	OpFree
+	OpCopy
+
+	// views
+	OpSymmetricContiguousView
+	OpSelect
+	OpReshape
+
+	// pointwise, unary
+	OpNeg
+	OpExp
+	OpLog
+	OpTanh
+	OpRelu
+	OpGelu
+	OpSigmoid
+	OpAbs
+	OpCast
+	// pointwise, binary
+	OpAdd
+	OpSub
+	OpMul
+	OpDiv
+	OpMax
+	OpMin
+	// pointwise, ternary
+	OpWhere
+
+	// reductions
+	OpSum
+	OpMean
+	OpReduceMax
+
+	OpMatmul
+
+	// collectives
+	OpAllGather
+	OpReduceScatter
+	OpAllReduce
+	OpAllToAll
+	OpBroadcast
+	OpReduce
+	OpGather
+	OpScatter
+
+	// point to point
+	OpSend
+	OpRecv
+
+	// one-sided
+	OpRegister
+	OpTransfer
+	OpDeregister
+
+	// sync and control
+	OpWait
+	OpBarrier
+	OpStream
+	OpSetStream
+	OpSyncStream
+	OpFor
+	OpFusion
+	OpYield
+
+	numOpcodes
+)
+
+// Class groups opcodes that passes treat alike.
+type Class uint8
+
+const (
+	ClassMemory Class = iota
+	ClassView
+	ClassPointwise
+	ClassReduction
+	ClassMatmul
+	ClassCollective
+	ClassP2P
+	ClassOneSided
+	ClassSync
+	ClassControl
+)
+
+// Variadic marks an operand or result count with no upper bound.
+const Variadic = -1
+
+// AttrKind is the kind of value an attribute takes.
+type AttrKind uint8
+
+const (
+	KindInt   AttrKind = iota // 3
+	KindFloat                 // 2.5
+	KindBool                  // true
+	KindWord                  // ring, sum, bf16, symmetric
+	KindInts                  // [0, 1]
+	KindPeer                  // 1 (absolute rank) or +1 / -1 (relative to this rank, modulo the mesh)
+)
+
+func (k AttrKind) String() string {
+	return [...]string{"an integer", "a number", "true or false", "a word", "a list of integers", "a rank (2) or a relative rank (+1, -1)"}[k]
+}
+
+// AttrSpec describes one attribute an opcode accepts.
+type AttrSpec struct {
+	Key      string
+	Kind     AttrKind
+	Required bool
+	Words    []string // the words a KindWord attribute may take; nil means any
+}
+
+// OpInfo is the schema of an opcode: its spelling, class, arity and
+// attributes. The parser, Verify and the printer all read it.
+type OpInfo struct {
+	Name        string
+	Class       Class
+	MinOperands int
+	MaxOperands int // Variadic for no bound
+	Results     int // Variadic for as many as the op declares (fusion)
+	Body        bool
+	Attrs       []AttrSpec
+}
+
+// Attr looks up the spec of attribute key.
+func (info *OpInfo) Attr(key string) (AttrSpec, bool) {
+	for _, a := range info.Attrs {
+		if a.Key == key {
+			return a, true
+		}
+	}
+	return AttrSpec{}, false
+}
+
+// Algorithm words and reduce-op words.
+var (
+	AlgoWords     = []string{"auto", "one_shot", "two_shot", "ring", "copy_engine", "nccl"}
+	ReduceOpWords = []string{"sum", "max", "min", "prod", "avg"}
+	DTypeWords    = []string{"f32", "f16", "bf16", "f64", "i32", "i64", "bool"}
+	MemWords      = []string{"global", "symmetric", "host"}
+	DirWords      = []string{"read", "write"}
+)
+
+func collective(name string, extra ...AttrSpec) OpInfo {
+	attrs := []AttrSpec{
+		{Key: "algo", Kind: KindWord, Words: AlgoWords},
+		{Key: "async", Kind: KindBool},
+	}
+	return OpInfo{Name: name, Class: ClassCollective, MinOperands: 1, MaxOperands: 2, Results: 1, Attrs: append(attrs, extra...)}
+}
+
+var (
+	opAttr   = AttrSpec{Key: "op", Kind: KindWord, Words: ReduceOpWords}
+	rootAttr = AttrSpec{Key: "root", Kind: KindInt}
+	axisAttr = AttrSpec{Key: "axis", Kind: KindInt}
+	peerAttr = AttrSpec{Key: "peer", Kind: KindPeer, Required: true}
+)
+
+func pointwise(name string, n int, attrs ...AttrSpec) OpInfo {
+	return OpInfo{Name: name, Class: ClassPointwise, MinOperands: n, MaxOperands: n, Results: 1, Attrs: attrs}
+}
+
+func reduction(name string) OpInfo {
+	return OpInfo{Name: name, Class: ClassReduction, MinOperands: 1, MaxOperands: 1, Results: 1,
+		Attrs: []AttrSpec{{Key: "axes", Kind: KindInts, Required: true}, {Key: "keepdim", Kind: KindBool}}}
+}
+
+var opInfos = [numOpcodes]OpInfo{
+	OpInvalid: {Name: "invalid"},
+
+	OpAlloc: {Name: "alloc", Class: ClassMemory, Results: 1},
+	OpFree:  {Name: "free", Class: ClassMemory, MinOperands: 1, MaxOperands: 1},
+	OpCopy: {Name: "copy", Class: ClassMemory, MinOperands: 1, MaxOperands: 2, Results: 1,
+		Attrs: []AttrSpec{{Key: "mem", Kind: KindWord, Words: MemWords}}},
+
+	OpSymmetricContiguousView: {Name: "symmetric_contiguous_view", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1},
+	OpSelect: {Name: "select", Class: ClassView, MinOperands: 2, MaxOperands: 2, Results: 1,
+		Attrs: []AttrSpec{{Key: "axis", Kind: KindInt}}},
+	OpReshape: {Name: "reshape", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1,
+		Attrs: []AttrSpec{{Key: "shape", Kind: KindInts, Required: true}}},
+
+	OpNeg:     pointwise("neg", 1),
+	OpExp:     pointwise("exp", 1),
+	OpLog:     pointwise("log", 1),
+	OpTanh:    pointwise("tanh", 1),
+	OpRelu:    pointwise("relu", 1),
+	OpGelu:    pointwise("gelu", 1),
+	OpSigmoid: pointwise("sigmoid", 1),
+	OpAbs:     pointwise("abs", 1),
+	OpCast:    pointwise("cast", 1, AttrSpec{Key: "dtype", Kind: KindWord, Required: true, Words: DTypeWords}),
+	OpAdd:     pointwise("add", 2),
+	OpSub:     pointwise("sub", 2),
+	OpMul:     pointwise("mul", 2),
+	OpDiv:     pointwise("div", 2),
+	OpMax:     pointwise("max", 2),
+	OpMin:     pointwise("min", 2),
+	OpWhere:   pointwise("where", 3),
+
+	OpSum:       reduction("sum"),
+	OpMean:      reduction("mean"),
+	OpReduceMax: reduction("max"), // spelled max with one operand
+
+	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 2, Results: 1},
+
+	OpAllGather:     collective("all_gather"),
+	OpReduceScatter: collective("reduce_scatter", opAttr, axisAttr),
+	OpAllReduce:     collective("all_reduce", opAttr),
+	OpAllToAll:      collective("all_to_all", AttrSpec{Key: "axis", Kind: KindInt, Required: true}),
+	OpBroadcast:     collective("broadcast", rootAttr),
+	OpReduce:        collective("reduce", opAttr, rootAttr),
+	OpGather:        collective("gather", rootAttr),
+	OpScatter:       collective("scatter", rootAttr, axisAttr),
+
+	OpSend: {Name: "send", Class: ClassP2P, MinOperands: 1, MaxOperands: 1, Attrs: []AttrSpec{peerAttr}},
+	OpRecv: {Name: "recv", Class: ClassP2P, MinOperands: 0, MaxOperands: 1, Results: 1, Attrs: []AttrSpec{peerAttr}},
+
+	OpRegister:   {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1},
+	OpTransfer: {Name: "transfer", Class: ClassOneSided, MinOperands: 2, MaxOperands: 2, Results: 1,
+		Attrs: []AttrSpec{{Key: "dir", Kind: KindWord, Required: true, Words: DirWords}, peerAttr}},
+	OpDeregister: {Name: "deregister", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1},
+
+	OpWait:       {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1},
+	OpBarrier:    {Name: "barrier", Class: ClassSync},
+	OpStream:     {Name: "stream", Class: ClassSync, Results: 1},
+	OpSetStream:  {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1},
+	OpSyncStream: {Name: "sync_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1},
+	OpFor: {Name: "for", Class: ClassControl, Body: true,
+		Attrs: []AttrSpec{{Key: "from", Kind: KindInt, Required: true}, {Key: "to", Kind: KindInt, Required: true}, {Key: "step", Kind: KindInt}}},
+	OpFusion: {Name: "fusion", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic, Results: Variadic, Body: true},
+	OpYield:  {Name: "yield", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic},
+}
+
+// Info returns the schema of op.
+func (op Opcode) Info() *OpInfo {
+	if op < numOpcodes {
+		return &opInfos[op]
+	}
+	return &opInfos[OpInvalid]
+}
+
+// Name is the opcode's spelling in the text format.
+func (op Opcode) String() string { return op.Info().Name }
+
+// Class is the opcode's group.
+func (op Opcode) Class() Class { return op.Info().Class }
+
+// IsCollective reports whether op is one of the collectives.
+func (op Opcode) IsCollective() bool { return op.Class() == ClassCollective }
+
+// IsPointwise reports whether op is elementwise.
+func (op Opcode) IsPointwise() bool { return op.Class() == ClassPointwise }
+
+// IsReduction reports whether op reduces over axes.
+func (op Opcode) IsReduction() bool { return op.Class() == ClassReduction }
+
+// Opcodes lists every valid opcode.
+func Opcodes() []Opcode {
+	ops := make([]Opcode, 0, numOpcodes-1)
+	for op := OpInvalid + 1; op < numOpcodes; op++ {
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// LookupOpcode finds the opcode spelled name with n operands. Only max is
+// spelled two ways: with two operands it is pointwise, with one a reduction.
+func LookupOpcode(name string, n int) (Opcode, bool) {
+	if name == "max" && n == 1 {
+		return OpReduceMax, true
+	}
+	for op := OpInvalid + 1; op < numOpcodes; op++ {
+		if op != OpReduceMax && opInfos[op].Name == name {
+			return op, true
+		}
+	}
+	return OpInvalid, false
+}

@@ -1,0 +1,185 @@
+package ir
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Print writes p in the canonical text format. Parsing the output gives back
+// an equal program.
+func Print(w io.Writer, p *Program) error {
+	pr := &printer{}
+	pr.program(p)
+	_, err := io.WriteString(w, pr.b.String())
+	return err
+}
+
+// String returns the canonical text of p.
+func (p *Program) String() string {
+	var b strings.Builder
+	_ = Print(&b, p)
+	return b.String()
+}
+
+// String returns one op in the text format (its body included).
+func (op *Op) String() string {
+	pr := &printer{}
+	pr.op(op)
+	return strings.TrimSuffix(pr.b.String(), "\n")
+}
+
+type printer struct {
+	b      strings.Builder
+	indent int
+}
+
+func (pr *printer) line(format string, args ...any) {
+	pr.b.WriteString(strings.Repeat("  ", pr.indent))
+	fmt.Fprintf(&pr.b, format, args...)
+	pr.b.WriteByte('\n')
+}
+
+func (pr *printer) program(p *Program) {
+	if p.Mesh.IsLinear() {
+		pr.line("mesh %d", p.Mesh.Size())
+	} else {
+		pr.line("mesh %s", formatInts(intsToInt64(p.Mesh.Devices)))
+	}
+	pr.b.WriteByte('\n')
+	for _, in := range p.Inputs {
+		pr.line("input %s : %s", in, typeString(in.Type))
+	}
+	if p.Body != nil {
+		for _, op := range p.Body.Ops {
+			pr.op(op)
+		}
+	}
+	if len(p.Outputs) > 0 {
+		pr.line("output %s", joinValues(p.Outputs))
+	}
+}
+
+func (pr *printer) op(op *Op) {
+	var b strings.Builder
+	if len(op.Results) > 0 {
+		b.WriteString(joinValues(op.Results))
+		b.WriteString(" = ")
+	}
+	b.WriteString(op.Code.String())
+	if op.Code == OpFor {
+		idx := "%?"
+		if op.Body != nil && len(op.Body.Args) == 1 {
+			idx = op.Body.Args[0].String()
+		}
+		fmt.Fprintf(&b, " %s = %d to %d", idx, op.IntAttr("from", 0), op.IntAttr("to", 0))
+		if step := op.IntAttr("step", 1); step != 1 {
+			fmt.Fprintf(&b, " step %d", step)
+		}
+	} else {
+		if len(op.Operands) > 0 {
+			b.WriteString(" ")
+			b.WriteString(joinValues(op.Operands))
+		}
+		for _, a := range op.Attrs {
+			fmt.Fprintf(&b, " %s=%s", a.Key, FormatAttrValue(a.Value))
+		}
+		var types []string
+		for _, r := range op.Results {
+			if r.Type != nil {
+				types = append(types, r.Type.String())
+			}
+		}
+		if len(types) == len(op.Results) && len(types) > 0 {
+			b.WriteString(" : ")
+			b.WriteString(strings.Join(types, ", "))
+		}
+	}
+	if op.Body == nil {
+		pr.line("%s", b.String())
+		return
+	}
+	pr.line("%s {", b.String())
+	pr.indent++
+	for _, inner := range op.Body.Ops {
+		pr.op(inner)
+	}
+	pr.indent--
+	pr.line("}")
+}
+
+// FormatAttrValue spells an attribute value as the text format does.
+func FormatAttrValue(v AttrValue) string {
+	switch v.Kind {
+	case KindInt:
+		return strconv.FormatInt(v.Int, 10)
+	case KindFloat:
+		return formatFloat(v.Float)
+	case KindBool:
+		return strconv.FormatBool(v.Bool)
+	case KindWord:
+		return v.Word
+	case KindInts:
+		return formatInts(v.Ints)
+	case KindPeer:
+		if v.Relative {
+			if v.Int >= 0 {
+				return "+" + strconv.FormatInt(v.Int, 10)
+			}
+			return strconv.FormatInt(v.Int, 10)
+		}
+		return strconv.FormatInt(v.Int, 10)
+	}
+	return "?"
+}
+
+// formatFloat always shows a float as one (2 prints as 2.0) so it parses
+// back as a float.
+func formatFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return s
+}
+
+func formatInts(xs []int64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatInt(x, 10)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func intsToInt64(xs []int) []int64 {
+	out := make([]int64, len(xs))
+	for i, x := range xs {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+func joinValues(vs []*Value) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func typeString(t Type) string {
+	if t == nil {
+		return "?"
+	}
+	return t.String()
+}

@@ -1,0 +1,301 @@
+package ir
+
+// Verify checks a program's structure: the mesh, SSA (every operand defined
+// before its use, every name defined once), each op's arity, body and
+// attributes against its schema. Types and shapes are the passes' business.
+// It returns nil or an ErrorList.
+func Verify(p *Program) error {
+	v := &verifier{names: map[string]Pos{}}
+	v.program(p)
+	return v.errs.Err()
+}
+
+type verifier struct {
+	errs  ErrorList
+	names map[string]Pos // every name defined so far, for duplicate checks
+}
+
+type scope struct {
+	parent  *scope
+	defined map[*Value]bool
+	// closed scopes (fusion bodies) see only what the op captures.
+	closed bool
+}
+
+func (s *scope) has(v *Value) bool {
+	for ; s != nil; s = s.parent {
+		if s.defined[v] {
+			return true
+		}
+		if s.closed {
+			return false
+		}
+	}
+	return false
+}
+
+func (v *verifier) define(s *scope, val *Value) {
+	if val == nil {
+		v.errs.Add(Pos{}, "nil value")
+		return
+	}
+	if val.Name == "" || val.Lit != nil {
+		v.errs.Add(val.Pos, "a defined value needs a name")
+		return
+	}
+	if prev, dup := v.names[val.Name]; dup {
+		v.errs.Add(val.Pos, "%%%s is defined twice (first at %s)", val.Name, prev)
+		return
+	}
+	v.names[val.Name] = val.Pos
+	s.defined[val] = true
+}
+
+func (v *verifier) program(p *Program) {
+	seen := map[int]bool{}
+	if p.Mesh.Size() == 0 {
+		v.errs.Add(Pos{File: p.File}, "the program declares no mesh (write `mesh N` first)")
+	}
+	for _, d := range p.Mesh.Devices {
+		if d < 0 {
+			v.errs.Add(Pos{File: p.File}, "mesh device %d is negative", d)
+		}
+		if seen[d] {
+			v.errs.Add(Pos{File: p.File}, "mesh device %d is listed twice", d)
+		}
+		seen[d] = true
+	}
+	top := &scope{defined: map[*Value]bool{}}
+	for _, in := range p.Inputs {
+		v.define(top, in)
+		if _, ok := in.Type.(*TensorType); !ok {
+			v.errs.Add(in.Pos, "input %s needs a tensor type", in)
+		}
+		if in.Def != nil {
+			v.errs.Add(in.Pos, "input %s must not have a defining op", in)
+		}
+	}
+	if p.Body == nil {
+		p.Body = &Block{}
+	}
+	v.block(top, p.Body, OpInvalid)
+	for _, out := range p.Outputs {
+		if out == nil || !top.has(out) {
+			name := "<nil>"
+			pos := Pos{File: p.File}
+			if out != nil {
+				name, pos = out.String(), out.Pos
+			}
+			v.errs.Add(pos, "output %s is not defined at the top level", name)
+		}
+	}
+}
+
+func (v *verifier) block(s *scope, b *Block, owner Opcode) {
+	for i, op := range b.Ops {
+		if op.Code == OpYield {
+			if owner != OpFusion {
+				v.errs.Add(op.Pos, "yield may only end a fusion body")
+			} else if i != len(b.Ops)-1 {
+				v.errs.Add(op.Pos, "yield must be the last op of a fusion body")
+			}
+		}
+		v.op(s, op)
+	}
+	if owner == OpFusion && (len(b.Ops) == 0 || b.Ops[len(b.Ops)-1].Code != OpYield) {
+		v.errs.Add(Pos{}, "a fusion body must end with yield")
+	}
+}
+
+// literalOK reports whether operand i of op may be a literal.
+func literalOK(op *Op, i int) bool {
+	switch {
+	case op.Code.IsPointwise():
+		return true
+	case op.Code == OpSelect:
+		return i == 1
+	}
+	return false
+}
+
+func (v *verifier) op(s *scope, op *Op) {
+	info := op.Code.Info()
+	if op.Code == OpInvalid || op.Code >= numOpcodes {
+		v.errs.Add(op.Pos, "invalid opcode %d", op.Code)
+		return
+	}
+	n := len(op.Operands)
+	switch {
+	case n < info.MinOperands && info.MinOperands == info.MaxOperands:
+		v.errs.Add(op.Pos, "%s takes %d operand%s, got %d", info.Name, info.MinOperands, plural(info.MinOperands), n)
+	case n < info.MinOperands:
+		v.errs.Add(op.Pos, "%s takes at least %d operand%s, got %d", info.Name, info.MinOperands, plural(info.MinOperands), n)
+	case info.MaxOperands != Variadic && n > info.MaxOperands:
+		if info.MinOperands == info.MaxOperands {
+			v.errs.Add(op.Pos, "%s takes %d operand%s, got %d", info.Name, info.MaxOperands, plural(info.MaxOperands), n)
+		} else {
+			v.errs.Add(op.Pos, "%s takes at most %d operand%s, got %d", info.Name, info.MaxOperands, plural(info.MaxOperands), n)
+		}
+	}
+	for i, x := range op.Operands {
+		switch {
+		case x == nil:
+			v.errs.Add(op.Pos, "%s: operand %d is nil", info.Name, i)
+		case x.Lit != nil:
+			if !literalOK(op, i) {
+				v.errs.Add(x.Pos, "%s: operand %d must be a value, not the literal %s", info.Name, i, x)
+			}
+		case !s.has(x):
+			v.errs.Add(op.Pos, "%s: %s is not defined here", info.Name, x)
+		}
+	}
+	v.attrs(op, info)
+
+	switch {
+	case info.Results == Variadic:
+		if len(op.Results) == 0 {
+			v.errs.Add(op.Pos, "%s needs at least one result", info.Name)
+		}
+	case len(op.Results) != info.Results:
+		if info.Results == 0 {
+			v.errs.Add(op.Pos, "%s has no result, but %d %s named", info.Name, len(op.Results), verbFor(len(op.Results)))
+		} else {
+			v.errs.Add(op.Pos, "%s has %d result%s, but %d %s named", info.Name, info.Results, plural(info.Results), len(op.Results), verbFor(len(op.Results)))
+		}
+	}
+	for _, r := range op.Results {
+		if r != nil && r.Def != op {
+			v.errs.Add(r.Pos, "%s: result %s does not point back to its op", info.Name, r)
+		}
+	}
+
+	if info.Body != (op.Body != nil) {
+		if info.Body {
+			v.errs.Add(op.Pos, "%s needs a body", info.Name)
+		} else {
+			v.errs.Add(op.Pos, "%s takes no body", info.Name)
+		}
+	}
+	if op.Body != nil && info.Body {
+		inner := &scope{parent: s, defined: map[*Value]bool{}}
+		switch op.Code {
+		case OpFusion:
+			inner.closed = true
+			for _, x := range op.Operands {
+				if x != nil && x.Lit == nil {
+					inner.defined[x] = true
+				}
+			}
+			if len(op.Body.Args) != 0 {
+				v.errs.Add(op.Pos, "fusion takes no block arguments")
+			}
+		case OpFor:
+			if len(op.Body.Args) != 1 {
+				v.errs.Add(op.Pos, "for needs exactly one index")
+			}
+			if op.IntAttr("step", 1) <= 0 {
+				v.errs.Add(op.Pos, "for: step must be positive, got %d", op.IntAttr("step", 1))
+			}
+		}
+		for _, a := range op.Body.Args {
+			v.define(inner, a)
+		}
+		v.block(inner, op.Body, op.Code)
+		if op.Code == OpFusion && len(op.Body.Ops) > 0 {
+			if y := op.Body.Ops[len(op.Body.Ops)-1]; y.Code == OpYield && len(y.Operands) != len(op.Results) {
+				v.errs.Add(y.Pos, "fusion has %d result%s but yields %d value%s", len(op.Results), plural(len(op.Results)), len(y.Operands), plural(len(y.Operands)))
+			}
+		}
+	}
+	for _, r := range op.Results {
+		if r != nil {
+			v.define(s, r)
+		}
+	}
+}
+
+func (v *verifier) attrs(op *Op, info *OpInfo) {
+	seen := map[string]bool{}
+	for _, a := range op.Attrs {
+		pos := a.Pos
+		if !pos.IsValid() {
+			pos = op.Pos
+		}
+		if seen[a.Key] {
+			v.errs.Add(pos, "%s: attribute %s is given twice", info.Name, a.Key)
+			continue
+		}
+		seen[a.Key] = true
+		spec, ok := info.Attr(a.Key)
+		if !ok {
+			if len(info.Attrs) == 0 {
+				v.errs.Add(pos, "%s takes no attributes, got %s", info.Name, a.Key)
+			} else {
+				v.errs.Add(pos, "%s has no attribute %s (it takes %s)", info.Name, a.Key, attrKeys(info))
+			}
+			continue
+		}
+		// A plain integer is a valid absolute peer.
+		if spec.Kind == KindPeer && a.Value.Kind == KindInt {
+			continue
+		}
+		if a.Value.Kind != spec.Kind {
+			v.errs.Add(pos, "%s: attribute %s takes %s, got %s", info.Name, a.Key, spec.Kind, FormatAttrValue(a.Value))
+			continue
+		}
+		if spec.Kind == KindWord && spec.Words != nil && !contains(spec.Words, a.Value.Word) {
+			v.errs.Add(pos, "%s: %s=%s is not one of %s", info.Name, a.Key, a.Value.Word, joinWords(spec.Words))
+		}
+	}
+	for _, spec := range info.Attrs {
+		if spec.Required && !seen[spec.Key] {
+			v.errs.Add(op.Pos, "%s needs attribute %s (%s)", info.Name, spec.Key, spec.Kind)
+		}
+	}
+}
+
+func attrKeys(info *OpInfo) string {
+	keys := make([]string, len(info.Attrs))
+	for i, a := range info.Attrs {
+		keys[i] = a.Key
+	}
+	return joinWords(keys)
+}
+
+func joinWords(ws []string) string {
+	out := ""
+	for i, w := range ws {
+		switch {
+		case i == 0:
+		case i == len(ws)-1:
+			out += " or "
+		default:
+			out += ", "
+		}
+		out += w
+	}
+	return out
+}
+
+func contains(ws []string, w string) bool {
+	for _, x := range ws {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func verbFor(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}

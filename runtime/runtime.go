@@ -1,0 +1,268 @@
+// Package runtime is the interface between the evaluator and a backend: the
+// embedded CPU runtime (runtime/sim) or GPUs (runtime/cuda). A backend hosts
+// one or more ranks of a job; each rank is a Device with memory, streams,
+// events, kernels and communication. The evaluator never names a backend: it
+// opens one by name through Open.
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// Config says what job to open a backend for.
+type Config struct {
+	// WorldSize is the number of ranks in the job (the mesh size).
+	WorldSize int
+	// Devices maps rank to device id (the program's mesh); nil means 0..n-1.
+	Devices []int
+	// Rank is this process's rank for backends that host one rank per
+	// process; -1 means "take it from the environment" (RANK).
+	Rank int
+	// Timeout bounds every wait for peers (collectives, rendezvous). Zero
+	// means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is how long a rank waits for its peers before it fails
+// with an error naming the ranks that did not arrive.
+const DefaultTimeout = 60 * time.Second
+
+// EffectiveTimeout returns c.Timeout or the default.
+func (c Config) EffectiveTimeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Runtime is an opened backend.
+type Runtime interface {
+	// Name is the backend's name ("sim", "cuda").
+	Name() string
+	// WorldSize is the number of ranks in the job.
+	WorldSize() int
+	// Ranks lists the ranks this process hosts: all of them on the CPU
+	// runtime, one on the CUDA runtime.
+	Ranks() []int
+	// Device returns the device of a rank hosted here.
+	Device(rank int) (Device, error)
+	// Close frees everything the runtime still holds.
+	Close() error
+}
+
+// Device is one rank's view of the machine.
+type Device interface {
+	Rank() int
+	WorldSize() int
+
+	// Alloc returns a zero-filled buffer of at least bytes. Symmetric
+	// allocation is collective: every rank calls it in the same order with
+	// the same size.
+	Alloc(bytes int64, mem ir.MemoryType) (Buffer, error)
+	// Free releases a buffer (collective for symmetric buffers).
+	Free(b Buffer) error
+	// PeerBuffer returns peer's shard of the symmetric buffer b, mapped so
+	// this rank can load from and store to it.
+	PeerBuffer(b Buffer, peer int) (Buffer, error)
+	// ContiguousView maps every rank's shard of symmetric buffer b back to
+	// back, rank r at offset r×b.Size(): the sharded tensor as the whole one,
+	// with no copy. The view stays valid until b is freed.
+	ContiguousView(b Buffer) (Buffer, error)
+
+	// CopyFromHost, CopyToHost and Copy are ordered on stream s. The host
+	// slice must stay untouched until the stream has passed the copy.
+	CopyFromHost(dst Tensor, src []byte, s Stream) error
+	CopyToHost(dst []byte, src Tensor, s Stream) error
+	// Copy copies src into dst elementwise (same dtype and element count;
+	// either may be strided or another rank's buffer).
+	Copy(dst, src Tensor, s Stream) error
+
+	// DefaultStream is the stream ops run on unless the program says else.
+	DefaultStream() Stream
+	NewStream() (Stream, error)
+	NewEvent() (Event, error)
+
+	// Compile prepares a kernel for a compute op (pointwise, reduction,
+	// matmul, fusion); the evaluator caches the result by KernelSpec.Key.
+	Compile(spec *KernelSpec) (Kernel, error)
+	// Launch runs a kernel on stream s: args are its inputs then outputs.
+	Launch(k Kernel, args []Tensor, s Stream) error
+
+	// Collective runs a collective on stream s. Every rank must call the
+	// same collectives in the same order.
+	Collective(c *CollectiveCall, s Stream) error
+	// Send and Recv move a tensor to and from peer, ordered on s; a send is
+	// matched with the peer's recv from this rank in order.
+	Send(t Tensor, peer int, s Stream) error
+	Recv(t Tensor, peer int, s Stream) error
+	// Barrier returns once every rank has reached it (ordered on s).
+	Barrier(s Stream) error
+}
+
+// Buffer is a device allocation or a view of one.
+type Buffer interface {
+	// ID identifies the allocation across the program run (cache keys).
+	ID() uint64
+	Size() int64
+	Mem() ir.MemoryType
+}
+
+// Tensor is a typed, possibly strided window into a buffer.
+type Tensor struct {
+	Buf     Buffer
+	Offset  int64 // bytes from the buffer's start
+	DType   ir.DType
+	Shape   []int64
+	Strides []int64 // in elements; nil means contiguous row-major
+}
+
+// NumElements is the number of elements of the tensor.
+func (t Tensor) NumElements() int64 { return ir.Product(t.Shape) }
+
+// Bytes is the size of the tensor's elements laid out contiguously.
+func (t Tensor) Bytes() int64 { return t.NumElements() * int64(t.DType.Size()) }
+
+// ContiguousStrides returns the row-major strides of shape.
+func ContiguousStrides(shape []int64) []int64 {
+	s := make([]int64, len(shape))
+	acc := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}
+
+// EffectiveStrides returns t.Strides, or the contiguous strides when nil.
+func (t Tensor) EffectiveStrides() []int64 {
+	if t.Strides != nil {
+		return t.Strides
+	}
+	return ContiguousStrides(t.Shape)
+}
+
+// IsContiguous reports whether the tensor is laid out row-major with no gaps.
+func (t Tensor) IsContiguous() bool {
+	if t.Strides == nil {
+		return true
+	}
+	want := ContiguousStrides(t.Shape)
+	for i := range want {
+		if t.Shape[i] != 1 && t.Strides[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Stream orders work on one device.
+type Stream interface {
+	// Synchronize blocks until everything enqueued so far has run and
+	// returns the first error any of it met.
+	Synchronize() error
+	// Record makes e complete once the stream passes this point.
+	Record(e Event) error
+	// WaitEvent makes later work on the stream wait for e, without blocking
+	// the caller.
+	WaitEvent(e Event) error
+	// Close releases the stream after the work enqueued on it has run.
+	Close() error
+}
+
+// Event marks a point in a stream.
+type Event interface {
+	// Synchronize blocks until the event's point has been passed.
+	Synchronize() error
+	// Query reports whether it has, without blocking.
+	Query() bool
+	Close() error
+}
+
+// KernelSpec describes the compute a kernel does: one op of the program
+// (a pointwise op, a reduction, matmul or a whole fusion) over local shapes.
+type KernelSpec struct {
+	Op      *ir.Op
+	Inputs  []TensorShape // in operand order; literals are folded into Op
+	Outputs []TensorShape
+}
+
+// TensorShape is a dtype and a local shape.
+type TensorShape struct {
+	DType ir.DType
+	Shape []int64
+}
+
+// Key identifies the spec for the kernel cache: the op's text and shapes.
+func (s *KernelSpec) Key() string {
+	return fmt.Sprintf("%s|%v|%v", s.Op, s.Inputs, s.Outputs)
+}
+
+// Kernel is a compiled kernel.
+type Kernel interface {
+	Name() string
+}
+
+// CollectiveCall is one collective as the evaluator hands it to a backend.
+// In and Out hold local shapes; for collectives whose algorithm touches
+// them remotely (ir.LookupRule) they are views of symmetric buffers.
+type CollectiveCall struct {
+	Op       ir.Opcode
+	Algo     string // a concrete algorithm or "auto"
+	ReduceOp string // sum max min prod avg
+	Root     int
+	// Axis is the axis along which shards are gathered or scattered:
+	// the input's DIDx axis for all_gather and gather, the output's for
+	// reduce_scatter and scatter, the output's for all_to_all.
+	Axis int
+	// ConcatAxis is all_to_all's input DIDx axis, where received blocks are
+	// placed.
+	ConcatAxis int
+	In, Out    Tensor
+}
+
+// Factory opens a backend.
+type Factory func(cfg Config) (Runtime, error)
+
+var (
+	mu        sync.Mutex
+	factories = map[string]Factory{}
+)
+
+// Register makes a backend available to Open under name.
+func Register(name string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	factories[name] = f
+}
+
+// Backends lists the registered backends.
+func Backends() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var names []string
+	for n := range factories {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ErrUnknownBackend is returned by Open for a name nobody registered.
+var ErrUnknownBackend = errors.New("unknown backend")
+
+// Open opens the backend called name.
+func Open(name string, cfg Config) (Runtime, error) {
+	mu.Lock()
+	f, ok := factories[name]
+	mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q (available: %v)", ErrUnknownBackend, name, Backends())
+	}
+	return f(cfg)
+}
