@@ -1,0 +1,245 @@
+// Package evaluator runs a lowered hir program on the ranks a runtime hosts.
+// Each rank interprets the program op by op, enqueueing work on its
+// device's streams. A rank keeps, across Runs, its input buffers, a pool of
+// freed buffers (reused in the same order every Run, so a second Run sees
+// the same allocations), a cache of symmetric-memory handles keyed by
+// (allocation, operation) and a cache of compiled kernels.
+package evaluator
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// Options tunes a job.
+type Options struct {
+	// Timeout bounds waits for peers; zero means the runtime's default.
+	Timeout time.Duration
+	// Stats makes every op wait for its stream so the time per op is the
+	// op's own (it serialises the program: use it to profile, not to bench).
+	Stats bool
+}
+
+// Job is a program bound to a runtime: one rank state per hosted rank.
+type Job struct {
+	prog  *ir.Program
+	rt    runtime.Runtime
+	opts  Options
+	ranks []*rank
+}
+
+// Result holds what one Run produced on every hosted rank.
+type Result struct {
+	Ranks []RankResult
+}
+
+// RankResult is one rank's outputs (local shards) and counters.
+type RankResult struct {
+	Rank    int
+	Outputs map[string]*host.Array
+	Stats   Stats
+}
+
+// Stats counts cache hits and time per op on one rank, over the job's life.
+type Stats struct {
+	HandleHits, HandleMisses int64
+	KernelHits, KernelMisses int64
+	Ops                      []OpStat
+}
+
+// OpStat is the time spent in one op of the program, summed over its runs.
+type OpStat struct {
+	Op    string
+	Pos   ir.Pos
+	Count int64
+	Total time.Duration
+}
+
+// NewJob binds prog (already lowered by passes.Lower) to the ranks rt hosts.
+func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
+	if prog.Mesh.Size() != rt.WorldSize() {
+		return nil, fmt.Errorf("the program's mesh has %d ranks but the %s runtime was opened for %d", prog.Mesh.Size(), rt.Name(), rt.WorldSize())
+	}
+	if err := checkTyped(prog); err != nil {
+		return nil, err
+	}
+	j := &Job{prog: prog, rt: rt, opts: opts}
+	for _, r := range rt.Ranks() {
+		dev, err := rt.Device(r)
+		if err != nil {
+			return nil, err
+		}
+		j.ranks = append(j.ranks, newRank(j, dev))
+	}
+	return j, nil
+}
+
+// checkTyped makes sure type inference ran: the evaluator relies on every
+// value's type.
+func checkTyped(prog *ir.Program) error {
+	var errs ir.ErrorList
+	prog.Walk(func(op *ir.Op) {
+		for _, r := range op.Results {
+			if r.Type == nil {
+				errs.Add(op.Pos, "%s: %s has no type; run the passes (passes.Lower) before evaluating", op.Code, r)
+			}
+		}
+	})
+	return errs.Err()
+}
+
+// Run runs the program once on every hosted rank, concurrently. inputs
+// holds the logical tensors; each rank gets its shard. Run may be called
+// again and again; buffers, handles and kernels are reused.
+func (j *Job) Run(inputs map[string]*host.Array) (*Result, error) {
+	if err := j.checkInputs(inputs); err != nil {
+		return nil, err
+	}
+	res := &Result{Ranks: make([]RankResult, len(j.ranks))}
+	errs := make([]error, len(j.ranks))
+	var wg sync.WaitGroup
+	for i, r := range j.ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := r.run(inputs)
+			res.Ranks[i] = RankResult{Rank: r.id, Outputs: out, Stats: r.snapshotStats()}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := joinRankErrors(j.ranks, errs); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// joinRankErrors reports the first failing rank's error; when others failed
+// too (often only because a peer stopped answering) it says which.
+func joinRankErrors(ranks []*rank, errs []error) error {
+	var first error
+	var others []int
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = fmt.Errorf("rank %d: %w", ranks[i].id, err)
+			continue
+		}
+		others = append(others, ranks[i].id)
+	}
+	if first != nil && len(others) > 0 {
+		return fmt.Errorf("%w (ranks %v failed too)", first, others)
+	}
+	return first
+}
+
+func (j *Job) checkInputs(inputs map[string]*host.Array) error {
+	var missing []string
+	for _, in := range j.prog.Inputs {
+		t := in.Tensor()
+		a, ok := inputs[in.Name]
+		if !ok {
+			missing = append(missing, fmt.Sprintf("%s : %s", in, t))
+			continue
+		}
+		if a.DType != t.DType || !equalShape(a.Shape, t.Shape()) {
+			return fmt.Errorf("%s: input %s is declared %s but was given %s%v", in.Pos, in, t, a.DType, a.Shape)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing input%s: %v", plural(len(missing)), missing)
+	}
+	for name := range inputs {
+		if j.prog.Input(name) == nil {
+			return fmt.Errorf("the program has no input %%%s", name)
+		}
+	}
+	return nil
+}
+
+// Close releases every buffer, handle, stream and kernel the job holds.
+func (j *Job) Close() error {
+	var errs []error
+	for _, r := range j.ranks {
+		errs = append(errs, r.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Logical assembles output name from every rank's result: sharded outputs
+// are joined along their DIDx axis, replicated ones are rank 0's.
+func (r *Result) Logical(prog *ir.Program, name string) (*host.Array, error) {
+	var v *ir.Value
+	for _, out := range prog.Outputs {
+		if out.Name == name {
+			v = out
+		}
+	}
+	if v == nil {
+		return nil, fmt.Errorf("the program has no output %%%s", name)
+	}
+	t := v.Tensor()
+	if t == nil {
+		return nil, fmt.Errorf("output %s is not a tensor", v)
+	}
+	axis := t.ShardAxis()
+	if axis < 0 {
+		for _, rr := range r.Ranks {
+			if rr.Rank == 0 {
+				return rr.Outputs[name], nil
+			}
+		}
+		return nil, fmt.Errorf("output %s: rank 0 is not hosted by this process", v)
+	}
+	if len(r.Ranks) != prog.Mesh.Size() {
+		return nil, fmt.Errorf("output %s is sharded over %d ranks but this process hosts %d", v, prog.Mesh.Size(), len(r.Ranks))
+	}
+	shards := make([]*host.Array, len(r.Ranks))
+	for _, rr := range r.Ranks {
+		shards[rr.Rank] = rr.Outputs[name]
+	}
+	return host.Unshard(shards, axis)
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// sortedOpStats orders op statistics by total time, largest first.
+func sortedOpStats(m map[*ir.Op]*OpStat) []OpStat {
+	out := make([]OpStat, 0, len(m))
+	for _, s := range m {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		return out[i].Pos.Line < out[j].Pos.Line
+	})
+	return out
+}

@@ -1,0 +1,401 @@
+package evaluator
+
+import (
+	"fmt"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// op runs one op of the program on this rank.
+func (r *rank) op(f *frame, op *ir.Op) error {
+	switch op.Code.Class() {
+	case ir.ClassPointwise, ir.ClassReduction, ir.ClassMatmul:
+		return r.compute(f, op)
+	case ir.ClassCollective:
+		return r.collective(f, op)
+	}
+	switch op.Code {
+	case ir.OpFusion:
+		return r.compute(f, op)
+	case ir.OpAlloc:
+		s, err := r.alloc(f, op.Result().Tensor(), true)
+		if err != nil {
+			return err
+		}
+		f.vals[op.Result()] = s
+		return nil
+	case ir.OpFree:
+		return r.free(f, op.Operands[0])
+	case ir.OpCopy:
+		return r.copy(f, op)
+	case ir.OpSymmetricContiguousView:
+		return r.contiguousView(f, op)
+	case ir.OpSelect:
+		return r.selectView(f, op)
+	case ir.OpReshape:
+		return r.reshape(f, op)
+	case ir.OpSend:
+		t, err := r.tensor(f, op.Operands[0])
+		if err != nil {
+			return err
+		}
+		return r.dev.Send(t, op.Peer(r.id, r.size), f.current)
+	case ir.OpRecv:
+		s, err := r.destination(f, op, 0, false)
+		if err != nil {
+			return err
+		}
+		f.vals[op.Result()] = s
+		return r.dev.Recv(s.t, op.Peer(r.id, r.size), f.current)
+	case ir.OpWait:
+		return r.wait(f, op.Operands[0])
+	case ir.OpBarrier:
+		return r.dev.Barrier(f.current)
+	case ir.OpStream:
+		s, ok := r.streams[op]
+		if !ok {
+			var err error
+			if s, err = r.dev.NewStream(); err != nil {
+				return err
+			}
+			r.streams[op] = s
+		}
+		f.vals[op.Result()] = &slot{stream: s}
+		return nil
+	case ir.OpSetStream:
+		s := r.dev.DefaultStream()
+		if len(op.Operands) == 1 {
+			b, err := r.stream(f, op.Operands[0])
+			if err != nil {
+				return err
+			}
+			s = b
+		}
+		f.use(s)
+		return nil
+	case ir.OpSyncStream:
+		s := f.current
+		if len(op.Operands) == 1 {
+			b, err := r.stream(f, op.Operands[0])
+			if err != nil {
+				return err
+			}
+			s = b
+		}
+		return s.Synchronize()
+	case ir.OpFor:
+		return r.loop(f, op)
+	case ir.OpRegister, ir.OpTransfer, ir.OpDeregister:
+		return fmt.Errorf("one-sided transfers are not implemented by the evaluator yet")
+	}
+	return fmt.Errorf("the evaluator cannot run %s here", op.Code)
+}
+
+// use makes s the current stream, remembering it for the end-of-run sync.
+func (f *frame) use(s runtime.Stream) {
+	f.current = s
+	for _, u := range f.used {
+		if u == s {
+			return
+		}
+	}
+	f.used = append(f.used, s)
+}
+
+func (r *rank) stream(f *frame, v *ir.Value) (runtime.Stream, error) {
+	s, err := r.ready(f, v)
+	if err != nil {
+		return nil, err
+	}
+	if s.stream == nil {
+		return nil, fmt.Errorf("%s is not a stream", v)
+	}
+	return s.stream, nil
+}
+
+func (r *rank) free(f *frame, v *ir.Value) error {
+	s, ok := f.vals[v]
+	if !ok {
+		return fmt.Errorf("%s is not live (freed twice?)", v)
+	}
+	if s.owned == nil {
+		return fmt.Errorf("%s does not own its storage (it is an input or a view), so it cannot be freed", v)
+	}
+	if err := r.pool.put(s.owned, f.current); err != nil {
+		return err
+	}
+	delete(f.vals, v)
+	return nil
+}
+
+// destination binds the result of op: the operand at index i when the op
+// has one there (the result aliases it), else a fresh buffer of the
+// result's type.
+func (r *rank) destination(f *frame, op *ir.Op, i int, zero bool) (*slot, error) {
+	if len(op.Operands) > i {
+		t, err := r.tensor(f, op.Operands[i])
+		if err != nil {
+			return nil, err
+		}
+		return &slot{t: t}, nil
+	}
+	return r.alloc(f, op.Result().Tensor(), zero)
+}
+
+func (r *rank) copy(f *frame, op *ir.Op) error {
+	src, err := r.tensor(f, op.Operands[0])
+	if err != nil {
+		return err
+	}
+	dst, err := r.destination(f, op, 1, false)
+	if err != nil {
+		return err
+	}
+	f.vals[op.Result()] = dst
+	return r.dev.Copy(dst.t, src, f.current)
+}
+
+func (r *rank) contiguousView(f *frame, op *ir.Op) error {
+	t, err := r.tensor(f, op.Operands[0])
+	if err != nil {
+		return err
+	}
+	if t.Offset != 0 || !t.IsContiguous() || t.Bytes() != t.Buf.Size() {
+		return fmt.Errorf("%s must be a whole symmetric allocation to be viewed contiguously", op.Operands[0])
+	}
+	key := handleKey{buf: t.Buf.ID(), op: op, peer: -1}
+	view, ok := r.handles[key]
+	if ok {
+		r.stats.HandleHits++
+	} else {
+		r.stats.HandleMisses++
+		if view, err = r.dev.ContiguousView(t.Buf); err != nil {
+			return err
+		}
+		r.handles[key] = view
+	}
+	rt := op.Result().Tensor()
+	f.vals[op.Result()] = &slot{t: runtime.Tensor{Buf: view, DType: t.DType, Shape: rt.Shape()}}
+	return nil
+}
+
+func (r *rank) selectView(f *frame, op *ir.Op) error {
+	t, err := r.tensor(f, op.Operands[0])
+	if err != nil {
+		return err
+	}
+	var index int64
+	if idx := op.Operands[1]; idx.Lit != nil {
+		index = idx.Lit.Int
+	} else {
+		s, err := r.ready(f, idx)
+		if err != nil {
+			return err
+		}
+		index = s.index
+	}
+	axis := int(op.IntAttr("axis", 0))
+	if axis < 0 || axis >= len(t.Shape) {
+		return fmt.Errorf("axis %d is out of range for a tensor of rank %d", axis, len(t.Shape))
+	}
+	if index < 0 || index >= t.Shape[axis] {
+		return fmt.Errorf("index %d is out of range for axis %d of extent %d", index, axis, t.Shape[axis])
+	}
+	strides := t.EffectiveStrides()
+	view := runtime.Tensor{
+		Buf:     t.Buf,
+		Offset:  t.Offset + index*strides[axis]*int64(t.DType.Size()),
+		DType:   t.DType,
+		Shape:   append(append([]int64(nil), t.Shape[:axis]...), t.Shape[axis+1:]...),
+		Strides: append(append([]int64(nil), strides[:axis]...), strides[axis+1:]...),
+	}
+	f.vals[op.Result()] = &slot{t: view}
+	return nil
+}
+
+func (r *rank) reshape(f *frame, op *ir.Op) error {
+	t, err := r.tensor(f, op.Operands[0])
+	if err != nil {
+		return err
+	}
+	shape := op.Result().Tensor().Shape()
+	if t.IsContiguous() {
+		f.vals[op.Result()] = &slot{t: runtime.Tensor{Buf: t.Buf, Offset: t.Offset, DType: t.DType, Shape: shape}}
+		return nil
+	}
+	// A strided view cannot be reshaped in place: make it contiguous first.
+	s, err := r.alloc(f, op.Result().Tensor(), false)
+	if err != nil {
+		return err
+	}
+	if err := r.dev.Copy(runtime.Tensor{Buf: s.t.Buf, DType: t.DType, Shape: t.Shape}, t, f.current); err != nil {
+		return err
+	}
+	f.vals[op.Result()] = s
+	return nil
+}
+
+// compute runs a pointwise op, reduction, matmul or fusion as one kernel.
+func (r *rank) compute(f *frame, op *ir.Op) error {
+	spec := &runtime.KernelSpec{Op: op}
+	var args []runtime.Tensor
+	for _, v := range op.Operands {
+		if v.Lit != nil {
+			continue
+		}
+		t, err := r.tensor(f, v)
+		if err != nil {
+			return err
+		}
+		args = append(args, t)
+		spec.Inputs = append(spec.Inputs, runtime.TensorShape{DType: t.DType, Shape: t.Shape})
+	}
+	for _, res := range op.Results {
+		s, err := r.alloc(f, res.Tensor(), false)
+		if err != nil {
+			return err
+		}
+		f.vals[res] = s
+		args = append(args, s.t)
+		spec.Outputs = append(spec.Outputs, runtime.TensorShape{DType: s.t.DType, Shape: s.t.Shape})
+	}
+	k, ok := r.kernels[op]
+	if ok {
+		r.stats.KernelHits++
+	} else {
+		r.stats.KernelMisses++
+		var err error
+		if k, err = r.dev.Compile(spec); err != nil {
+			return err
+		}
+		r.kernels[op] = k
+	}
+	return r.dev.Launch(k, args, f.current)
+}
+
+func (r *rank) collective(f *frame, op *ir.Op) error {
+	in, err := r.tensor(f, op.Operands[0])
+	if err != nil {
+		return err
+	}
+	inType := op.Operands[0].Tensor()
+	// Collectives move contiguous ranges; a strided view goes through a copy.
+	var temp runtime.Buffer
+	if !in.IsContiguous() {
+		s, err := r.alloc(f, inType.In(ir.Global), false)
+		if err != nil {
+			return err
+		}
+		if err := r.dev.Copy(s.t, in, f.current); err != nil {
+			return err
+		}
+		in, temp = s.t, s.owned
+	}
+	zero := op.Code == ir.OpReduce || op.Code == ir.OpGather
+	out, err := r.destination(f, op, 1, zero)
+	if err != nil {
+		return err
+	}
+	f.vals[op.Result()] = out
+	call := &runtime.CollectiveCall{
+		Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root(),
+		In: in, Out: out.t,
+	}
+	outType := op.Result().Tensor()
+	switch op.Code {
+	case ir.OpAllGather, ir.OpGather:
+		call.Axis = inType.ShardAxis()
+	case ir.OpReduceScatter, ir.OpScatter:
+		call.Axis = outType.ShardAxis()
+	case ir.OpAllToAll:
+		call.Axis = outType.ShardAxis()
+		call.ConcatAxis = inType.ShardAxis()
+	}
+	stream := f.current
+	if op.Async() {
+		if stream, err = r.asyncStream(f); err != nil {
+			return err
+		}
+	}
+	if err := r.dev.Collective(call, stream); err != nil {
+		return err
+	}
+	if temp != nil {
+		if err := r.pool.put(temp, stream); err != nil {
+			return err
+		}
+	}
+	if op.Async() {
+		done, err := r.dev.NewEvent()
+		if err != nil {
+			return err
+		}
+		if err := stream.Record(done); err != nil {
+			return err
+		}
+		out.done = done
+	}
+	return nil
+}
+
+// asyncStream returns the stream async collectives run on, ordered after
+// the work enqueued so far on the current stream.
+func (r *rank) asyncStream(f *frame) (runtime.Stream, error) {
+	if r.comm == nil {
+		s, err := r.dev.NewStream()
+		if err != nil {
+			return nil, err
+		}
+		r.comm = s
+	}
+	ev, err := r.dev.NewEvent()
+	if err != nil {
+		return nil, err
+	}
+	defer ev.Close()
+	if err := f.current.Record(ev); err != nil {
+		return nil, err
+	}
+	if err := r.comm.WaitEvent(ev); err != nil {
+		return nil, err
+	}
+	cur := f.current
+	f.use(r.comm) // remembered for the end-of-run sync...
+	f.current = cur // ...but later ops stay on the current stream
+	return r.comm, nil
+}
+
+// wait orders the current stream after an async result, without blocking
+// the host.
+func (r *rank) wait(f *frame, v *ir.Value) error {
+	s, ok := f.vals[v]
+	if !ok {
+		return fmt.Errorf("%s has no value here", v)
+	}
+	if s.done == nil {
+		return fmt.Errorf("%s is not the result of an async op, or was waited for already", v)
+	}
+	if err := f.current.WaitEvent(s.done); err != nil {
+		return err
+	}
+	err := s.done.Close()
+	s.done = nil
+	return err
+}
+
+func (r *rank) loop(f *frame, op *ir.Op) error {
+	from, to, step := op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1)
+	if step <= 0 {
+		return fmt.Errorf("step must be positive, got %d", step)
+	}
+	idx := op.Body.Args[0]
+	for i := from; i < to; i += step {
+		f.vals[idx] = &slot{index: i}
+		if err := r.block(f, op.Body); err != nil {
+			return err
+		}
+	}
+	delete(f.vals, idx)
+	return nil
+}

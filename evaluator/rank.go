@@ -1,0 +1,258 @@
+package evaluator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// rank is one rank's interpreter state; only that rank's goroutine uses it.
+type rank struct {
+	job  *Job
+	dev  runtime.Device
+	id   int
+	size int
+
+	inputs  map[*ir.Value]runtime.Tensor // input buffers, kept across Runs
+	pool    *pool
+	handles map[handleKey]runtime.Buffer
+	kernels map[*ir.Op]runtime.Kernel
+	streams map[*ir.Op]runtime.Stream // made by `stream` ops, kept across Runs
+	comm    runtime.Stream            // where async collectives run
+
+	stats   Stats
+	opStats map[*ir.Op]*OpStat
+}
+
+// handleKey names a symmetric-memory handle: which allocation, which op
+// asked, and which mapping (a peer's shard, or -1 for the contiguous view).
+type handleKey struct {
+	buf  uint64
+	op   *ir.Op
+	peer int
+}
+
+func newRank(j *Job, dev runtime.Device) *rank {
+	return &rank{
+		job: j, dev: dev, id: dev.Rank(), size: dev.WorldSize(),
+		inputs:  map[*ir.Value]runtime.Tensor{},
+		pool:    newPool(dev),
+		handles: map[handleKey]runtime.Buffer{},
+		kernels: map[*ir.Op]runtime.Kernel{},
+		streams: map[*ir.Op]runtime.Stream{},
+		opStats: map[*ir.Op]*OpStat{},
+	}
+}
+
+// slot is what a value is bound to during a Run.
+type slot struct {
+	t      runtime.Tensor
+	owned  runtime.Buffer // the pooled buffer this value owns, if any
+	stream runtime.Stream // for stream values
+	index  int64          // for loop indexes
+	done   runtime.Event  // for async results: completes when the value is ready
+}
+
+// frame is one Run's bindings and current stream.
+type frame struct {
+	vals    map[*ir.Value]*slot
+	current runtime.Stream
+	used    []runtime.Stream // streams the run touched, synchronised at the end
+}
+
+func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error) {
+	f := &frame{vals: map[*ir.Value]*slot{}, current: r.dev.DefaultStream()}
+	f.used = append(f.used, f.current)
+	err := r.bindInputs(f, inputs)
+	if err == nil {
+		err = r.block(f, r.job.prog.Body)
+	}
+	var outs map[string]*host.Array
+	if err == nil {
+		outs, err = r.readOutputs(f)
+	}
+	// Whatever happened, let every stream drain so no work outlives the Run.
+	for _, s := range f.used {
+		if serr := s.Synchronize(); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	r.releaseFrame(f)
+	return outs, err
+}
+
+// releaseFrame returns to the pool whatever the program did not free itself
+// (a lowered program frees all but its outputs).
+func (r *rank) releaseFrame(f *frame) {
+	for _, s := range f.vals {
+		if s.owned != nil {
+			r.pool.put(s.owned, nil)
+			s.owned = nil
+		}
+	}
+}
+
+func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
+	mesh := r.size
+	for _, in := range r.job.prog.Inputs {
+		t := in.Tensor()
+		a := inputs[in.Name]
+		if axis := t.ShardAxis(); axis >= 0 {
+			var err error
+			if a, err = a.Shard(axis, r.id, mesh); err != nil {
+				return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+			}
+		}
+		tensor, ok := r.inputs[in]
+		if !ok {
+			shape, err := t.LocalShape(mesh)
+			if err != nil {
+				return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+			}
+			buf, err := r.dev.Alloc(bytesOf(t.DType, shape), t.Mem)
+			if err != nil {
+				return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+			}
+			tensor = runtime.Tensor{Buf: buf, DType: t.DType, Shape: shape}
+			r.inputs[in] = tensor
+		}
+		if err := r.dev.CopyFromHost(tensor, a.Data, f.current); err != nil {
+			return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+		}
+		f.vals[in] = &slot{t: tensor}
+	}
+	return nil
+}
+
+func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
+	outs := map[string]*host.Array{}
+	for _, v := range r.job.prog.Outputs {
+		s, err := r.ready(f, v)
+		if err != nil {
+			return nil, err
+		}
+		a := host.New(s.t.DType, s.t.Shape)
+		if err := r.dev.CopyToHost(a.Data, s.t, f.current); err != nil {
+			return nil, fmt.Errorf("output %s: %w", v, err)
+		}
+		outs[v.Name] = a
+	}
+	if err := f.current.Synchronize(); err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
+func (r *rank) block(f *frame, b *ir.Block) error {
+	for _, op := range b.Ops {
+		start := time.Now()
+		err := r.op(f, op)
+		if err == nil && r.job.opts.Stats && op.Code != ir.OpFor {
+			err = f.current.Synchronize()
+		}
+		if err != nil {
+			var posErr *opError
+			if errors.As(err, &posErr) {
+				return err
+			}
+			return &opError{op: op, err: err}
+		}
+		if r.job.opts.Stats && op.Code != ir.OpFor {
+			r.recordOp(op, time.Since(start))
+		}
+	}
+	return nil
+}
+
+// opError names the op and its place in the source.
+type opError struct {
+	op  *ir.Op
+	err error
+}
+
+func (e *opError) Error() string { return fmt.Sprintf("%s: %s: %v", e.op.Pos, e.op.Code, e.err) }
+func (e *opError) Unwrap() error { return e.err }
+
+func (r *rank) recordOp(op *ir.Op, d time.Duration) {
+	s := r.opStats[op]
+	if s == nil {
+		s = &OpStat{Op: op.Code.String(), Pos: op.Pos}
+		r.opStats[op] = s
+	}
+	s.Count++
+	s.Total += d
+}
+
+func (r *rank) snapshotStats() Stats {
+	s := r.stats
+	s.Ops = sortedOpStats(r.opStats)
+	return s
+}
+
+// ready returns v's binding; for an async result it is an error to use it
+// before wait (the passes reject that statically; this guards Go-built
+// programs).
+func (r *rank) ready(f *frame, v *ir.Value) (*slot, error) {
+	s, ok := f.vals[v]
+	if !ok {
+		return nil, fmt.Errorf("%s has no value here (freed, or defined in a loop body that has ended)", v)
+	}
+	if s.done != nil {
+		return nil, fmt.Errorf("%s is the result of an async op and is used before `wait %s`", v, v)
+	}
+	return s, nil
+}
+
+func (r *rank) tensor(f *frame, v *ir.Value) (runtime.Tensor, error) {
+	s, err := r.ready(f, v)
+	if err != nil {
+		return runtime.Tensor{}, err
+	}
+	if s.t.Buf == nil {
+		return runtime.Tensor{}, fmt.Errorf("%s is not a tensor", v)
+	}
+	return s.t, nil
+}
+
+// alloc takes a buffer for a result of type t from the pool, zero-filled
+// when zero is set (alloc, and collectives that leave parts untouched).
+func (r *rank) alloc(f *frame, t *ir.TensorType, zero bool) (*slot, error) {
+	shape, err := t.LocalShape(r.size)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := r.pool.get(bytesOf(t.DType, shape), t.Mem, f.current)
+	if err != nil {
+		return nil, err
+	}
+	tensor := runtime.Tensor{Buf: buf, DType: t.DType, Shape: shape}
+	if zero {
+		if err := r.dev.CopyFromHost(tensor, r.pool.zeros(tensor.Bytes()), f.current); err != nil {
+			return nil, err
+		}
+	}
+	return &slot{t: tensor, owned: buf}, nil
+}
+
+func bytesOf(dt ir.DType, shape []int64) int64 { return ir.Product(shape) * int64(dt.Size()) }
+
+func (r *rank) close() error {
+	var errs []error
+	for _, s := range r.streams {
+		errs = append(errs, s.Close())
+	}
+	if r.comm != nil {
+		errs = append(errs, r.comm.Close())
+	}
+	errs = append(errs, r.pool.close())
+	for _, t := range r.inputs {
+		errs = append(errs, r.dev.Free(t.Buf))
+	}
+	r.inputs = map[*ir.Value]runtime.Tensor{}
+	r.handles = map[handleKey]runtime.Buffer{}
+	return errors.Join(errs...)
+}
