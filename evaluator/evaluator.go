@@ -33,6 +33,9 @@ type Job struct {
 	rt    runtime.Runtime
 	opts  Options
 	ranks []*rank
+	// symmetricInputs: Run ends input binding with a barrier, so peers see
+	// every rank's symmetric inputs from the first op.
+	symmetricInputs bool
 }
 
 // Result holds what one Run produced on every hosted rank.
@@ -71,6 +74,11 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		return nil, err
 	}
 	j := &Job{prog: prog, rt: rt, opts: opts}
+	for _, in := range prog.Inputs {
+		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric {
+			j.symmetricInputs = true
+		}
+	}
 	for _, r := range rt.Ranks() {
 		dev, err := rt.Device(r)
 		if err != nil {

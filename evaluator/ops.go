@@ -161,7 +161,7 @@ func (r *rank) contiguousView(f *frame, op *ir.Op) error {
 	if err != nil {
 		return err
 	}
-	if t.Offset != 0 || !t.IsContiguous() || t.Bytes() != t.Buf.Size() {
+	if t.Offset != 0 || !t.IsContiguous() || t.Bytes() > t.Buf.Size() {
 		return fmt.Errorf("%s must be a whole symmetric allocation to be viewed contiguously", op.Operands[0])
 	}
 	key := handleKey{buf: t.Buf.ID(), op: op, peer: -1}
@@ -175,9 +175,23 @@ func (r *rank) contiguousView(f *frame, op *ir.Op) error {
 		}
 		r.handles[key] = view
 	}
-	rt := op.Result().Tensor()
-	f.vals[op.Result()] = &slot{t: runtime.Tensor{Buf: view, DType: t.DType, Shape: rt.Shape()}}
+	f.vals[op.Result()] = &slot{t: contiguousViewTensor(view, t, op.Result().Tensor().Shape())}
 	return nil
+}
+
+// contiguousViewTensor types the mapped range of a contiguous view. Rank r's
+// shard sits at r × the allocation's size, and the runtime rounds that size
+// up to its granularity: when the shard's elements fill it exactly the view
+// is dense, otherwise the outermost axis steps over the padding (still no
+// copy; the validate pass guarantees that axis has local extent 1).
+func contiguousViewTensor(view runtime.Buffer, shard runtime.Tensor, shape []int64) runtime.Tensor {
+	vt := runtime.Tensor{Buf: view, DType: shard.DType, Shape: shape}
+	if pitch := shard.Buf.Size(); pitch != shard.Bytes() && len(shape) > 0 {
+		strides := runtime.ContiguousStrides(shape)
+		strides[0] = pitch / int64(shard.DType.Size())
+		vt.Strides = strides
+	}
+	return vt
 }
 
 func (r *rank) selectView(f *frame, op *ir.Op) error {

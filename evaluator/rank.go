@@ -125,6 +125,14 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 		}
 		f.vals[in] = &slot{t: tensor}
 	}
+	// Peers may read a symmetric input from the first op on (a contiguous
+	// view, a collective that loads remotely): every rank's copy must have
+	// landed before any rank goes on.
+	if r.job.symmetricInputs {
+		if err := r.dev.Barrier(f.current); err != nil {
+			return fmt.Errorf("binding inputs: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -73,11 +73,7 @@ func (a *Array) Convert(dt ir.DType) *Array {
 	srcExact := a.DType.IsInt() || a.DType == ir.Bool
 	for i := int64(0); i < n; i++ {
 		if srcExact {
-			if dt == ir.Bool {
-				out.SetInt(i, a.AtInt(i))
-			} else {
-				StoreInt(dt, out.Data, i, a.AtInt(i))
-			}
+			out.SetInt(i, a.AtInt(i))
 			continue
 		}
 		out.Set(i, a.At(i))

@@ -262,16 +262,16 @@ func StoreFloat(dt ir.DType, b []byte, i int64, v float64) {
 		binary.LittleEndian.PutUint64(b[i*8:], math.Float64bits(v))
 	case ir.F16:
 		var h uint16
-		if v != v {
-			h = F32ToF16(float32(v))
+		if f := float32(v); v != v || float64(f) == v {
+			h = F32ToF16(f) // exact in f32: the fast path rounds once
 		} else {
 			h = halfFormat.encode(v)
 		}
 		binary.LittleEndian.PutUint16(b[i*2:], h)
 	case ir.BF16:
 		var h uint16
-		if v != v {
-			h = F32ToBF16(float32(v))
+		if f := float32(v); v != v || float64(f) == v {
+			h = F32ToBF16(f)
 		} else {
 			h = bfloatFormat.encode(v)
 		}

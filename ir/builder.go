@@ -128,8 +128,13 @@ func (ob *OpBuilder) Bool(key string, x bool) *OpBuilder {
 }
 
 // Peer sets the peer attribute: an absolute rank, or relative to this rank.
+// An absolute rank is stored as a plain integer, as the parser reads
+// `peer=2`, so that a built program and its printed text parse back equal.
 func (ob *OpBuilder) Peer(n int64, relative bool) *OpBuilder {
-	return ob.Attr("peer", AttrValue{Kind: KindPeer, Int: n, Relative: relative})
+	if !relative {
+		return ob.Int("peer", n)
+	}
+	return ob.Attr("peer", AttrValue{Kind: KindPeer, Int: n, Relative: true})
 }
 
 // Op returns the op.

@@ -222,7 +222,7 @@ var opInfos = [numOpcodes]OpInfo{
 	OpSend: {Name: "send", Class: ClassP2P, MinOperands: 1, MaxOperands: 1, Attrs: []AttrSpec{peerAttr}},
 	OpRecv: {Name: "recv", Class: ClassP2P, MinOperands: 0, MaxOperands: 1, Results: 1, Attrs: []AttrSpec{peerAttr}},
 
-	OpRegister:   {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1},
+	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1},
 	OpTransfer: {Name: "transfer", Class: ClassOneSided, MinOperands: 2, MaxOperands: 2, Results: 1,
 		Attrs: []AttrSpec{{Key: "dir", Kind: KindWord, Required: true, Words: DirWords}, peerAttr}},
 	OpDeregister: {Name: "deregister", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1},

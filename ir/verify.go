@@ -78,7 +78,7 @@ func (v *verifier) program(p *Program) {
 	if p.Body == nil {
 		p.Body = &Block{}
 	}
-	v.block(top, p.Body, OpInvalid)
+	v.block(top, p.Body, OpInvalid, Pos{File: p.File})
 	for _, out := range p.Outputs {
 		if out == nil || !top.has(out) {
 			name := "<nil>"
@@ -91,7 +91,9 @@ func (v *verifier) program(p *Program) {
 	}
 }
 
-func (v *verifier) block(s *scope, b *Block, owner Opcode) {
+// block checks b, the body of an op with opcode owner at ownerPos (OpInvalid
+// for the program's top level).
+func (v *verifier) block(s *scope, b *Block, owner Opcode, ownerPos Pos) {
 	for i, op := range b.Ops {
 		if op.Code == OpYield {
 			if owner != OpFusion {
@@ -103,7 +105,7 @@ func (v *verifier) block(s *scope, b *Block, owner Opcode) {
 		v.op(s, op)
 	}
 	if owner == OpFusion && (len(b.Ops) == 0 || b.Ops[len(b.Ops)-1].Code != OpYield) {
-		v.errs.Add(Pos{}, "a fusion body must end with yield")
+		v.errs.Add(ownerPos, "a fusion body must end with yield")
 	}
 }
 
@@ -200,7 +202,7 @@ func (v *verifier) op(s *scope, op *Op) {
 		for _, a := range op.Body.Args {
 			v.define(inner, a)
 		}
-		v.block(inner, op.Body, op.Code)
+		v.block(inner, op.Body, op.Code, op.Pos)
 		if op.Code == OpFusion && len(op.Body.Ops) > 0 {
 			if y := op.Body.Ops[len(op.Body.Ops)-1]; y.Code == OpYield && len(y.Operands) != len(op.Results) {
 				v.errs.Add(y.Pos, "fusion has %d result%s but yields %d value%s", len(op.Results), plural(len(op.Results)), len(y.Operands), plural(len(y.Operands)))

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/passes"
+)
+
+type checkOptions struct{ explain bool }
+
+var checkCommand = &command{
+	name:    "check",
+	args:    "[--explain] prog.hir...",
+	summary: "parse and check programs, printing every error",
+	help: `Parses each program and runs the passes that can reject one (typecheck,
+validate, symmetric). Prints nothing when every program is correct.`,
+	flags: func(fs *flag.FlagSet) any {
+		o := &checkOptions{}
+		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
+		return o
+	},
+	run: func(c *cli, opts any, args []string) int {
+		o := opts.(*checkOptions)
+		if len(args) == 0 {
+			c.errorf("check: no program given (usage: %s)", usageLine("check"))
+			return exitUsage
+		}
+		worst := exitOK
+		for _, path := range args {
+			prog, code := c.parse(path)
+			if code == exitOK {
+				if err := passes.Check(prog, c.passContext(o.explain)); err != nil {
+					c.report(err)
+					code = exitFail
+				}
+			}
+			worst = max(worst, code)
+		}
+		return worst
+	},
+}
+
+type fmtOptions struct{ write, list bool }
+
+var fmtCommand = &command{
+	name:    "fmt",
+	args:    "[-w] [-l] prog.hir...",
+	summary: "print programs in canonical form",
+	help: `Prints each program in the canonical text form (the form ir.Print writes
+and the parser reads back to the same program). With -l, lists the files
+whose text differs from it instead; with -w, rewrites them.
+
+The canonical form keeps no comments, so -w refuses to rewrite a file that
+has some: print the canonical form and merge it by hand.`,
+	flags: func(fs *flag.FlagSet) any {
+		o := &fmtOptions{}
+		fs.BoolVar(&o.write, "w", false, "write the canonical form back to the file")
+		fs.BoolVar(&o.list, "l", false, "list the files whose text is not canonical")
+		return o
+	},
+	run: func(c *cli, opts any, args []string) int {
+		o := opts.(*fmtOptions)
+		if len(args) == 0 {
+			c.errorf("fmt: no program given (usage: %s)", usageLine("fmt"))
+			return exitUsage
+		}
+		worst := exitOK
+		for _, path := range args {
+			worst = max(worst, c.format(path, o))
+		}
+		return worst
+	},
+}
+
+func (c *cli) format(path string, o *fmtOptions) int {
+	src, code := c.readSource(path)
+	if code != exitOK {
+		return code
+	}
+	prog, code := c.parse(path)
+	if code != exitOK {
+		return code
+	}
+	canonical := []byte(prog.String())
+	changed := !bytes.Equal(src, canonical)
+	if o.list && changed {
+		fmt.Fprintln(c.stdout, path)
+	}
+	if !o.write {
+		if !o.list {
+			c.stdout.Write(canonical)
+		}
+		return exitOK
+	}
+	if !changed {
+		return exitOK
+	}
+	// The text format has no string literals, so // always starts a comment.
+	if bytes.Contains(src, []byte("//")) {
+		c.errorf("fmt: %s has comments, which the canonical form does not keep; not rewriting it (see 'hirrun fmt %s')", path, path)
+		return exitFail
+	}
+	st, err := os.Stat(path)
+	if err == nil {
+		err = os.WriteFile(path, canonical, st.Mode().Perm())
+	}
+	if err != nil {
+		c.errorf("fmt: %v", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+type lowerOptions struct {
+	pass    string
+	explain bool
+}
+
+var lowerCommand = &command{
+	name:    "lower",
+	args:    "[--pass NAME] [--explain] prog.hir",
+	summary: "print the program after each pass",
+	help: `Runs the compiler pipeline on the program and prints it after every pass,
+each under a "// after pass NAME" header, or only after the pass --pass names
+(having run the passes before it).`,
+	flags: func(fs *flag.FlagSet) any {
+		o := &lowerOptions{}
+		fs.StringVar(&o.pass, "pass", "", "print the program only after this pass: "+passNames())
+		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
+		return o
+	},
+	run: func(c *cli, opts any, args []string) int {
+		o := opts.(*lowerOptions)
+		if len(args) != 1 {
+			c.errorf("lower: want one program, got %d arguments (usage: %s)", len(args), usageLine("lower"))
+			return exitUsage
+		}
+		var only passes.Pass
+		if o.pass != "" {
+			var ok bool
+			if only, ok = passes.Lookup(o.pass); !ok {
+				c.errorf("lower: unknown pass %q (the passes are %s)", o.pass, passNames())
+				return exitUsage
+			}
+		}
+		prog, code := c.parse(args[0])
+		if code != exitOK {
+			return code
+		}
+		ctx := c.passContext(o.explain)
+		if o.pass != "" {
+			if err := passes.LowerUntil(prog, o.pass, ctx); err != nil {
+				c.report(err)
+				return exitFail
+			}
+			c.printAfter(only, prog)
+			return exitOK
+		}
+		for i, p := range passes.Pipeline() {
+			if err := p.Run(prog, ctx); err != nil {
+				c.report(err)
+				return exitFail
+			}
+			if i > 0 {
+				fmt.Fprintln(c.stdout)
+			}
+			c.printAfter(p, prog)
+		}
+		return exitOK
+	},
+}
+
+func (c *cli) printAfter(p passes.Pass, prog *ir.Program) {
+	fmt.Fprintf(c.stdout, "// after pass %s: %s\n", p.Name, p.Doc)
+	_ = ir.Print(c.stdout, prog)
+}
+
+func passNames() string {
+	var names []string
+	for _, p := range passes.Pipeline() {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+var rulesCommand = &command{
+	name:    "rules",
+	args:    "",
+	summary: "print which tensors each collective algorithm touches remotely",
+	help: `Prints the symmetric-heap table: for every collective and algorithm, whether
+peers read its input or write its output through the symmetric heap. A
+tensor read remotely is imported onto the heap by the symmetric pass; one
+written remotely must be declared symmetric.`,
+	run: func(c *cli, _ any, args []string) int {
+		if len(args) != 0 {
+			c.errorf("rules: takes no arguments, got %q", strings.Join(args, " "))
+			return exitUsage
+		}
+		fmt.Fprint(c.stdout, ir.RulesTable())
+		return exitOK
+	},
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/parser"
+	"github.com/hirlab/hir/passes"
+)
+
+// writeProgram writes src to a .hir file in a fresh directory.
+func writeProgram(t *testing.T, name, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const pointwiseSrc = `mesh 2
+
+input %x : f32[4/DIDx, 3]
+
+%a = mul %x, 2.0
+%y = relu %a
+output %y
+`
+
+func expectCode(t *testing.T, r result, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
+
+func expectContains(t *testing.T, what, s string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			t.Errorf("%s lacks %q:\n%s", what, p, s)
+		}
+	}
+}
+
+func TestUsageAndHelp(t *testing.T) {
+	r := hirrun()
+	expectCode(t, r, exitUsage)
+	expectContains(t, "stderr", r.stderr, "Usage:", "hirrun run", "hirrun check", "hirrun fmt", "hirrun lower", "hirrun rules")
+
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+		r := hirrun(args...)
+		expectCode(t, r, exitOK)
+		expectContains(t, "stdout", r.stdout, "Usage:", "Exit codes")
+	}
+	for _, cmd := range commands {
+		for _, args := range [][]string{{cmd.name, "--help"}, {cmd.name, "-h"}, {"help", cmd.name}} {
+			r := hirrun(args...)
+			expectCode(t, r, exitOK)
+			expectContains(t, "stdout", r.stdout, "Usage: hirrun "+cmd.name)
+			if r.stderr != "" {
+				t.Errorf("%v wrote to stderr: %s", args, r.stderr)
+			}
+		}
+	}
+	r = hirrun("run", "--help")
+	expectContains(t, "run --help", r.stdout, "-input", "-output", "-backend", "-stats", "-timeout", "-repeat")
+}
+
+func TestMisuse(t *testing.T) {
+	prog := writeProgram(t, "p.hir", pointwiseSrc)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frob"}, `unknown command "frob"`},
+		{[]string{"help", "frob"}, `help: unknown command "frob"`},
+		{[]string{"run", "--frob", prog}, "run: flag provided but not defined: -frob"},
+		{[]string{"run"}, "run: want one program, got 0 arguments"},
+		{[]string{"run", prog, prog}, "run: want one program, got 2 arguments"},
+		{[]string{"run", "nope.hir"}, "nope.hir: no such file"},
+		{[]string{"nope.hir"}, "nope.hir: no such file"},
+		{[]string{"check", "nope.hir"}, "nope.hir: no such file"},
+		{[]string{"check"}, "check: no program given"},
+		{[]string{"fmt"}, "fmt: no program given"},
+		{[]string{"lower", prog, "--pass", "nosuch"}, `lower: unknown pass "nosuch" (the passes are typecheck, validate, symmetric, fuse, insert-free)`},
+		{[]string{"rules", "extra"}, "rules: takes no arguments"},
+		{[]string{"run", prog, "--repeat", "0", "--input", "x=random"}, "--repeat must be at least 1"},
+		{[]string{"run", prog, "--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"run", prog, "--input", "x"}, "--input x: want NAME=random:seed=N or NAME=FILE.npy"},
+		{[]string{"run", prog, "--input", "x=random", "--input", "x=random:seed=2"}, "--input x is given twice"},
+		{[]string{"run", prog, "--input", "w=random"}, "--input w: the program has no input %w (its inputs: %x)"},
+		{[]string{"run", prog, "--input", "x=random:sed=1"}, `--input x=random:sed=1: unknown random option "sed=1" (want random:seed=N)`},
+		{[]string{"run", prog, "--input", "x=random:seed=-1"}, `seed "-1" is not a non-negative integer`},
+		{[]string{"run", prog, "--input", "x=nothere.npy"}, "--input x=nothere.npy: no such file"},
+		{[]string{"run", prog, "--input", "x=random", "--output", "q=q.npy"}, "--output q: the program has no output %q (its outputs: %y)"},
+		{[]string{"run", prog, "--input", "x=random", "--backend", "abacus"}, `unknown backend "abacus"`},
+	} {
+		r := hirrun(tc.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("hirrun %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+func TestMissingInputSaysHowToGiveIt(t *testing.T) {
+	prog := writeProgram(t, "p.hir", `mesh 2
+input %x : f32[4/DIDx, 3] symmetric
+input %w : bf16[3]
+%y = mul %x, 2.0
+output %y, %w
+`)
+	r := hirrun("run", prog, "--input", "w=random")
+	expectCode(t, r, exitUsage)
+	want := "hirrun: run: missing input %x : f32[4/DIDx, 3] symmetric; give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input x=random:seed=1\n"
+	if r.stderr != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, want)
+	}
+	r = hirrun("run", prog)
+	expectContains(t, "stderr", r.stderr, "missing inputs %x : f32[4/DIDx, 3] symmetric, %w : bf16[3];")
+}
+
+func TestRunPrintsEveryRank(t *testing.T) {
+	prog := writeProgram(t, "p.hir", pointwiseSrc)
+	x := host.Random(ir.F32, []int64{4, 3}, 9)
+	r := hirrun("run", prog, "--input", "x=random:seed=9")
+	expectCode(t, r, exitOK)
+	var want strings.Builder
+	for rank := range 2 {
+		shard, err := x.Shard(0, rank, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range shard.Len() {
+			shard.Set(i, max(2*shard.At(i), 0))
+		}
+		want.WriteString("rank " + string(rune('0'+rank)) + ": %y = " + shard.Summary() + "\n")
+	}
+	if r.stdout != want.String() {
+		t.Errorf("stdout:\n%s\nwant:\n%s", r.stdout, want.String())
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+
+	// `hirrun FILE` is run, and flags may come before or after the file.
+	for _, args := range [][]string{
+		{prog, "--input", "x=random:seed=9"},
+		{"--input", "x=random:seed=9", prog},
+		{"run", "--input", "%x=random:seed=9", prog},
+		{"run", prog, "--repeat", "3", "--input", "x=random:seed=9"},
+	} {
+		again := hirrun(args...)
+		expectCode(t, again, exitOK)
+		if again.stdout != r.stdout {
+			t.Errorf("hirrun %v printed\n%s\nwant\n%s", args, again.stdout, r.stdout)
+		}
+	}
+}
+
+func TestRunNPYInputAndOutput(t *testing.T) {
+	dir := t.TempDir()
+	prog := writeProgram(t, "p.hir", `mesh 4
+input %x : f32[8/DIDx, 2]
+input %s : bf16[2]
+%c = cast %s dtype=f32
+%y = mul %x, %c
+%g = all_gather %y algo=ring : f32[8, 2] symmetric
+output %y, %g
+`)
+	x := host.Random(ir.F32, []int64{8, 2}, 5)
+	xPath := filepath.Join(dir, "x.npy")
+	if err := x.WriteNPYFile(xPath); err != nil {
+		t.Fatal(err)
+	}
+	// A bf16 input given as <f4 is rounded to nearest even: 1.00390625 is
+	// halfway between 1 and 1 + 2^-7, so it becomes 1.
+	s := host.New(ir.F32, []int64{2})
+	s.Set(0, 1.00390625)
+	s.Set(1, -3)
+	sPath := filepath.Join(dir, "s.npy")
+	if err := s.WriteNPYFile(sPath); err != nil {
+		t.Fatal(err)
+	}
+	outPath := filepath.Join(dir, "y.npy")
+	gPath := filepath.Join(dir, "g.npy")
+	r := hirrun("run", prog, "--input", "x="+xPath, "--input", "s="+sPath, "--output", "y="+outPath, "--output", "g="+gPath)
+	expectCode(t, r, exitOK)
+
+	want := x.Clone()
+	for i := range want.Len() {
+		want.Set(i, want.At(i)*[]float64{1, -3}[i%2])
+	}
+	for _, path := range []string{outPath, gPath} {
+		got, err := host.ReadNPYFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := host.Equal(got, want); err != nil {
+			t.Errorf("%s: %v", filepath.Base(path), err)
+		}
+	}
+	if n := strings.Count(r.stdout, "\n"); n != 8 {
+		t.Errorf("want 2 outputs on each of 4 ranks, got %d lines:\n%s", n, r.stdout)
+	}
+
+	// A file of the wrong shape or dtype is a usage error naming both.
+	r = hirrun("run", prog, "--input", "x="+sPath, "--input", "s="+sPath)
+	expectCode(t, r, exitUsage)
+	expectContains(t, "stderr", r.stderr, "--input x="+sPath+": the file holds f32[2] but %x is declared f32[8/DIDx, 2]")
+	bad := filepath.Join(dir, "bad.npy")
+	if err := os.WriteFile(bad, []byte("not numpy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = hirrun("run", prog, "--input", "x="+bad, "--input", "s="+sPath)
+	expectCode(t, r, exitUsage)
+	expectContains(t, "stderr", r.stderr, "not an NPY file")
+}
+
+func TestRunStats(t *testing.T) {
+	prog := writeProgram(t, "p.hir", `mesh 2
+input %x : f32[4/DIDx, 3]
+%a = mul %x, 2.0
+%y = relu %a
+%g = all_gather %y algo=ring : f32[4, 3] symmetric
+output %g
+`)
+	r := hirrun("run", prog, "--input", "x=random", "--stats", "--repeat", "2")
+	expectCode(t, r, exitOK)
+	header := regexp.MustCompile(`(?m)^rank [01]: symmetric handles \d+ hits?, \d+ miss(es)?; kernels \d+ hits?, \d+ miss(es)?$`)
+	if n := len(header.FindAllString(r.stdout, -1)); n != 2 {
+		t.Errorf("want a cache line per rank, found %d:\n%s", n, r.stdout)
+	}
+	// Two runs: the gather ran twice on each rank.
+	row := regexp.MustCompile(`(?m)^\s*all_gather\s+\S+p\.hir:5:\d+\s+2\s+\S+\s+\S+$`)
+	if n := len(row.FindAllString(r.stdout, -1)); n != 2 {
+		t.Errorf("want an all_gather row with count 2 per rank, found %d:\n%s", n, r.stdout)
+	}
+	expectContains(t, "stdout", r.stdout, "op", "where", "count", "total", "mean")
+}
+
+func TestRunFailureIsExit1(t *testing.T) {
+	// Every rank waits for a message nobody sends: the runtime times out.
+	prog := writeProgram(t, "p.hir", `mesh 2
+input %x : f32[2]
+%y = recv peer=+1 : f32[2]
+output %y
+`)
+	r := hirrun("run", prog, "--input", "x=random", "--timeout", "200ms")
+	expectCode(t, r, exitFail)
+	expectContains(t, "stderr", r.stderr, "rank ")
+}
+
+func TestCheck(t *testing.T) {
+	good := writeProgram(t, "good.hir", pointwiseSrc)
+	r := hirrun("check", good)
+	expectCode(t, r, exitOK)
+	if r.stdout != "" || r.stderr != "" {
+		t.Errorf("check of a good program printed %q %q", r.stdout, r.stderr)
+	}
+	bad := writeProgram(t, "bad.hir", "mesh 4\ninput %x : f32[4/DIDx, 2]\n%g = all_gather %x algo=ring : f32[4, 2]\noutput %g\n")
+	r = hirrun("check", good, bad)
+	expectCode(t, r, exitFail)
+	if !regexp.MustCompile(`bad\.hir:3:\d+: `).MatchString(r.stderr) || !strings.Contains(r.stderr, "symmetric") {
+		t.Errorf("want an error at bad.hir:3 about symmetric memory, got %q", r.stderr)
+	}
+	// A missing file outranks a bad program.
+	r = hirrun("check", bad, filepath.Join(t.TempDir(), "gone.hir"))
+	expectCode(t, r, exitUsage)
+}
+
+func TestFmt(t *testing.T) {
+	messy := "mesh   2\ninput %x:f32[4/DIDx,3]\n%y=relu %x\n\noutput %y\n"
+	path := writeProgram(t, "p.hir", messy)
+	prog, err := parser.Parse(path, []byte(messy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := prog.String()
+
+	r := hirrun("fmt", path)
+	expectCode(t, r, exitOK)
+	if r.stdout != canonical {
+		t.Errorf("fmt printed\n%s\nwant\n%s", r.stdout, canonical)
+	}
+	r = hirrun("fmt", "-l", path)
+	expectCode(t, r, exitOK)
+	if r.stdout != path+"\n" {
+		t.Errorf("fmt -l printed %q, want the path", r.stdout)
+	}
+	r = hirrun("fmt", "-w", path)
+	expectCode(t, r, exitOK)
+	if got, _ := os.ReadFile(path); string(got) != canonical {
+		t.Errorf("fmt -w wrote\n%s\nwant\n%s", got, canonical)
+	}
+	r = hirrun("fmt", "-l", path)
+	if r.code != exitOK || r.stdout != "" {
+		t.Errorf("fmt -l on a canonical file: exit %d, %q", r.code, r.stdout)
+	}
+
+	// Comments would be lost: -w refuses and leaves the file alone.
+	commented := "// keep me\n" + messy
+	path2 := writeProgram(t, "c.hir", commented)
+	r = hirrun("fmt", "-w", path2)
+	expectCode(t, r, exitFail)
+	expectContains(t, "stderr", r.stderr, "has comments")
+	if got, _ := os.ReadFile(path2); string(got) != commented {
+		t.Errorf("fmt -w changed a commented file")
+	}
+
+	bad := writeProgram(t, "bad.hir", "mesh 2\ninput %x : f33[2]\n")
+	r = hirrun("fmt", bad)
+	expectCode(t, r, exitFail)
+	expectContains(t, "stderr", r.stderr, "bad.hir:2:")
+}
+
+func TestLower(t *testing.T) {
+	path := writeProgram(t, "p.hir", `mesh 4
+input %x : f32[2, 4]
+%a = mul %x, 2.0
+%b = relu %a
+%s = all_reduce %b algo=two_shot : f32[2, 4] symmetric
+output %s
+`)
+	r := hirrun("lower", path)
+	expectCode(t, r, exitOK)
+	sections := regexp.MustCompile(`(?m)^// after pass (\S+): `).FindAllStringSubmatch(r.stdout, -1)
+	var names []string
+	for _, s := range sections {
+		names = append(names, s[1])
+	}
+	var want []string
+	for _, p := range passes.Pipeline() {
+		want = append(want, p.Name)
+	}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("sections %v, want %v", names, want)
+	}
+	// Every section is a program the parser reads back.
+	for i, text := range regexp.MustCompile(`(?m)^// after pass .*\n`).Split(r.stdout, -1)[1:] {
+		if _, err := parser.Parse("section", []byte(text)); err != nil {
+			t.Errorf("the program after pass %s does not parse: %v\n%s", want[i], err, text)
+		}
+	}
+
+	r = hirrun("lower", "--pass", "symmetric", "--explain", path)
+	expectCode(t, r, exitOK)
+	if n := strings.Count(r.stdout, "// after pass"); n != 1 || !strings.HasPrefix(r.stdout, "// after pass symmetric: ") {
+		t.Errorf("lower --pass symmetric printed %d sections:\n%s", n, r.stdout)
+	}
+	if r.stderr == "" {
+		t.Errorf("--explain printed nothing: the two-shot input should be imported")
+	}
+}
+
+func TestRules(t *testing.T) {
+	r := hirrun("rules")
+	expectCode(t, r, exitOK)
+	if r.stdout != ir.RulesTable() {
+		t.Errorf("rules printed\n%s\nwant ir.RulesTable()", r.stdout)
+	}
+}

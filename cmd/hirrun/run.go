@@ -1,0 +1,374 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
+)
+
+type runOptions struct {
+	backend string
+	inputs  specList
+	outputs specList
+	stats   bool
+	timeout time.Duration
+	repeat  int
+	explain bool
+}
+
+// specList collects a repeatable NAME=VALUE flag.
+type specList []string
+
+func (l *specList) String() string     { return strings.Join(*l, " ") }
+func (l *specList) Set(s string) error { *l = append(*l, s); return nil }
+
+var runCommand = &command{
+	name:    "run",
+	args:    "[flags] prog.hir",
+	summary: "run a program and print every rank's outputs",
+	help: `Parses, checks and lowers the program, runs it on a backend with the mesh it
+declares, and prints each rank's outputs (its local shards):
+
+  rank 0: %y = f32[2, 3] = [[1, 2, 3], [4, 5, 6]]
+
+Every program input needs an --input: random values from a seed
+(NAME=random:seed=N; floats uniform in [-1, 1), integers in [-8, 8), bools
+0/1; the same on every platform) or an NPY file (NAME=FILE.npy, holding the
+whole logical tensor; a bf16 input may be given as <f4 and is rounded to
+nearest even). --output NAME=FILE.npy saves an output's logical tensor,
+assembled from the ranks' shards (bf16 is saved as <f4).`,
+	flags: func(fs *flag.FlagSet) any {
+		o := &runOptions{}
+		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
+		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` or NAME=FILE.npy (repeat for each input)")
+		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy` (repeatable)")
+		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op (serialises the ops)")
+		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: the runtime's default, "+runtime.DefaultTimeout.String()+")")
+		fs.IntVar(&o.repeat, "repeat", 1, "run the program this many times (outputs and stats are the last run's)")
+		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
+		return o
+	},
+	run: func(c *cli, opts any, args []string) int { return c.runProgram(opts.(*runOptions), args) },
+}
+
+func (c *cli) runProgram(o *runOptions, args []string) int {
+	if len(args) != 1 {
+		c.errorf("run: want one program, got %d arguments (usage: %s)", len(args), usageLine("run"))
+		return exitUsage
+	}
+	if o.repeat < 1 {
+		c.errorf("run: --repeat must be at least 1, got %d", o.repeat)
+		return exitUsage
+	}
+	if o.timeout < 0 {
+		c.errorf("run: --timeout must not be negative, got %v", o.timeout)
+		return exitUsage
+	}
+	inSpecs, err := parseSpecs("input", o.inputs)
+	if err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
+	}
+	outSpecs, err := parseSpecs("output", o.outputs)
+	if err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
+	}
+	prog, code := c.parse(args[0])
+	if code != exitOK {
+		return code
+	}
+	if err := passes.Lower(prog, c.passContext(o.explain)); err != nil {
+		c.report(err)
+		return exitFail
+	}
+	if err := checkOutputNames(prog, outSpecs); err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
+	}
+	inputs, err := loadInputs(prog, inSpecs)
+	if err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
+	}
+
+	rt, err := runtime.Open(o.backend, runtime.Config{
+		WorldSize: prog.Mesh.Size(),
+		Devices:   prog.Mesh.Devices,
+		Rank:      -1,
+		Timeout:   o.timeout,
+	})
+	if err != nil {
+		c.errorf("run: %v", err)
+		if errors.Is(err, runtime.ErrUnknownBackend) {
+			return exitUsage
+		}
+		return exitFail
+	}
+	res, err := c.execute(prog, rt, inputs, o)
+	if cerr := rt.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing the %s runtime: %w", rt.Name(), cerr)
+	}
+	if err != nil {
+		c.report(err)
+		return exitFail
+	}
+
+	c.printOutputs(prog, res)
+	for _, s := range outSpecs {
+		a, err := res.Logical(prog, s.name)
+		if err == nil {
+			err = a.WriteNPYFile(s.value)
+		}
+		if err != nil {
+			c.errorf("run: --output %s=%s: %v", s.name, s.value, err)
+			return exitFail
+		}
+	}
+	if o.stats {
+		c.printStats(res)
+	}
+	return exitOK
+}
+
+// execute binds the program to the runtime and runs it o.repeat times.
+func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
+	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats})
+	if err != nil {
+		return nil, err
+	}
+	var res *evaluator.Result
+	for i := 0; i < o.repeat && err == nil; i++ {
+		res, err = job.Run(inputs)
+		if err != nil && o.repeat > 1 {
+			err = fmt.Errorf("run %d of %d: %w", i+1, o.repeat, err)
+		}
+	}
+	if cerr := job.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing the job: %w", cerr)
+	}
+	return res, err
+}
+
+// spec is one NAME=VALUE of --input or --output.
+type spec struct{ name, value string }
+
+func parseSpecs(flagName string, raw []string) ([]spec, error) {
+	var out []spec
+	seen := map[string]bool{}
+	for _, s := range raw {
+		name, value, ok := strings.Cut(s, "=")
+		name = strings.TrimPrefix(name, "%")
+		if !ok || name == "" || value == "" {
+			if flagName == "input" {
+				return nil, fmt.Errorf("--input %s: want NAME=random:seed=N or NAME=FILE.npy", s)
+			}
+			return nil, fmt.Errorf("--output %s: want NAME=FILE.npy", s)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("--%s %s is given twice", flagName, name)
+		}
+		seen[name] = true
+		out = append(out, spec{name, value})
+	}
+	return out, nil
+}
+
+func checkOutputNames(prog *ir.Program, specs []spec) error {
+	for _, s := range specs {
+		found := false
+		for _, out := range prog.Outputs {
+			found = found || out.Name == s.name
+		}
+		if !found {
+			return fmt.Errorf("--output %s: the program has no output %%%s (its outputs: %s)", s.name, s.name, valueList(prog.Outputs))
+		}
+	}
+	return nil
+}
+
+// loadInputs makes the logical tensor of every program input from its
+// spec; every input needs one and every spec must name an input.
+func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) {
+	byName := map[string]string{}
+	for _, s := range specs {
+		if prog.Input(s.name) == nil {
+			return nil, fmt.Errorf("--input %s: the program has no input %%%s (its inputs: %s)", s.name, s.name, valueList(prog.Inputs))
+		}
+		byName[s.name] = s.value
+	}
+	var missing []string
+	for _, in := range prog.Inputs {
+		if _, ok := byName[in.Name]; !ok {
+			missing = append(missing, fmt.Sprintf("%s : %s", in, in.Type))
+		}
+	}
+	if len(missing) > 0 {
+		first := prog.Inputs[0].Name
+		for _, in := range prog.Inputs {
+			if _, ok := byName[in.Name]; !ok {
+				first = in.Name
+				break
+			}
+		}
+		return nil, fmt.Errorf("missing input%s %s; give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input %s=random:seed=1",
+			plural(len(missing)), strings.Join(missing, ", "), first)
+	}
+	inputs := map[string]*host.Array{}
+	for _, in := range prog.Inputs {
+		a, err := makeInput(in, byName[in.Name])
+		if err != nil {
+			return nil, fmt.Errorf("--input %s=%s: %v", in.Name, byName[in.Name], err)
+		}
+		inputs[in.Name] = a
+	}
+	return inputs, nil
+}
+
+// makeInput builds input in's logical tensor from a spec's value.
+func makeInput(in *ir.Value, value string) (*host.Array, error) {
+	t := in.Tensor()
+	if value == "random" || strings.HasPrefix(value, "random:") {
+		seed, err := parseRandom(value)
+		if err != nil {
+			return nil, err
+		}
+		return host.Random(t.DType, t.Shape(), seed), nil
+	}
+	a, err := host.ReadNPYFile(value)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errors.New("no such file")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.DType == ir.F32 && t.DType == ir.BF16 {
+		a = a.Convert(ir.BF16) // NumPy has no bf16: <f4 stands in for it
+	}
+	if a.DType != t.DType || !equalShape(a.Shape, t.Shape()) {
+		return nil, fmt.Errorf("the file holds %s but %s is declared %s (the whole logical tensor is wanted)", a.TypeString(), in, t)
+	}
+	return a, nil
+}
+
+// parseRandom reads "random" or "random:seed=N".
+func parseRandom(value string) (uint64, error) {
+	opts, _ := strings.CutPrefix(value, "random")
+	opts, _ = strings.CutPrefix(opts, ":")
+	var seed uint64
+	for _, opt := range strings.Split(opts, ",") {
+		if opt == "" {
+			continue
+		}
+		key, v, _ := strings.Cut(opt, "=")
+		if key != "seed" {
+			return 0, fmt.Errorf("unknown random option %q (want random:seed=N)", opt)
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("seed %q is not a non-negative integer", v)
+		}
+		seed = n
+	}
+	return seed, nil
+}
+
+// printOutputs prints every rank's outputs, in rank then output order.
+func (c *cli) printOutputs(prog *ir.Program, res *evaluator.Result) {
+	for _, rr := range res.Ranks {
+		for _, out := range prog.Outputs {
+			summary := "(not produced)"
+			if a := rr.Outputs[out.Name]; a != nil {
+				summary = a.Summary()
+			}
+			fmt.Fprintf(c.stdout, "rank %d: %s = %s\n", rr.Rank, out, summary)
+		}
+	}
+}
+
+// printStats prints each rank's cache counters and time per op.
+func (c *cli) printStats(res *evaluator.Result) {
+	for _, rr := range res.Ranks {
+		s := rr.Stats
+		fmt.Fprintf(c.stdout, "\nrank %d: symmetric handles %s; kernels %s\n",
+			rr.Rank, hitsMisses(s.HandleHits, s.HandleMisses), hitsMisses(s.KernelHits, s.KernelMisses))
+		ops := append([]evaluator.OpStat(nil), s.Ops...)
+		sort.SliceStable(ops, func(i, j int) bool { return ops[i].Total > ops[j].Total })
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  op\twhere\tcount\ttotal\tmean")
+		for _, op := range ops {
+			mean := time.Duration(0)
+			if op.Count > 0 {
+				mean = op.Total / time.Duration(op.Count)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", op.Op, op.Pos, op.Count, formatDuration(op.Total), formatDuration(mean))
+		}
+		tw.Flush()
+	}
+}
+
+func hitsMisses(hits, misses int64) string {
+	h, m := "hits", "misses"
+	if hits == 1 {
+		h = "hit"
+	}
+	if misses == 1 {
+		m = "miss"
+	}
+	return fmt.Sprintf("%d %s, %d %s", hits, h, misses, m)
+}
+
+// formatDuration keeps three significant digits or so: 1.23ms, 45.6µs.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	case d >= time.Microsecond:
+		return d.Round(10 * time.Nanosecond).String()
+	}
+	return d.String()
+}
+
+func valueList(vs []*ir.Value) string {
+	if len(vs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,608 @@
+package codegen
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hirlab/hir/ir"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// kcase is one op to generate: build makes it with a Builder and returns
+// it with the local shapes of its inputs and outputs.
+type kcase struct {
+	name     string
+	build    func(b *ir.Builder) *ir.Op
+	strategy Strategy
+}
+
+func tensor(dt ir.DType, shape ...int64) *ir.TensorType { return ir.Tensor(dt, shape...) }
+
+// in declares input name of type t.
+func in(b *ir.Builder, name string, dt ir.DType, shape ...int64) *ir.Value {
+	return b.Input(name, tensor(dt, shape...))
+}
+
+func fusion(b *ir.Builder, inputs []*ir.Value, body func() []*ir.Value) *ir.Op {
+	return b.Fusion(inputs, body)[0].Def
+}
+
+func vals(vs ...*ir.Value) []*ir.Value { return vs }
+
+func cast(b *ir.Builder, x *ir.Value, dt ir.DType) *ir.Value {
+	return b.Op(ir.OpCast, x).Word("dtype", dt.String()).Value()
+}
+
+func reduce(b *ir.Builder, code ir.Opcode, x *ir.Value, keep bool, axes ...int64) *ir.Value {
+	ob := b.Op(code, x).Ints("axes", axes...)
+	if keep {
+		ob.Bool("keepdim", true)
+	}
+	return ob.Value()
+}
+
+var cases = []kcase{
+	{"add_f32", func(b *ir.Builder) *ir.Op {
+		x, y := in(b, "x", ir.F32, 8, 16), in(b, "y", ir.F32, 8, 16)
+		return b.Op(ir.OpAdd, x, y).Op()
+	}, Flat},
+	{"chain_f16_literal_tail", func(b *ir.Builder) *ir.Op {
+		x, y := in(b, "x", ir.F16, 1003), in(b, "y", ir.F16, 1003)
+		return fusion(b, vals(x, y), func() []*ir.Value {
+			t := b.Binary(ir.OpMul, x, ir.Float(0.1))
+			u := b.Binary(ir.OpAdd, t, y)
+			return vals(b.Unary(ir.OpRelu, u))
+		})
+	}, Flat},
+	{"transcendental_bf16_odd", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.BF16, 3, 5)
+		return fusion(b, vals(x), func() []*ir.Value {
+			g := b.Unary(ir.OpGelu, x)
+			s := b.Unary(ir.OpSigmoid, g)
+			return vals(b.Unary(ir.OpTanh, s), g)
+		})
+	}, Flat},
+	{"exp_log_f64", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F64, 7)
+		return fusion(b, vals(x), func() []*ir.Value {
+			e := b.Unary(ir.OpExp, x)
+			l := b.Unary(ir.OpLog, e)
+			d := b.Binary(ir.OpDiv, b.Binary(ir.OpSub, l, ir.Float(1.5)), ir.Int(3))
+			return vals(b.Unary(ir.OpAbs, b.Unary(ir.OpNeg, d)))
+		})
+	}, Flat},
+	{"int_ops_i32", func(b *ir.Builder) *ir.Op {
+		x, y := in(b, "x", ir.I32, 33), in(b, "y", ir.I32, 33)
+		return fusion(b, vals(x, y), func() []*ir.Value {
+			s := b.Binary(ir.OpAdd, x, y)
+			m := b.Binary(ir.OpMul, s, ir.Int(3000000000)) // wraps to i32
+			q := b.Binary(ir.OpDiv, m, y)
+			n := b.Unary(ir.OpNeg, b.Unary(ir.OpAbs, q))
+			mx := b.Binary(ir.OpMax, n, b.Binary(ir.OpMin, x, ir.Int(-2)))
+			return vals(b.Unary(ir.OpRelu, mx), b.Binary(ir.OpSub, x, y))
+		})
+	}, Flat},
+	{"div_i64_literal", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.I64, 2, 9)
+		return fusion(b, vals(x), func() []*ir.Value {
+			return vals(b.Binary(ir.OpDiv, b.Binary(ir.OpSub, x, ir.Int(7)), ir.Float(2.9)))
+		})
+	}, Flat},
+	{"where_bool", func(b *ir.Builder) *ir.Op {
+		c, x, y := in(b, "c", ir.Bool, 100), in(b, "x", ir.F32, 100), in(b, "y", ir.F32, 100)
+		return fusion(b, vals(c, x, y), func() []*ir.Value {
+			w := b.Op(ir.OpWhere, c, x, y).Value()
+			z := b.Op(ir.OpWhere, c, ir.Float(0), w).Value()
+			return vals(z, cast(b, z, ir.Bool))
+		})
+	}, Flat},
+	{"casts", func(b *ir.Builder) *ir.Op {
+		x, i, h, d, c, l := in(b, "x", ir.F32, 5), in(b, "i", ir.I32, 5), in(b, "h", ir.F16, 5), in(b, "d", ir.F64, 5), in(b, "c", ir.Bool, 5), in(b, "l", ir.I64, 5)
+		return fusion(b, vals(x, i, h, d, c, l), func() []*ir.Value {
+			return vals(cast(b, x, ir.I32), cast(b, i, ir.F16), cast(b, d, ir.BF16), cast(b, c, ir.F32),
+				cast(b, h, ir.F64), cast(b, l, ir.I32), cast(b, x, ir.I64), cast(b, cast(b, x, ir.F16), ir.F32))
+		})
+	}, Flat},
+	{"broadcast_bias", func(b *ir.Builder) *ir.Op {
+		x, bias, scale := in(b, "x", ir.F32, 4, 8), in(b, "bias", ir.F32, 8), in(b, "scale", ir.F32, 4, 1)
+		return fusion(b, vals(x, bias, scale), func() []*ir.Value {
+			return vals(b.Binary(ir.OpMul, b.Binary(ir.OpAdd, x, bias), scale))
+		})
+	}, Broadcast},
+	{"broadcast_yield_smaller", func(b *ir.Builder) *ir.Op {
+		x, bias := in(b, "x", ir.BF16, 3, 4, 8), in(b, "bias", ir.BF16, 4, 1)
+		return fusion(b, vals(x, bias), func() []*ir.Value {
+			e := b.Unary(ir.OpExp, bias)
+			return vals(b.Binary(ir.OpSub, x, e), e)
+		})
+	}, Broadcast},
+	{"sum_rows_warp_f32", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F32, 64, 100)
+		return b.Op(ir.OpSum, x).Ints("axes", 1).Op()
+	}, RowsWarp},
+	{"sum_rows_block_f16", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F16, 4, 4097)
+		return fusion(b, vals(x), func() []*ir.Value {
+			return vals(reduce(b, ir.OpSum, b.Binary(ir.OpMul, x, x), false, 1))
+		})
+	}, RowsBlock},
+	{"mean_outer_keepdim_f32", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F32, 32, 64)
+		return fusion(b, vals(x), func() []*ir.Value {
+			return vals(reduce(b, ir.OpMean, x, true, 0))
+		})
+	}, Columns},
+	{"max_middle_bf16", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.BF16, 2, 3, 5)
+		return fusion(b, vals(x), func() []*ir.Value {
+			return vals(reduce(b, ir.OpReduceMax, b.Unary(ir.OpNeg, x), false, 1))
+		})
+	}, Columns},
+	{"max_mixed_axes_i64", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.I64, 2, 3, 4, 5)
+		return fusion(b, vals(x), func() []*ir.Value {
+			return vals(reduce(b, ir.OpReduceMax, x, false, 0, 2, 3))
+		})
+	}, Columns},
+	{"sum_all_i32", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.I32, 16, 16)
+		return fusion(b, vals(x), func() []*ir.Value {
+			return vals(reduce(b, ir.OpSum, x, false, 0, 1))
+		})
+	}, RowsWarp},
+	{"mean_rows_block_f64", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F64, 10, 3000)
+		return b.Op(ir.OpMean, x).Ints("axes", 1).Bool("keepdim", true).Op()
+	}, RowsBlock},
+	{"centered_square_sum_broadcast", func(b *ir.Builder) *ir.Op {
+		x, m := in(b, "x", ir.F32, 8, 16), in(b, "m", ir.F32, 8, 1)
+		return fusion(b, vals(x, m), func() []*ir.Value {
+			c := b.Binary(ir.OpSub, x, m)
+			s := reduce(b, ir.OpSum, b.Binary(ir.OpMul, c, c), false, 1)
+			return vals(s, c)
+		})
+	}, RowsWarp},
+	{"scalar_tensor_exp", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F32)
+		return b.Op(ir.OpExp, x).Op()
+	}, Flat},
+	{"one_element_i64", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.I64, 1)
+		return b.Op(ir.OpMul, x, ir.Int(-3)).Op()
+	}, Flat},
+	{"empty_add", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F32, 0, 4)
+		return b.Op(ir.OpAdd, x, ir.Float(1)).Op()
+	}, Flat},
+	{"empty_reduction", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F32, 3, 0)
+		return fusion(b, vals(x), func() []*ir.Value {
+			return vals(reduce(b, ir.OpSum, x, true, 1))
+		})
+	}, Columns},
+	{"empty_max_i32", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.I32, 0, 5)
+		return b.Op(ir.OpReduceMax, x).Ints("axes", 0).Op()
+	}, Columns},
+	{"loop_index_scalar", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F32, 6, 8)
+		var op *ir.Op
+		b.For("i", 0, 4, 1, func(i *ir.Value) {
+			op = fusion(b, vals(x, i), func() []*ir.Value {
+				return vals(b.Binary(ir.OpMul, x, i), b.Binary(ir.OpAdd, cast(b, x, ir.I64), i))
+			})
+		})
+		return op
+	}, Flat},
+	{"large_long_index", func(b *ir.Builder) *ir.Op {
+		x := in(b, "x", ir.F32, 3, 1<<30)
+		return b.Op(ir.OpSigmoid, x).Op()
+	}, Flat},
+}
+
+// shapesOf returns the local shapes of an op's non-literal operands and of
+// its results, from the types the case declared (mesh 1: local = logical).
+func shapesOf(t *testing.T, op *ir.Op) (ins, outs []Shape) {
+	t.Helper()
+	for _, v := range op.Operands {
+		switch ty := v.Type.(type) {
+		case *ir.TensorType:
+			ins = append(ins, Shape{DType: ty.DType, Shape: ty.Shape()})
+		case *ir.ScalarType:
+			ins = append(ins, Shape{DType: ty.DType})
+		}
+	}
+	p, err := analyze(op, ins, nil, true)
+	if err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	for _, y := range p.yields {
+		outs = append(outs, Shape{DType: y.dtype, Shape: y.shape})
+	}
+	return ins, outs
+}
+
+func build(t *testing.T, c kcase) (*Kernel, *ir.Op) {
+	t.Helper()
+	b := ir.NewBuilder(ir.LinearMesh(1))
+	op := c.build(b)
+	if _, err := b.Program(); err != nil {
+		t.Fatalf("%s: the test program does not verify: %v", c.name, err)
+	}
+	if err := Check(op); err != nil {
+		t.Fatalf("%s: Check: %v", c.name, err)
+	}
+	ins, outs := shapesOf(t, op)
+	k, err := Fusion(op, ins, outs)
+	if err != nil {
+		t.Fatalf("%s: Fusion: %v", c.name, err)
+	}
+	return k, op
+}
+
+// golden is what a golden file holds: the parameters and launch geometry
+// as comments, then the source NVRTC compiles.
+func golden(k *Kernel) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// kernel %s, strategy %s, work %d\n", k.Name, k.Strategy, k.Work)
+	for _, p := range k.Params {
+		fmt.Fprintf(&b, "// param %-5s %-40s", p.Name, p.CType)
+		switch p.Kind {
+		case ParamPointer:
+			fmt.Fprintf(&b, " arg %d\n", p.Arg)
+		case ParamRuntimeScalar:
+			fmt.Fprintf(&b, " arg %d (runtime scalar)\n", p.Arg)
+		default:
+			fmt.Fprintf(&b, " literal bits %#x\n", p.Bits)
+		}
+	}
+	grid, block := k.Launch(DefaultSMs)
+	fmt.Fprintf(&b, "// launch on %d SMs: grid %v, block %v\n\n", DefaultSMs, grid, block)
+	b.WriteString(k.Source)
+	return b.String()
+}
+
+func TestGolden(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k, _ := build(t, c)
+			if k.Strategy != c.strategy {
+				t.Errorf("strategy %s, want %s", k.Strategy, c.strategy)
+			}
+			path := filepath.Join("testdata", c.name+".cu")
+			seen[filepath.Base(path)] = true
+			got := golden(k)
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./codegen -update)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("%s differs from the golden file (-want +got):\n%s", path, diff)
+			}
+		})
+	}
+	// Every golden file belongs to a case, so none goes stale.
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.cu"))
+	for _, f := range files {
+		if !seen[filepath.Base(f)] && !*update {
+			t.Errorf("%s matches no case; delete it or rerun with -update", f)
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	for _, c := range cases {
+		k1, _ := build(t, c)
+		k2, _ := build(t, c)
+		if k1.Source != k2.Source || k1.Name != k2.Name {
+			t.Errorf("%s: two generations differ", c.name)
+		}
+		if !strings.Contains(k1.Source, "void __launch_bounds__(256) "+k1.Name+"(") {
+			t.Errorf("%s: the source does not define %s", c.name, k1.Name)
+		}
+		if strings.Contains(k1.Source, namePlaceholder) {
+			t.Errorf("%s: the placeholder name is left in the source", c.name)
+		}
+	}
+}
+
+// The text depends on structure, dtypes and shapes only: not on value
+// names, and not on literal values, which travel as parameters.
+func TestSourceSharing(t *testing.T) {
+	make1 := func(xname string, lit float64, n int64) *Kernel {
+		b := ir.NewBuilder(ir.LinearMesh(1))
+		x := in(b, xname, ir.F32, n)
+		op := fusion(b, vals(x), func() []*ir.Value {
+			return vals(b.Op(ir.OpMul, x, ir.Float(lit)).Name(xname + "_m").Value())
+		})
+		k, err := Fusion(op, []Shape{{ir.F32, []int64{n}}}, []Shape{{ir.F32, []int64{n}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a, b, c := make1("x", 2, 10), make1("other", 3, 10), make1("x", 2, 11)
+	if a.Source != b.Source || a.Name != b.Name {
+		t.Errorf("renaming values or changing a literal changed the source")
+	}
+	if a.Params[2].Bits == b.Params[2].Bits {
+		t.Errorf("the literals 2 and 3 have the same bits %#x", a.Params[2].Bits)
+	}
+	if a.Name == c.Name {
+		t.Errorf("shapes 10 and 11 gave the same kernel name %s", a.Name)
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	pos := ir.Pos{File: "t.hir", Line: 3, Col: 5}
+	at := func(op *ir.Op) *ir.Op { op.Pos = pos; return op }
+	tests := []struct {
+		name  string
+		build func(b *ir.Builder) *ir.Op
+		want  string
+	}{
+		{"exp on ints", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.I32, 4)
+			return fusion(b, vals(x), func() []*ir.Value { return vals(at(b.Op(ir.OpExp, x).Op()).Result()) })
+		}, "t.hir:3:5: exp does not take i32 (it takes f32, f16, bf16 or f64)"},
+		{"gelu on bool", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.Bool, 4)
+			return at(b.Op(ir.OpGelu, x).Op())
+		}, "t.hir:3:5: gelu does not take bool (cast to a number first)"},
+		{"add on bool", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.Bool, 4)
+			return at(b.Op(ir.OpAdd, x, x).Op())
+		}, "t.hir:3:5: add does not take bool"},
+		{"matmul in a fusion", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.F32, 4, 4)
+			return fusion(b, vals(x), func() []*ir.Value { return vals(at(b.Op(ir.OpMatmul, x, x).Op()).Result()) })
+		}, "t.hir:3:5: matmul cannot be fused: a fusion holds pointwise ops and one trailing reduction"},
+		{"matmul alone", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.F32, 4, 4)
+			return at(b.Op(ir.OpMatmul, x, x).Op())
+		}, "t.hir:3:5: codegen compiles fusions, pointwise ops and reductions, not matmul"},
+		{"collective in a fusion", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.F32, 4)
+			return fusion(b, vals(x), func() []*ir.Value { return vals(at(b.Op(ir.OpAllReduce, x).Op()).Result()) })
+		}, "all_reduce cannot be fused"},
+		{"mean of ints", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.I64, 4)
+			return at(b.Op(ir.OpMean, x).Ints("axes", 0).Op())
+		}, "t.hir:3:5: mean does not take i64 (it takes f32, f16, bf16 or f64; cast first)"},
+		{"op after the reduction", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.F32, 4)
+			return fusion(b, vals(x), func() []*ir.Value {
+				s := reduce(b, ir.OpSum, x, false, 0)
+				return vals(at(b.Op(ir.OpExp, s).Op()).Result())
+			})
+		}, "t.hir:3:5: exp follows the reduction sum; a reduction must be the last op of a fusion"},
+		{"two reductions", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.F32, 4, 4)
+			return fusion(b, vals(x), func() []*ir.Value {
+				s := reduce(b, ir.OpSum, x, false, 0)
+				return vals(at(b.Op(ir.OpReduceMax, s).Ints("axes", 0).Op()).Result())
+			})
+		}, "t.hir:3:5: a fusion holds at most one reduction"},
+		{"mixed dtypes", func(b *ir.Builder) *ir.Op {
+			x, y := in(b, "x", ir.F32, 4), in(b, "y", ir.F16, 4)
+			return at(b.Op(ir.OpAdd, x, y).Op())
+		}, "t.hir:3:5: add: %x is f32 but %y is f16; operands share one dtype (insert a cast)"},
+		{"where on numbers", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.F32, 4)
+			return at(b.Op(ir.OpWhere, x, x, x).Op())
+		}, "t.hir:3:5: where: the condition %x is f32, not bool"},
+		{"declared result type disagrees", func(b *ir.Builder) *ir.Op {
+			x := in(b, "x", ir.F32, 4)
+			return at(b.Op(ir.OpNeg, x).Type(tensor(ir.F16, 4)).Op())
+		}, "declared f16, but the operands give f32"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := ir.NewBuilder(ir.LinearMesh(1))
+			op := tc.build(b)
+			err := Check(op)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Check: got %v, want an error containing %q", err, tc.want)
+			}
+			if _, ok := err.(ir.ErrorList); !ok {
+				t.Errorf("Check returned %T, want ir.ErrorList", err)
+			}
+			if _, err := Fusion(op, nil, []Shape{}); err == nil {
+				t.Errorf("Fusion accepted what Check rejects")
+			}
+		})
+	}
+}
+
+func TestShapeErrors(t *testing.T) {
+	f32 := func(shape ...int64) Shape { return Shape{ir.F32, shape} }
+	tests := []struct {
+		name      string
+		build     func(b *ir.Builder) *ir.Op
+		ins, outs []Shape
+		want      string
+	}{
+		{"output shape", func(b *ir.Builder) *ir.Op {
+			return b.Op(ir.OpNeg, in(b, "x", ir.F32, 4)).Op()
+		}, []Shape{f32(4)}, []Shape{f32(5)}, "neg: result 0 is f32[4], but its output was given as f32[5]"},
+		{"input count", func(b *ir.Builder) *ir.Op {
+			return b.Op(ir.OpNeg, in(b, "x", ir.F32, 4)).Op()
+		}, []Shape{f32(4), f32(4)}, []Shape{f32(4)}, "neg has 1 non-literal operands, but 2 input shapes were given"},
+		{"input dtype", func(b *ir.Builder) *ir.Op {
+			return b.Op(ir.OpNeg, in(b, "x", ir.F32, 4)).Op()
+		}, []Shape{{ir.F16, []int64{4}}}, []Shape{f32(4)}, "operand %x is f32, but input 0 was given as f16[4]"},
+		{"no broadcast", func(b *ir.Builder) *ir.Op {
+			return b.Op(ir.OpAdd, in(b, "x", ir.F32, 4), in(b, "y", ir.F32, 3)).Op()
+		}, []Shape{f32(4), f32(3)}, []Shape{f32(4)}, "add: shapes [4] and [3] do not broadcast"},
+		{"axis out of range", func(b *ir.Builder) *ir.Op {
+			return b.Op(ir.OpSum, in(b, "x", ir.F32, 4)).Ints("axes", 1).Op()
+		}, []Shape{f32(4)}, []Shape{f32()}, "sum: axis 1 is out of range for a rank-1 input"},
+		{"axis twice", func(b *ir.Builder) *ir.Op {
+			return b.Op(ir.OpSum, in(b, "x", ir.F32, 4, 2)).Ints("axes", 0, 0).Op()
+		}, []Shape{f32(4, 2)}, []Shape{f32(2)}, "sum: axis 0 is listed twice"},
+		{"partial yield beside a reduction", func(b *ir.Builder) *ir.Op {
+			x, y := in(b, "x", ir.F32, 4, 8), in(b, "y", ir.F32, 8)
+			return fusion(b, vals(x, y), func() []*ir.Value {
+				e := b.Unary(ir.OpExp, y)
+				return vals(reduce(b, ir.OpSum, b.Binary(ir.OpMul, x, e), false, 1), e)
+			})
+		}, []Shape{f32(4, 8), f32(8)}, []Shape{f32(4), f32(8)}, "only whole-shape values can be yielded beside a reduction"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := ir.NewBuilder(ir.LinearMesh(1))
+			op := tc.build(b)
+			_, err := Fusion(op, tc.ins, tc.outs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLiteralBits(t *testing.T) {
+	f32 := func(v float32) uint64 { return uint64(math.Float32bits(v)) }
+	tests := []struct {
+		lit  *ir.Literal
+		dt   ir.DType
+		want uint64
+	}{
+		{&ir.Literal{IsFloat: true, Float: 0.1}, ir.F32, f32(0.1)},
+		{&ir.Literal{IsFloat: true, Float: 0.1}, ir.F16, f32(0.0999755859375)},
+		{&ir.Literal{IsFloat: true, Float: 0.1}, ir.BF16, f32(0.10009765625)},
+		{&ir.Literal{IsFloat: true, Float: 65519}, ir.F16, f32(65504)},
+		{&ir.Literal{IsFloat: true, Float: 65520}, ir.F16, f32(float32(math.Inf(1)))},
+		{&ir.Literal{IsFloat: true, Float: -0x1p-25}, ir.F16, f32(float32(math.Copysign(0, -1)))}, // a tie rounds to even zero
+		{&ir.Literal{IsFloat: true, Float: 0x1.8p-25}, ir.F16, f32(0x1p-24)},                      // the smallest subnormal
+		{&ir.Literal{IsFloat: true, Float: 1 + 0x1p-8}, ir.BF16, f32(1)},                          // a tie: to even
+		{&ir.Literal{IsFloat: true, Float: 1 + 0x1.8p-8}, ir.BF16, f32(1 + 0x1p-7)},
+		{&ir.Literal{IsFloat: true, Float: math.NaN()}, ir.F32, uint64(math.Float32bits(float32(math.NaN())))},
+		{&ir.Literal{Int: 3000000000}, ir.I32, uint64(uint32(3000000000))},
+		{&ir.Literal{IsFloat: true, Float: -2.9}, ir.I32, uint64(uint32(0xfffffffe))},
+		{&ir.Literal{IsFloat: true, Float: 1e30}, ir.I32, uint64(math.MaxInt32)},
+		{&ir.Literal{IsFloat: true, Float: math.NaN()}, ir.I64, 0},
+		{&ir.Literal{IsFloat: true, Float: -1e300}, ir.I64, 1 << 63},
+		{&ir.Literal{Int: -5}, ir.I64, uint64(0xfffffffffffffffb)},
+		{&ir.Literal{IsFloat: true, Float: 0.5}, ir.Bool, 1},
+		{&ir.Literal{Int: 0}, ir.Bool, 0},
+		{&ir.Literal{Int: 1 << 40}, ir.F64, math.Float64bits(1 << 40)},
+	}
+	for _, tc := range tests {
+		if got := literalBits(tc.lit, tc.dt); got != tc.want {
+			t.Errorf("%s as %s: bits %#x, want %#x", tc.lit, tc.dt, got, tc.want)
+		}
+	}
+}
+
+func TestPackArgs(t *testing.T) {
+	b := ir.NewBuilder(ir.LinearMesh(1))
+	x := in(b, "x", ir.F16, 8)
+	var op *ir.Op
+	b.For("i", 0, 2, 1, func(i *ir.Value) {
+		op = fusion(b, vals(x, i), func() []*ir.Value {
+			t := b.Binary(ir.OpMul, x, ir.Float(0.1)) // f16 literal: a float
+			u := b.Binary(ir.OpAdd, t, i)             // runtime scalar: long long
+			return vals(cast(b, b.Binary(ir.OpMax, cast(b, u, ir.F64), ir.Float(2)), ir.I32))
+		})
+	})
+	ins := []Shape{{ir.F16, []int64{8}}, {DType: ir.I64}}
+	k, err := Fusion(op, ins, []Shape{{ir.I32, []int64{8}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range k.Params {
+		names = append(names, p.Name+":"+p.CType)
+	}
+	wantNames := []string{"in0:const hir_f16* __restrict__", "out0:int* __restrict__", "c0:float", "c1:double", "in1:long long"}
+	if diff := cmp.Diff(wantNames, names); diff != "" {
+		t.Fatalf("params (-want +got):\n%s", diff)
+	}
+	buf, offsets, err := k.PackArgs([]uint64{0x1000, 7, 0x2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// in0 @0, out0 @8, c0 @16 (4 bytes), c1 @24 (aligned to 8), in1 @32.
+	if diff := cmp.Diff([]int{0, 8, 16, 24, 32}, offsets); diff != "" {
+		t.Errorf("offsets (-want +got):\n%s", diff)
+	}
+	if len(buf) != 40 {
+		t.Errorf("buffer of %d bytes, want 40", len(buf))
+	}
+	word := func(off, size int) uint64 {
+		var v uint64
+		for i := size - 1; i >= 0; i-- {
+			v = v<<8 | uint64(buf[off+i])
+		}
+		return v
+	}
+	if word(0, 8) != 0x1000 || word(8, 8) != 0x2000 || word(32, 8) != 7 {
+		t.Errorf("pointers or scalar packed wrong: % x", buf)
+	}
+	if got := math.Float32frombits(uint32(word(16, 4))); got != 0.0999755859375 {
+		t.Errorf("f16 literal packed as %v, want 0.0999755859375", got)
+	}
+	if got := math.Float64frombits(word(24, 8)); got != 2 {
+		t.Errorf("f64 literal packed as %v, want 2", got)
+	}
+	if _, _, err := k.PackArgs([]uint64{1}); err == nil || !strings.Contains(err.Error(), "takes 3 arguments (2 inputs, 1 outputs), got 1") {
+		t.Errorf("PackArgs with too few args: %v", err)
+	}
+}
+
+func TestLaunch(t *testing.T) {
+	k := &Kernel{Strategy: Flat, Work: 0}
+	if g, blk := k.Launch(132); g != [3]uint32{1, 1, 1} || blk != [3]uint32{256, 1, 1} {
+		t.Errorf("empty launch: grid %v block %v", g, blk)
+	}
+	tests := []struct {
+		s      Strategy
+		work   int64
+		sms    int
+		blocks uint32
+	}{
+		{Flat, 1000, 132, 4},
+		{Flat, 1 << 30, 132, 132 * 16},
+		{Flat, 1 << 30, 0, DefaultSMs * 16},
+		{Broadcast, 257, 2, 2},
+		{RowsWarp, 64, 132, 8},
+		{RowsWarp, 65, 132, 9},
+		{RowsBlock, 10, 132, 10},
+		{RowsBlock, 100000, 4, 64},
+		{Columns, 2048, 132, 8},
+	}
+	for _, tc := range tests {
+		k := &Kernel{Strategy: tc.s, Work: tc.work}
+		if g, _ := k.Launch(tc.sms); g[0] != tc.blocks {
+			t.Errorf("%s work %d on %d SMs: %d blocks, want %d", tc.s, tc.work, tc.sms, g[0], tc.blocks)
+		}
+	}
+}
+
+func TestFusionNeedsShapes(t *testing.T) {
+	b := ir.NewBuilder(ir.LinearMesh(1))
+	op := b.Op(ir.OpNeg, in(b, "x", ir.F32, 4)).Op()
+	if _, err := Fusion(op, nil, nil); err == nil || !strings.Contains(err.Error(), "input shapes were given") {
+		t.Errorf("Fusion without shapes: %v", err)
+	}
+	if _, err := Fusion(op, []Shape{{ir.F32, []int64{4}}}, nil); err == nil || !strings.Contains(err.Error(), "but 0 output shapes were given") {
+		t.Errorf("Fusion without output shapes: %v", err)
+	}
+	if _, err := Fusion(nil, nil, nil); err == nil {
+		t.Errorf("Fusion(nil) succeeded")
+	}
+}

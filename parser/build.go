@@ -1,0 +1,782 @@
+package parser
+
+import (
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// Limits that keep hostile input from exhausting memory or stack.
+const (
+	maxMeshSize = 1 << 16
+	maxNesting  = 256
+)
+
+var allOpcodes = ir.Opcodes()
+
+// scope is what names a region sees.
+type scope struct {
+	parent *scope
+	names  map[string]*ir.Value
+	// closed: a fusion body, which sees only its operands (entered into
+	// names) and its own values.
+	closed bool
+	// lenient: inside a region whose header was rejected; names it cannot
+	// resolve are not reported again.
+	lenient bool
+}
+
+// lookup finds name; crossedFusion reports whether the search stopped at a
+// fusion boundary (the name may be visible outside it).
+func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
+	for ; s != nil; s = s.parent {
+		if v := s.names[name]; v != nil {
+			return v, false
+		}
+		if s.closed {
+			return nil, true
+		}
+	}
+	return nil, false
+}
+
+func (s *scope) isLenient() bool {
+	for ; s != nil; s = s.parent {
+		if s.lenient {
+			return true
+		}
+	}
+	return false
+}
+
+// frame is a region being read: the top level, or the body of a for or
+// fusion whose `}` has not been seen yet.
+type frame struct {
+	op      *ir.Op
+	block   *ir.Block
+	scope   *scope
+	broken  bool // the header was rejected: the body is checked, then dropped
+	tainted bool // an op of the body was rejected
+}
+
+type builder struct {
+	file  string
+	errs  ir.ErrorList
+	prog  *ir.Program
+	stack []*frame
+
+	defined  map[string]ir.Pos // every name defined so far (names are unique program-wide)
+	laterDef map[string]ir.Pos // every name the text defines, for "used before defined"
+	poisoned map[string]bool   // names whose definition was rejected: uses are not reported
+
+	meshPos    ir.Pos
+	meshBad    bool
+	firstStmt  ir.Pos // first statement, where a missing mesh is reported
+	firstOp    ir.Pos
+	outputPos  ir.Pos
+	lateOpSeen bool
+}
+
+func newBuilder(file string) *builder {
+	prog := &ir.Program{File: file, Body: &ir.Block{}}
+	top := &frame{block: prog.Body, scope: &scope{names: map[string]*ir.Value{}}}
+	return &builder{
+		file:     file,
+		prog:     prog,
+		stack:    []*frame{top},
+		defined:  map[string]ir.Pos{},
+		laterDef: map[string]ir.Pos{},
+		poisoned: map[string]bool{},
+	}
+}
+
+func (b *builder) pos(p lexer.Position) ir.Pos {
+	return ir.Pos{File: b.file, Line: p.Line, Col: p.Column}
+}
+
+func (b *builder) top() *frame { return b.stack[len(b.stack)-1] }
+
+func (b *builder) atTopLevel() bool { return len(b.stack) == 1 }
+
+// collectDefinitions records where every name is defined, so that a use
+// before the definition can say so.
+func (b *builder) collectDefinitions(lines []line) {
+	add := func(n *nameTok) {
+		if n == nil {
+			return
+		}
+		if _, ok := b.laterDef[n.Text[1:]]; !ok {
+			b.laterDef[n.Text[1:]] = b.pos(n.Pos)
+		}
+	}
+	for _, l := range lines {
+		switch {
+		case l.ast == nil:
+		case l.ast.Input != nil:
+			add(l.ast.Input.Name)
+		case l.ast.Op != nil:
+			for _, r := range l.ast.Op.Results {
+				add(r)
+			}
+			if l.ast.Op.For != nil {
+				add(l.ast.Op.For.Index)
+			}
+		}
+	}
+}
+
+// line turns one parsed line into IR.
+func (b *builder) line(l *line) {
+	ast := l.ast
+	if ast == nil {
+		b.rejectedLine(l)
+		return
+	}
+	if ast.Close == nil && !b.firstStmt.IsValid() {
+		b.firstStmt = b.pos(l.tokens[0].Pos)
+	}
+	switch {
+	case ast.Mesh != nil:
+		b.mesh(ast.Mesh)
+	case ast.Input != nil:
+		b.input(ast.Input)
+	case ast.Output != nil:
+		b.output(ast.Output)
+	case ast.Close != nil:
+		b.close(ast.Close)
+	case ast.Op != nil:
+		b.op(ast.Op)
+	}
+}
+
+// rejectedLine keeps a syntax error from causing more: names the line
+// mentions are not reported as undefined later, and a region it opens is
+// still matched with its `}`.
+func (b *builder) rejectedLine(l *line) {
+	for _, t := range l.tokens {
+		if t.Type == tokVar {
+			if _, ok := b.defined[t.Value[1:]]; !ok {
+				b.poisoned[t.Value[1:]] = true
+			}
+		}
+	}
+	if n := len(l.tokens); n >= 2 && l.tokens[n-2].Value == "{" {
+		b.push(&frame{block: &ir.Block{}, broken: true}, b.pos(l.tokens[0].Pos))
+	} else {
+		b.top().tainted = true
+	}
+}
+
+func (b *builder) mesh(m *meshAST) {
+	pos := b.pos(m.Pos)
+	switch {
+	case !b.atTopLevel():
+		b.errs.Add(pos, "mesh is only allowed at the top level")
+		return
+	case b.meshPos.IsValid():
+		b.errs.Add(pos, "mesh is given twice (first at %s)", b.meshPos)
+		return
+	case b.firstStmt != pos:
+		b.errs.Add(pos, "mesh must be the first statement (the program starts at %s)", b.firstStmt)
+	}
+	b.meshPos = pos
+	if m.Count != nil {
+		n, ok := b.int(m.Count)
+		switch {
+		case !ok:
+			b.meshBad = true
+		case n < 1:
+			b.errs.Add(b.pos(m.Count.Pos), "mesh needs at least one rank, got %d", n)
+			b.meshBad = true
+		case n > maxMeshSize:
+			b.errs.Add(b.pos(m.Count.Pos), "mesh of %d ranks is too large (at most %d)", n, maxMeshSize)
+			b.meshBad = true
+		default:
+			b.prog.Mesh = ir.LinearMesh(int(n))
+		}
+		return
+	}
+	items := m.List.Items
+	if len(items) == 0 {
+		b.errs.Add(b.pos(m.List.Pos), "mesh needs at least one device")
+		b.meshBad = true
+		return
+	}
+	if len(items) > maxMeshSize {
+		b.errs.Add(b.pos(m.List.Pos), "mesh of %d ranks is too large (at most %d)", len(items), maxMeshSize)
+		b.meshBad = true
+		return
+	}
+	seen := map[int64]ir.Pos{}
+	devices := make([]int, 0, len(items))
+	for _, it := range items {
+		d, ok := b.int(it)
+		if !ok {
+			b.meshBad = true
+			continue
+		}
+		p := b.pos(it.Pos)
+		switch {
+		case d < 0:
+			b.errs.Add(p, "mesh device %d is negative", d)
+			b.meshBad = true
+		case d > math.MaxInt32:
+			b.errs.Add(p, "mesh device %d is too large", d)
+			b.meshBad = true
+		default:
+			if first, dup := seen[d]; dup {
+				b.errs.Add(p, "mesh device %d is listed twice (first at %s)", d, first)
+				b.meshBad = true
+			}
+			seen[d] = p
+			devices = append(devices, int(d))
+		}
+	}
+	if !b.meshBad {
+		b.prog.Mesh = ir.Mesh{Devices: devices}
+	}
+}
+
+func (b *builder) input(in *inputAST) {
+	pos := b.pos(in.Name.Pos)
+	name := in.Name.Text[1:]
+	switch {
+	case !b.atTopLevel():
+		b.errs.Add(b.pos(in.Pos), "input is only allowed at the top level")
+		b.poison(name)
+		return
+	case b.firstOp.IsValid():
+		b.errs.Add(b.pos(in.Pos), "input %s comes after the first op (at %s): declare every input before the ops", in.Name.Text, b.firstOp)
+	}
+	typ, ok := b.typ(in.Type)
+	if !b.claim(in.Name) {
+		return
+	}
+	if !ok {
+		b.poison(name)
+		return
+	}
+	if _, isTensor := typ.(*ir.TensorType); !isTensor {
+		b.errs.Add(b.pos(in.Type.Pos), "input %s needs a tensor type such as f32[8, 16], got %s", in.Name.Text, typ)
+		b.poison(name)
+		return
+	}
+	v := &ir.Value{Name: name, Type: typ, Pos: pos}
+	b.prog.Inputs = append(b.prog.Inputs, v)
+	b.top().scope.names[name] = v
+}
+
+func (b *builder) output(out *outputAST) {
+	pos := b.pos(out.Pos)
+	switch {
+	case !b.atTopLevel():
+		b.errs.Add(pos, "output is only allowed at the top level")
+		return
+	case b.outputPos.IsValid():
+		b.errs.Add(pos, "output is given twice (first at %s)", b.outputPos)
+		return
+	}
+	b.outputPos = pos
+	for _, n := range out.Values {
+		if v := b.resolve(n); v != nil {
+			b.prog.Outputs = append(b.prog.Outputs, v)
+		}
+	}
+}
+
+func (b *builder) op(o *opAST) {
+	if b.atTopLevel() {
+		if !b.firstOp.IsValid() {
+			b.firstOp = b.pos(o.Pos)
+		}
+		if b.outputPos.IsValid() && !b.lateOpSeen {
+			b.lateOpSeen = true
+			b.errs.Add(b.pos(o.Pos), "output must be the last statement (it is at %s)", b.outputPos)
+		}
+	}
+	if o.For != nil {
+		b.forOp(o)
+		return
+	}
+	g := o.Generic
+	namePos := b.pos(g.Name.Pos)
+	ok := true
+	if g.Name.Text == "for" {
+		b.errs.Add(namePos, "malformed for: write `for %%i = FROM to TO [step S] {`")
+		ok = false
+	}
+
+	operands := make([]*ir.Value, 0, len(g.Operands))
+	for _, x := range g.Operands {
+		v := b.operand(x)
+		if v == nil {
+			ok = false
+		}
+		operands = append(operands, v)
+	}
+
+	code, known := ir.LookupOpcode(g.Name.Text, len(operands))
+	if !known && g.Name.Text != "for" {
+		b.errs.Add(namePos, "unknown op %q%s", g.Name.Text, didYouMean(g.Name.Text, opNames(), ""))
+		ok = false
+	}
+
+	attrs := make([]ir.Attr, 0, len(g.Attrs))
+	for _, a := range g.Attrs {
+		attr, aok := b.attr(a, code)
+		ok = ok && aok
+		attrs = append(attrs, attr)
+	}
+	// Sorted, as the printer writes them; duplicates stay for Verify to name.
+	sortAttrs(attrs)
+
+	types := make([]ir.Type, len(g.Types))
+	for i, t := range g.Types {
+		typ, tok := b.typ(t)
+		ok = ok && tok
+		types[i] = typ
+	}
+	if len(g.Types) > 0 && len(g.Types) != len(o.Results) {
+		b.errs.Add(b.pos(g.Types[0].Pos), "%s: %d type%s after the colon for %d result%s",
+			g.Name.Text, len(g.Types), plural(len(g.Types)), len(o.Results), plural(len(o.Results)))
+		ok = false
+	}
+
+	op := &ir.Op{Code: code, Operands: operands, Attrs: attrs, Pos: namePos}
+	if len(attrs) == 0 {
+		op.Attrs = nil
+	}
+	b.finishOp(op, o.Results, types, ok, g.Open)
+}
+
+func (b *builder) forOp(o *opAST) {
+	f := o.For
+	op := &ir.Op{Code: ir.OpFor, Pos: b.pos(f.Pos)}
+	ok := true
+	setInt := func(key string, t *intTok) int64 {
+		n, iok := b.int(t)
+		ok = ok && iok
+		op.Attrs = append(op.Attrs, ir.Attr{Key: key, Value: ir.AttrValue{Kind: ir.KindInt, Int: n}, Pos: b.pos(t.Pos)})
+		return n
+	}
+	setInt("from", f.From)
+	setInt("to", f.To)
+	if f.Step != nil {
+		if step := setInt("step", f.Step); step == 1 {
+			op.Attrs = op.Attrs[:2] // step 1 is the default and is not stored
+		}
+	}
+	sortAttrs(op.Attrs)
+	index := &ir.Value{Name: f.Index.Text[1:], Type: &ir.ScalarType{DType: ir.I64}, Pos: b.pos(f.Index.Pos)}
+	op.Body = &ir.Block{Args: []*ir.Value{index}}
+	fr := b.finishOp(op, o.Results, nil, ok, true)
+	if b.claim(f.Index) {
+		fr.scope.names[index.Name] = index
+	} else {
+		fr.broken = true
+		fr.scope.lenient = true
+	}
+}
+
+// finishOp makes op's results and either adds op to the current block or,
+// for a header ending in `{`, opens its region and returns the frame.
+func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, open bool) *frame {
+	for i, r := range results {
+		if !b.claim(r) {
+			ok = false
+			continue
+		}
+		v := &ir.Value{Name: r.Text[1:], Def: op, Pos: b.pos(r.Pos)}
+		if i < len(types) {
+			v.Type = types[i]
+		}
+		op.Results = append(op.Results, v)
+	}
+	if len(op.Results) != len(results) {
+		op.Results = nil
+	}
+	if !open {
+		if !ok {
+			b.top().tainted = true
+			b.poisonResults(results)
+			return nil
+		}
+		b.top().block.Ops = append(b.top().block.Ops, op)
+		for _, r := range op.Results {
+			b.top().scope.names[r.Name] = r
+		}
+		return nil
+	}
+	op.Body = orEmpty(op.Body)
+	fr := &frame{op: op, block: op.Body, broken: !ok}
+	if !ok {
+		b.poisonResults(results)
+	}
+	b.push(fr, op.Pos)
+	if op.Code == ir.OpFusion {
+		fr.scope.closed = true
+		for _, x := range op.Operands {
+			if x != nil && x.Lit == nil {
+				fr.scope.names[x.Name] = x
+			}
+		}
+	}
+	return fr
+}
+
+func orEmpty(blk *ir.Block) *ir.Block {
+	if blk == nil {
+		return &ir.Block{}
+	}
+	return blk
+}
+
+func (b *builder) push(fr *frame, pos ir.Pos) {
+	parent := b.top()
+	fr.broken = fr.broken || parent.broken
+	fr.scope = &scope{parent: parent.scope, names: map[string]*ir.Value{}, lenient: fr.broken}
+	if len(b.stack) > maxNesting && !parent.broken {
+		b.errs.Add(pos, "regions nest more than %d deep", maxNesting)
+		fr.broken = true
+		fr.scope.lenient = true
+	}
+	b.stack = append(b.stack, fr)
+}
+
+func (b *builder) close(c *closeAST) {
+	if b.atTopLevel() {
+		b.errs.Add(b.pos(c.Pos), "unexpected }: no region is open")
+		return
+	}
+	b.pop()
+}
+
+// pop ends the innermost region: its op joins the enclosing block, unless
+// something in it was rejected in a way that leaves the op meaningless.
+func (b *builder) pop() {
+	fr := b.top()
+	b.stack = b.stack[:len(b.stack)-1]
+	parent := b.top()
+	drop := fr.broken || (fr.tainted && fr.op != nil && fr.op.Code == ir.OpFusion)
+	if drop {
+		parent.tainted = true
+		if fr.op != nil {
+			for _, r := range fr.op.Results {
+				b.poison(r.Name)
+			}
+		}
+		return
+	}
+	if fr.tainted {
+		parent.tainted = true
+	}
+	parent.block.Ops = append(parent.block.Ops, fr.op)
+	for _, r := range fr.op.Results {
+		parent.scope.names[r.Name] = r
+	}
+}
+
+// finish closes what the end of the file left open and checks the mesh.
+func (b *builder) finish() {
+	for !b.atTopLevel() {
+		fr := b.top()
+		if fr.op != nil && !fr.broken {
+			b.errs.Add(fr.op.Pos, "the body of this %s is not closed: a } is missing before the end of the file", fr.op.Code)
+		}
+		b.pop()
+	}
+	if !b.meshPos.IsValid() {
+		pos := b.firstStmt
+		if !pos.IsValid() {
+			pos = ir.Pos{File: b.file, Line: 1, Col: 1}
+		}
+		b.errs.Add(pos, "the program declares no mesh (write `mesh N` first)")
+		b.meshBad = true
+	}
+}
+
+// claim records a definition of n; it reports a second definition and
+// returns false.
+func (b *builder) claim(n *nameTok) bool {
+	name := n.Text[1:]
+	if first, dup := b.defined[name]; dup {
+		b.errs.Add(b.pos(n.Pos), "%s is defined twice (first at %s)", n.Text, first)
+		return false
+	}
+	b.defined[name] = b.pos(n.Pos)
+	return true
+}
+
+func (b *builder) poison(name string) { b.poisoned[name] = true }
+
+// poisonResults marks the results of a rejected op, except names that were
+// defined before (those still mean the earlier value).
+func (b *builder) poisonResults(results []*nameTok) {
+	for _, r := range results {
+		name := r.Text[1:]
+		if first, ok := b.defined[name]; ok && first != b.pos(r.Pos) {
+			continue
+		}
+		b.defined[name] = b.pos(r.Pos)
+		b.poison(name)
+	}
+}
+
+// resolve finds the value a name refers to here, or reports why it cannot
+// and returns nil.
+func (b *builder) resolve(n *nameTok) *ir.Value {
+	name := n.Text[1:]
+	s := b.top().scope
+	v, crossedFusion := s.lookup(name)
+	if v != nil {
+		return v
+	}
+	if b.poisoned[name] || s.isLenient() {
+		return nil
+	}
+	pos := b.pos(n.Pos)
+	if first, ok := b.defined[name]; ok {
+		if crossedFusion && b.visibleOutsideFusion(name) {
+			b.errs.Add(pos, "a fusion body sees only the fusion's operands and its own values: pass %s as an operand of the fusion", n.Text)
+		} else {
+			b.errs.Add(pos, "%s (defined at %s) is not visible here: a value defined in a region's body is local to it", n.Text, first)
+		}
+		return nil
+	}
+	if later, ok := b.laterDef[name]; ok {
+		b.errs.Add(pos, "%s is used before its definition at %s", n.Text, later)
+		return nil
+	}
+	b.errs.Add(pos, "undefined %s%s", n.Text, didYouMean(name, b.visibleNames(), "%"))
+	return nil
+}
+
+// visibleOutsideFusion reports whether name resolves in the scopes around
+// the innermost fusion body.
+func (b *builder) visibleOutsideFusion(name string) bool {
+	s := b.top().scope
+	for s != nil && !s.closed {
+		s = s.parent
+	}
+	if s == nil {
+		return false
+	}
+	v, _ := s.parent.lookup(name)
+	return v != nil
+}
+
+func (b *builder) visibleNames() []string {
+	var names []string
+	for s := b.top().scope; s != nil; s = s.parent {
+		for n := range s.names {
+			names = append(names, n)
+		}
+		if s.closed {
+			break
+		}
+	}
+	return names
+}
+
+func (b *builder) operand(x *operandAST) *ir.Value {
+	if x.Name != nil {
+		return b.resolve(&nameTok{Pos: x.Pos, Text: *x.Name})
+	}
+	lit, ok := b.number(*x.Num, x.Pos)
+	if !ok {
+		return nil
+	}
+	return &ir.Value{Lit: lit, Pos: b.pos(x.Pos)}
+}
+
+// number reads a literal: an int64, or a float (with a point or an
+// exponent, or inf, -inf, +inf, nan).
+func (b *builder) number(text string, p lexer.Position) (*ir.Literal, bool) {
+	switch text {
+	case "inf", "+inf":
+		return &ir.Literal{IsFloat: true, Float: math.Inf(1)}, true
+	case "-inf":
+		return &ir.Literal{IsFloat: true, Float: math.Inf(-1)}, true
+	case "nan":
+		return &ir.Literal{IsFloat: true, Float: math.NaN()}, true
+	}
+	if strings.ContainsAny(text, ".eE") {
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			b.errs.Add(b.pos(p), "number %s is out of the range of f64", text)
+			return nil, false
+		}
+		return &ir.Literal{IsFloat: true, Float: f}, true
+	}
+	n, ok := b.int(&intTok{Pos: p, Text: text})
+	return &ir.Literal{Int: n}, ok
+}
+
+func (b *builder) int(t *intTok) (int64, bool) {
+	n, err := strconv.ParseInt(t.Text, 10, 64)
+	if err != nil {
+		b.errs.Add(b.pos(t.Pos), "integer %s does not fit in 64 bits", t.Text)
+		return 0, false
+	}
+	return n, true
+}
+
+// attr reads key=value. The kind follows the text; a signed integer is a
+// relative rank where the op's schema takes a peer.
+func (b *builder) attr(a *attrAST, code ir.Opcode) (ir.Attr, bool) {
+	attr := ir.Attr{Key: a.Key, Pos: b.pos(a.Pos)}
+	v := a.Value
+	switch {
+	case v.List != nil:
+		attr.Value.Kind = ir.KindInts
+		for _, it := range v.List.Items {
+			n, ok := b.int(it)
+			if !ok {
+				return attr, false
+			}
+			attr.Value.Ints = append(attr.Value.Ints, n)
+		}
+	case v.Word != nil:
+		switch w := *v.Word; w {
+		case "true", "false":
+			attr.Value = ir.AttrValue{Kind: ir.KindBool, Bool: w == "true"}
+		case "inf", "nan":
+			lit, _ := b.number(w, v.Pos)
+			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
+		default:
+			attr.Value = ir.AttrValue{Kind: ir.KindWord, Word: w}
+		}
+	default:
+		lit, ok := b.number(*v.Num, v.Pos)
+		if !ok {
+			return attr, false
+		}
+		switch {
+		case lit.IsFloat:
+			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
+		case takesPeer(code, a.Key) && (strings.HasPrefix(*v.Num, "+") || strings.HasPrefix(*v.Num, "-")):
+			attr.Value = ir.AttrValue{Kind: ir.KindPeer, Int: lit.Int, Relative: true}
+		default:
+			attr.Value = ir.AttrValue{Kind: ir.KindInt, Int: lit.Int}
+		}
+	}
+	return attr, true
+}
+
+func takesPeer(code ir.Opcode, key string) bool {
+	if code == ir.OpInvalid {
+		return key == "peer"
+	}
+	spec, ok := code.Info().Attr(key)
+	return ok && spec.Kind == ir.KindPeer
+}
+
+func sortAttrs(attrs []ir.Attr) {
+	// Insertion sort: stable, and attribute lists are short.
+	for i := 1; i < len(attrs); i++ {
+		for j := i; j > 0 && attrs[j].Key < attrs[j-1].Key; j-- {
+			attrs[j], attrs[j-1] = attrs[j-1], attrs[j]
+		}
+	}
+}
+
+var typeWords = append(append([]string(nil), ir.DTypeWords...), "stream", "handle")
+
+// typ reads a type: dtype[dims] mem for tensors; a bare dtype, stream or
+// handle for the other types the passes annotate.
+func (b *builder) typ(t *typeAST) (ir.Type, bool) {
+	name := t.Name.Text
+	dt, isDType := ir.ParseDType(name)
+	if t.Shape == nil {
+		switch {
+		case isDType:
+			return &ir.ScalarType{DType: dt}, true
+		case name == "stream":
+			return &ir.StreamType{}, true
+		case name == "handle":
+			return &ir.HandleType{}, true
+		}
+		b.errs.Add(b.pos(t.Name.Pos), "unknown type %q%s", name, didYouMean(name, typeWords, ""))
+		return nil, false
+	}
+	ok := true
+	if !isDType {
+		// Report the dtype and go on to check the dims and memory type.
+		ok = false
+		if name == "stream" || name == "handle" {
+			b.errs.Add(b.pos(t.Name.Pos), "%s takes no shape", name)
+		} else if s := suggest(name, ir.DTypeWords); s != "" {
+			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (did you mean %s?)", name, s)
+		} else {
+			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (the dtypes are %s)", name, strings.Join(ir.DTypeWords, ", "))
+		}
+	}
+	tt := &ir.TensorType{DType: dt, Dims: make([]ir.Dim, 0, len(t.Shape.Dims))}
+	elems := uint64(1)
+	for _, d := range t.Shape.Dims {
+		n, iok := b.int(d.Extent)
+		if !iok {
+			ok = false
+			continue
+		}
+		if n < 1 {
+			b.errs.Add(b.pos(d.Extent.Pos), "an extent must be at least 1, got %d", n)
+			ok = false
+			continue
+		}
+		dim := ir.Dim{Extent: n}
+		if d.Parallel != nil {
+			if d.Parallel.Text != "DIDx" {
+				b.errs.Add(b.pos(d.Parallel.Pos), "unknown device dimension %q in %d/%s (the only one is DIDx)", d.Parallel.Text, n, d.Parallel.Text)
+				ok = false
+			}
+			dim.Parallel = ir.DIDx
+		}
+		hi, lo := bits.Mul64(elems, uint64(n))
+		if hi != 0 || lo > math.MaxInt64/8 {
+			b.errs.Add(b.pos(t.Pos), "tensor type %s is too large", typeText(t))
+			return nil, false
+		}
+		elems = lo
+		tt.Dims = append(tt.Dims, dim)
+	}
+	if m := t.Shape.Mem; m != nil {
+		mem, mok := ir.ParseMemoryType(m.Text)
+		if !mok {
+			b.errs.Add(b.pos(m.Pos), "unknown memory type %q%s", m.Text, memHint(m.Text))
+			ok = false
+		}
+		tt.Mem = mem
+	}
+	if !ok {
+		return nil, false
+	}
+	return tt, true
+}
+
+func memHint(word string) string {
+	if s := suggest(word, ir.MemWords); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	return " (the memory types are " + strings.Join(ir.MemWords, ", ") + ")"
+}
+
+func typeText(t *typeAST) string {
+	parts := make([]string, len(t.Shape.Dims))
+	for i, d := range t.Shape.Dims {
+		parts[i] = d.Extent.Text
+	}
+	return t.Name.Text + "[" + strings.Join(parts, ", ") + "]"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,133 @@
+package parser
+
+import (
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+// The participle grammar covers one statement line. Lines are split by the
+// driver (parser.go), which nests region bodies itself from the `{` that
+// ends a header line and the `}` lines; this keeps the grammar flat and lets
+// the parser go on after an error at the next line, inside regions too.
+
+// lineAST is one non-empty line.
+type lineAST struct {
+	Mesh   *meshAST   `parser:"  @@"`
+	Input  *inputAST  `parser:"| @@"`
+	Output *outputAST `parser:"| @@"`
+	Close  *closeAST  `parser:"| @@"`
+	Op     *opAST     `parser:"| @@"`
+}
+
+type meshAST struct {
+	Pos   lexer.Position
+	Count *intTok     `parser:"'mesh' ( @@"`
+	List  *intListAST `parser:"       | @@ )"`
+}
+
+type inputAST struct {
+	Pos  lexer.Position
+	Name *nameTok `parser:"'input' @@"`
+	Type *typeAST `parser:"':' @@"`
+}
+
+type outputAST struct {
+	Pos    lexer.Position
+	Values []*nameTok `parser:"'output' @@ ( ',' @@ )*"`
+}
+
+type closeAST struct {
+	Pos   lexer.Position
+	Brace bool `parser:"@'}'"`
+}
+
+// opAST is `parser:"results = op ..."` or `parser:"op ..."`.
+type opAST struct {
+	Pos     lexer.Position
+	Results []*nameTok  `parser:"( @@ ( ',' @@ )* '=' )?"`
+	For     *forAST     `parser:"( @@"`
+	Generic *genericAST `parser:"| @@ )"`
+}
+
+type forAST struct {
+	Pos   lexer.Position
+	Index *nameTok `parser:"'for' @@ '='"`
+	From  *intTok  `parser:"@@ 'to'"`
+	To    *intTok  `parser:"@@"`
+	Step  *intTok  `parser:"( 'step' @@ )?"`
+	Open  bool     `parser:"@'{'"`
+}
+
+type genericAST struct {
+	Name     *identTok     `parser:"@@"`
+	Operands []*operandAST `parser:"( @@ ( ',' @@ )* )?"`
+	Attrs    []*attrAST    `parser:"@@*"`
+	Types    []*typeAST    `parser:"( ':' @@ ( ',' @@ )* )?"`
+	Open     bool          `parser:"@'{'?"`
+}
+
+// operandAST is a value or a literal; inf and nan are literals, not names.
+type operandAST struct {
+	Pos  lexer.Position
+	Name *string `parser:"  @Var"`
+	Num  *string `parser:"| @( Int | Float | 'inf' | 'nan' )"`
+}
+
+type attrAST struct {
+	Pos   lexer.Position
+	Key   string        `parser:"@Ident '='"`
+	Value *attrValueAST `parser:"@@"`
+}
+
+type attrValueAST struct {
+	Pos  lexer.Position
+	Num  *string     `parser:"  @( Int | Float )"`
+	Word *string     `parser:"| @Ident"`
+	List *intListAST `parser:"| @@"`
+}
+
+type intListAST struct {
+	Pos   lexer.Position
+	Open  bool      `parser:"@'['"`
+	Items []*intTok `parser:"( @@ ( ',' @@ )* )? ']'"`
+}
+
+// typeAST is f32[8/DIDx, 16] symmetric, or a type without a shape
+// (a scalar dtype, stream, handle), as the passes annotate values.
+type typeAST struct {
+	Pos   lexer.Position
+	Name  *identTok `parser:"@@"`
+	Shape *shapeAST `parser:"@@?"`
+}
+
+type shapeAST struct {
+	Open bool      `parser:"@'['"`
+	Dims []*dimAST `parser:"( @@ ( ',' @@ )* )? ']'"`
+	Mem  *identTok `parser:"@@?"`
+}
+
+type dimAST struct {
+	Pos      lexer.Position
+	Extent   *intTok   `parser:"@@"`
+	Parallel *identTok `parser:"( '/' @@ )?"`
+}
+
+type nameTok struct {
+	Pos  lexer.Position
+	Text string `parser:"@Var"`
+}
+
+type intTok struct {
+	Pos  lexer.Position
+	Text string `parser:"@Int"`
+}
+
+type identTok struct {
+	Pos  lexer.Position
+	Text string `parser:"@Ident"`
+}
+
+var lineParser = participle.MustBuild[lineAST](
+	participle.Lexer(hirLexer{}),
+	participle.UseLookahead(1),
+)

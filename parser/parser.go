@@ -1,0 +1,245 @@
+// Package parser reads hir's text format (docs/LANGUAGE.md) into an
+// ir.Program.
+//
+// The work is done in three steps. The source is scanned into tokens and
+// split into lines (a statement is one line; a region's body is the lines
+// between a header ending in `{` and a line holding `}`). Each line is parsed
+// on its own with a participle grammar, so a syntax error costs one line and
+// the rest of the file is still checked. The lines are then turned into IR:
+// regions are nested, names are resolved to the values that define them, and
+// the program is checked with ir.Verify. Every error is reported as
+// `file:line:col: message`, as many at once as can be found without
+// repeating one mistake as many errors.
+package parser
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// Parse reads the program in src. filename is used in positions and
+// messages. The error, when not nil, is an ir.ErrorList; a program returned
+// without error has passed ir.Verify.
+func Parse(filename string, src []byte) (prog *ir.Program, err error) {
+	// The parser is meant never to panic; should a bug make it, the user
+	// gets an error rather than a crash. The fuzz test looks for this text.
+	defer func() {
+		if r := recover(); r != nil {
+			prog = nil
+			err = ir.ErrorList{ir.Errorf(ir.Pos{File: filename}, "%s: %v", internalErrorText, r)}
+		}
+	}()
+	return parse(filename, src, true)
+}
+
+const internalErrorText = "internal error in the parser (please report it)"
+
+// ParseFile reads and parses the file at path.
+func ParseFile(path string) (*ir.Program, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, ir.ErrorList{ir.Errorf(ir.Pos{File: path}, "cannot read the program: %v", err)}
+	}
+	return Parse(path, src)
+}
+
+// line is one statement's tokens (without the newline) and its syntax tree,
+// nil when the line did not parse.
+type line struct {
+	tokens []lexer.Token // the last one is EOF, at the end of the line
+	ast    *lineAST
+}
+
+// parse does the work of Parse; verify=false skips ir.Verify, so tests can
+// round-trip text that is well formed but not a valid program (a float
+// attribute, which no op takes yet).
+func parse(filename string, src []byte, verify bool) (*ir.Program, error) {
+	b := newBuilder(filename)
+	lines := splitLines(scan(filename, string(src)))
+	for i := range lines {
+		b.parseLine(&lines[i])
+	}
+	b.collectDefinitions(lines)
+	for i := range lines {
+		b.line(&lines[i])
+	}
+	b.finish()
+	if verify {
+		if b.meshBad || b.prog.Mesh.Size() == 0 {
+			// Already reported with a position; Verify would repeat it without.
+			b.prog.Mesh = ir.LinearMesh(1)
+		}
+		if err := ir.Verify(b.prog); err != nil {
+			var list ir.ErrorList
+			if errors.As(err, &list) {
+				b.errs = append(b.errs, list...)
+			} else {
+				b.errs.Add(ir.Pos{File: filename}, "%v", err)
+			}
+		}
+	}
+	if err := b.errs.Err(); err != nil {
+		return nil, err
+	}
+	return b.prog, nil
+}
+
+// splitLines cuts the token stream at newlines, dropping empty lines. Each
+// line gets an EOF token placed where the line ends.
+func splitLines(tokens []lexer.Token) []line {
+	var lines []line
+	start := 0
+	for i, t := range tokens {
+		if t.Type != tokNewline && t.Type != tokEOF {
+			continue
+		}
+		if i > start {
+			toks := make([]lexer.Token, i-start+1)
+			copy(toks, tokens[start:i])
+			toks[len(toks)-1] = lexer.EOFToken(t.Pos)
+			lines = append(lines, line{tokens: toks})
+		}
+		start = i + 1
+	}
+	return lines
+}
+
+// parseLine runs the grammar on one line; on failure it records the error
+// and leaves l.ast nil.
+func (b *builder) parseLine(l *line) {
+	for _, t := range l.tokens {
+		if t.Type == tokBad {
+			b.errs.Add(b.pos(t.Pos), "%s", t.Value)
+			return
+		}
+	}
+	peek, err := lexer.Upgrade(&sliceLexer{tokens: l.tokens})
+	if err == nil {
+		var ast *lineAST
+		ast, err = lineParser.ParseFromLexer(peek)
+		if err == nil {
+			l.ast = ast
+			return
+		}
+	}
+	b.syntaxError(err, l)
+}
+
+func (b *builder) syntaxError(err error, l *line) {
+	var ute *participle.UnexpectedTokenError
+	if errors.As(err, &ute) {
+		b.errs.Add(b.pos(ute.Unexpected.Pos), "%s", unexpectedMessage(ute, l))
+		return
+	}
+	var perr participle.Error
+	if errors.As(err, &perr) {
+		b.errs.Add(b.pos(perr.Position()), "syntax error: %s", perr.Message())
+		return
+	}
+	b.errs.Add(b.pos(l.tokens[0].Pos), "syntax error: %v", err)
+}
+
+// unexpectedMessage words a participle "unexpected token" for a user: what
+// was found, and what the statement needed there.
+func unexpectedMessage(ute *participle.UnexpectedTokenError, l *line) string {
+	found := describeToken(ute.Unexpected)
+	first := l.tokens[0]
+	switch {
+	case first.Value == "mesh":
+		return "syntax error: unexpected " + found + ": write `mesh N` or `mesh [d0, d1, ...]`"
+	case first.Value == "input":
+		return "syntax error: unexpected " + found + ": write `input %name : dtype[dims]`"
+	case first.Value == "output":
+		return "syntax error: unexpected " + found + ": write `output %a, %b, ...`"
+	case first.Value == "}":
+		return "syntax error: unexpected " + found + ": `}` must be alone on its line"
+	}
+	for _, t := range l.tokens {
+		if t.Value == "for" {
+			return "syntax error: unexpected " + found + ": write `for %i = FROM to TO [step S] {`"
+		}
+		if t.Type == tokIdent {
+			break
+		}
+	}
+	return "syntax error: unexpected " + found + expectedHint(ute.Unexpected, l)
+}
+
+// expectedHint says what the statement needed where it went wrong, judged
+// from the token before. (participle's own expectation is written in terms
+// of the grammar's Go types, which mean nothing to a user.)
+func expectedHint(bad lexer.Token, l *line) string {
+	var prev *lexer.Token
+	openBrackets := 0
+	for i := range l.tokens {
+		if l.tokens[i].Pos.Offset == bad.Pos.Offset && l.tokens[i].Type == bad.Type {
+			if i > 0 {
+				prev = &l.tokens[i-1]
+			}
+			break
+		}
+		switch l.tokens[i].Value {
+		case "[":
+			openBrackets++
+		case "]":
+			openBrackets--
+		}
+	}
+	if prev == nil {
+		switch bad.Type {
+		case tokPunct:
+			return " (a statement starts with a name, an op or a keyword)"
+		case tokVar:
+			return " (results are followed by =, as in `%a = relu %x`)"
+		}
+		return ""
+	}
+	switch {
+	case openBrackets > 0 && bad.Type == tokEOF:
+		return " (a ] is missing)"
+	case prev.Value == "{":
+		return " (a body starts on the line after {)"
+	case prev.Value == ",":
+		return " after the comma"
+	case prev.Value == "=" && prev.Type == tokPunct:
+		return " after ="
+	case prev.Value == ":":
+		return " (expected a type such as f32[8, 16])"
+	case prev.Value == "[":
+		return " (expected a number or ])"
+	case prev.Value == "/":
+		return " (expected DIDx)"
+	case bad.Type == tokVar && (prev.Type == tokVar || prev.Type == tokInt || prev.Type == tokFloat):
+		return " (operands are separated by commas)"
+	case bad.Type == tokVar:
+		return " (operands come right after the op name, before attributes)"
+	case bad.Value == "{":
+		return " (a body opens with { at the end of the op's line)"
+	}
+	return ""
+}
+
+func describeToken(t lexer.Token) string {
+	switch t.Type {
+	case tokEOF:
+		return "end of line"
+	case tokVar:
+		return "name " + t.Value
+	case tokInt, tokFloat:
+		return "number " + t.Value
+	case tokIdent:
+		return "word " + t.Value
+	}
+	return fmt.Sprintf("%q", t.Value)
+}

@@ -1,0 +1,178 @@
+// Package passes holds the compiler pipeline that turns a parsed hir program
+// into one the evaluator runs: an ordered list of named passes, modelled on
+// the Go compiler's SSA passes. Each pass may be run alone once the passes
+// before it have run; every pass is idempotent.
+package passes
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// Pass is one step of the pipeline.
+type Pass struct {
+	Name string
+	Doc  string
+	Run  func(p *ir.Program, ctx *Context) error
+}
+
+// Context carries what passes share besides the program.
+type Context struct {
+	// Explain receives notes of what passes did (e.g. symmetric imports);
+	// nil discards them.
+	Explain io.Writer
+}
+
+func (ctx *Context) explain(pos ir.Pos, format string, args ...any) {
+	if ctx == nil || ctx.Explain == nil {
+		return
+	}
+	fmt.Fprintf(ctx.Explain, "%s: %s\n", pos, fmt.Sprintf(format, args...))
+}
+
+var pipeline = []Pass{
+	{Name: "typecheck", Doc: "infer every result type; check dtypes, shapes, shardings, annotations and async waits", Run: typecheck},
+	{Name: "validate", Doc: "check memory types and dimensions: mesh divisibility, contiguous views, ranks, host memory, frees", Run: validate},
+	{Name: "symmetric", Doc: "apply the symmetric-heap rules: import remotely read inputs, reject non-symmetric remotely written outputs", Run: symmetric},
+	{Name: "fuse", Doc: "group runs of pointwise ops (and one trailing reduction) into fusion ops", Run: fuse},
+	{Name: "insert-free", Doc: "free every freshly allocated value after its last use", Run: insertFree},
+}
+
+// checkPasses is how many passes of the pipeline can reject a program.
+const checkPasses = 3
+
+// Pipeline returns the passes in the order they run.
+func Pipeline() []Pass { return append([]Pass(nil), pipeline...) }
+
+// Lookup finds a pass by name.
+func Lookup(name string) (Pass, bool) {
+	for _, p := range pipeline {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Pass{}, false
+}
+
+// Check runs the passes that can reject a program (typecheck, validate,
+// symmetric). symmetric also rewrites the program: it inserts imports.
+func Check(p *ir.Program, ctx *Context) error { return run(p, pipeline[:checkPasses], ctx) }
+
+// Lower runs the whole pipeline in place.
+func Lower(p *ir.Program, ctx *Context) error { return run(p, pipeline, ctx) }
+
+// LowerUntil runs the pipeline up to and including the pass named name.
+func LowerUntil(p *ir.Program, name string, ctx *Context) error {
+	for i, ps := range pipeline {
+		if ps.Name == name {
+			return run(p, pipeline[:i+1], ctx)
+		}
+	}
+	names := make([]string, len(pipeline))
+	for i, ps := range pipeline {
+		names[i] = ps.Name
+	}
+	return fmt.Errorf("unknown pass %q (the passes are %s)", name, strings.Join(names, ", "))
+}
+
+func run(p *ir.Program, ps []Pass, ctx *Context) error {
+	if p == nil {
+		return fmt.Errorf("no program")
+	}
+	if err := ir.Verify(p); err != nil {
+		return err
+	}
+	for _, pass := range ps {
+		if err := pass.Run(p, ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storageOf returns the value whose storage v aliases: the operand a view
+// looks into, the destination an op writes into, the tensor a registration
+// or transfer keeps in use. It returns nil when v owns its storage (or has
+// none).
+func storageOf(v *ir.Value) *ir.Value {
+	op := v.Def
+	if op == nil {
+		return nil
+	}
+	switch {
+	case op.Code.Class() == ir.ClassView, op.Code == ir.OpRegister:
+		return op.Operands[0]
+	case op.Code == ir.OpCopy, op.Code.IsCollective(), op.Code == ir.OpTransfer:
+		if len(op.Operands) == 2 {
+			return op.Operands[1]
+		}
+	case op.Code == ir.OpRecv:
+		if len(op.Operands) == 1 {
+			return op.Operands[0]
+		}
+	}
+	return nil
+}
+
+// rootOf follows storageOf to the value that owns v's storage.
+func rootOf(v *ir.Value) *ir.Value {
+	for {
+		s := storageOf(v)
+		if s == nil || s.Lit != nil {
+			return v
+		}
+		v = s
+	}
+}
+
+// namer hands out names not yet used anywhere in a program.
+type namer map[string]bool
+
+func newNamer(p *ir.Program) namer {
+	n := namer{}
+	for _, v := range p.Inputs {
+		n[v.Name] = true
+	}
+	p.Walk(func(op *ir.Op) {
+		for _, r := range op.Results {
+			n[r.Name] = true
+		}
+		if op.Body != nil {
+			for _, a := range op.Body.Args {
+				n[a.Name] = true
+			}
+		}
+	})
+	return n
+}
+
+// fresh returns base+suffix, or base+suffix+N when that is taken.
+func (n namer) fresh(base, suffix string) string {
+	name := base + suffix
+	for i := 1; n[name]; i++ {
+		name = base + suffix + strconv.Itoa(i)
+	}
+	n[name] = true
+	return name
+}
+
+// outputSet returns the program's outputs as a set.
+func outputSet(p *ir.Program) map[*ir.Value]bool {
+	out := map[*ir.Value]bool{}
+	for _, v := range p.Outputs {
+		out[v] = true
+	}
+	return out
+}
+
+// joinOr spells a list as "a, b or c".
+func joinOr(ws []string) string {
+	if len(ws) <= 1 {
+		return strings.Join(ws, "")
+	}
+	return strings.Join(ws[:len(ws)-1], ", ") + " or " + ws[len(ws)-1]
+}

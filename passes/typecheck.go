@@ -1,0 +1,748 @@
+package passes
+
+import (
+	"math"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// typecheck infers every result type (docs/SEMANTICS.md) and checks it
+// against the result annotations. A type the text gives before this pass is
+// an annotation: it must agree with the inferred type in dtype, shape and
+// sharding, and its memory type is where an allocating op puts its result.
+// After the pass every value has a type, so running it again changes nothing.
+func typecheck(p *ir.Program, _ *Context) error {
+	c := &checker{loops: map[*ir.Value]loopRange{}}
+	top := &blockState{pending: map[*ir.Value]*ir.Op{}}
+	c.block(p.Body, top)
+	for _, out := range p.Outputs {
+		if op := top.pending[out]; op != nil {
+			c.errs.Add(out.Pos, "output %s comes from an async %s that is never waited for; add `wait %s`", out, op.Code, out)
+		}
+	}
+	return c.errs.Err()
+}
+
+type checker struct {
+	errs  ir.ErrorList
+	loops map[*ir.Value]loopRange
+}
+
+// loopRange is the first and last value a loop index takes.
+type loopRange struct{ first, last int64 }
+
+// blockState tracks the async results of a block not yet waited for.
+type blockState struct {
+	pending map[*ir.Value]*ir.Op
+}
+
+func (s *blockState) child() *blockState {
+	c := &blockState{pending: map[*ir.Value]*ir.Op{}}
+	for v, op := range s.pending {
+		c.pending[v] = op
+	}
+	return c
+}
+
+// inferred is what an op gives for one result.
+type inferred struct {
+	t ir.Type
+	// base is set when the result aliases base's storage: its memory type is
+	// the storage's, not the annotation's.
+	base *ir.Value
+	// memFixed says the op itself names the memory type (copy mem=M).
+	memFixed bool
+}
+
+func (c *checker) block(b *ir.Block, st *blockState) {
+	for _, op := range b.Ops {
+		c.op(op, st)
+	}
+}
+
+func (c *checker) op(op *ir.Op, st *blockState) {
+	for _, x := range op.Operands {
+		if d := st.pending[x]; d != nil && op.Code != ir.OpWait {
+			c.errs.Add(op.Pos, "%s: %s is the result of an async %s; it may be used only after `wait %s`", op.Code, x, d.Code, x)
+		}
+	}
+	res, ok := c.infer(op, st)
+	if !ok {
+		return // the error is reported; results keep their annotations
+	}
+	for i, r := range res {
+		if i < len(op.Results) {
+			c.settle(op, op.Results[i], r)
+		}
+	}
+	if op.Code.IsCollective() && op.Async() {
+		st.pending[op.Results[0]] = op
+	}
+}
+
+// settle reconciles an inferred result type with the result's annotation.
+func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
+	got, isTensor := inf.t.(*ir.TensorType)
+	if !isTensor {
+		if v.Type != nil && !ir.TypesEqual(v.Type, inf.t) {
+			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, v.Type, op.Code, inf.t)
+			return
+		}
+		v.Type = inf.t
+		return
+	}
+	got = got.Clone()
+	keepMem := inf.base != nil || inf.memFixed
+	if !keepMem {
+		got.Mem = ir.Global
+	}
+	if v.Type != nil {
+		ann, ok := v.Type.(*ir.TensorType)
+		if !ok {
+			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, v.Type, op.Code, got)
+			return
+		}
+		if !keepMem {
+			got.Mem = ann.Mem
+		}
+		if !ann.In(got.Mem).Equal(got) {
+			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, ann, op.Code, got)
+			return
+		}
+		// Global is the unprinted default, so only a named other memory
+		// type contradicts the storage an alias lives in.
+		if inf.base != nil && ann.Mem != ir.Global && ann.Mem != got.Mem {
+			c.errs.Add(op.Pos, "%s: %s is annotated %s memory, but it aliases %s, which is in %s memory", op.Code, v, ann.Mem, inf.base, got.Mem)
+			return
+		}
+	}
+	v.Type = got
+}
+
+// tensor returns operand x's tensor type. ok is false when x is no tensor;
+// an operand with no type at all failed earlier and is not reported again.
+func (c *checker) tensor(op *ir.Op, x *ir.Value) (*ir.TensorType, bool) {
+	switch t := x.Type.(type) {
+	case *ir.TensorType:
+		return t, true
+	case nil:
+		if x.Lit != nil {
+			c.errs.Add(op.Pos, "%s: the literal %s is not a tensor", op.Code, x)
+		}
+		return nil, false
+	default:
+		c.errs.Add(op.Pos, "%s: %s is not a tensor (its type is %s)", op.Code, x, t)
+		return nil, false
+	}
+}
+
+// tensors returns the types of the first n operands, all tensors.
+func (c *checker) tensors(op *ir.Op, n int) ([]*ir.TensorType, bool) {
+	ts := make([]*ir.TensorType, n)
+	ok := true
+	for i := 0; i < n; i++ {
+		t, good := c.tensor(op, op.Operands[i])
+		ts[i], ok = t, ok && good
+	}
+	return ts, ok
+}
+
+func one(t ir.Type) []inferred { return []inferred{{t: t}} }
+
+func (c *checker) infer(op *ir.Op, st *blockState) ([]inferred, bool) {
+	switch op.Code.Class() {
+	case ir.ClassPointwise:
+		return c.pointwise(op)
+	case ir.ClassReduction:
+		return c.reduction(op)
+	case ir.ClassMatmul:
+		return c.matmul(op)
+	case ir.ClassView:
+		return c.view(op)
+	case ir.ClassCollective:
+		return c.collective(op)
+	}
+	switch op.Code {
+	case ir.OpAlloc:
+		if _, ok := op.Results[0].Type.(*ir.TensorType); !ok {
+			c.errs.Add(op.Pos, "alloc needs a result type: %s = alloc : f32[8, 16]", op.Results[0])
+			return nil, false
+		}
+		return []inferred{{t: op.Results[0].Type}}, true
+	case ir.OpFree, ir.OpSend:
+		_, ok := c.tensor(op, op.Operands[0])
+		return nil, ok
+	case ir.OpCopy:
+		return c.copyOp(op)
+	case ir.OpRecv:
+		if len(op.Operands) == 1 {
+			t, ok := c.tensor(op, op.Operands[0])
+			return []inferred{{t: t, base: op.Operands[0]}}, ok
+		}
+		if _, ok := op.Results[0].Type.(*ir.TensorType); !ok {
+			c.errs.Add(op.Pos, "recv needs a result type (%s = recv peer=-1 : f32[8]) or a buffer operand", op.Results[0])
+			return nil, false
+		}
+		return []inferred{{t: op.Results[0].Type}}, true
+	case ir.OpRegister:
+		_, ok := c.tensor(op, op.Operands[0])
+		return one(&ir.HandleType{}), ok
+	case ir.OpTransfer:
+		ok := c.registration(op, op.Operands[0])
+		_, ok2 := c.tensor(op, op.Operands[1])
+		return one(&ir.HandleType{}), ok && ok2
+	case ir.OpDeregister:
+		return nil, c.registration(op, op.Operands[0])
+	case ir.OpWait:
+		return nil, c.wait(op, st)
+	case ir.OpStream:
+		return one(&ir.StreamType{}), true
+	case ir.OpSetStream, ir.OpSyncStream:
+		for _, x := range op.Operands {
+			if _, ok := x.Type.(*ir.StreamType); !ok && x.Type != nil {
+				c.errs.Add(op.Pos, "%s: %s is not a stream (its type is %s)", op.Code, x, x.Type)
+				return nil, false
+			}
+		}
+		return nil, true
+	case ir.OpBarrier, ir.OpYield:
+		return nil, true
+	case ir.OpFor:
+		c.forOp(op, st)
+		return nil, true
+	case ir.OpFusion:
+		return c.fusion(op)
+	}
+	c.errs.Add(op.Pos, "%s: no type rule", op.Code)
+	return nil, false
+}
+
+// pointwise: operands broadcast as in NumPy and share one dtype; literals
+// take it.
+func (c *checker) pointwise(op *ir.Op) ([]inferred, bool) {
+	name := op.Code.String()
+	var dt ir.DType
+	var first *ir.Value
+	var tensors []*ir.Value
+	var types []*ir.TensorType
+	ok := true
+	for i, x := range op.Operands {
+		if x.Lit != nil {
+			if op.Code == ir.OpWhere && i == 0 {
+				c.errs.Add(op.Pos, "where: the condition must be a bool tensor, not the literal %s", x)
+				ok = false
+			}
+			continue
+		}
+		t, good := c.tensor(op, x)
+		if !good {
+			ok = false
+			continue
+		}
+		tensors, types = append(tensors, x), append(types, t)
+		if op.Code == ir.OpWhere && i == 0 {
+			if t.DType != ir.Bool {
+				c.errs.Add(op.Pos, "where: the condition %s is %s, not bool", x, t.DType)
+				ok = false
+			}
+			continue
+		}
+		if first == nil {
+			first, dt = x, t.DType
+		} else if t.DType != dt {
+			c.errs.Add(op.Pos, "%s: %s is %s but %s is %s; cast one of them", name, first, dt, x, t.DType)
+			ok = false
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	if len(tensors) == 0 {
+		c.errs.Add(op.Pos, "%s needs at least one tensor operand", name)
+		return nil, false
+	}
+	if first == nil { // where with two literal branches: the annotation says the dtype
+		ann, isTensor := op.Results[0].Type.(*ir.TensorType)
+		if !isTensor {
+			c.errs.Add(op.Pos, "where: both branches are literals; annotate the result type")
+			return nil, false
+		}
+		dt = ann.DType
+	}
+	switch {
+	case floatOnly[op.Code] && !dt.IsFloat():
+		c.errs.Add(op.Pos, "%s: %s is %s; %s needs a float tensor (cast it first)", name, first, dt, name)
+		return nil, false
+	case op.Code != ir.OpCast && op.Code != ir.OpWhere && dt == ir.Bool:
+		c.errs.Add(op.Pos, "%s: %s is bool; %s needs numbers (cast it first)", name, first, name)
+		return nil, false
+	}
+	for i, x := range op.Operands {
+		if x.Lit == nil || (op.Code == ir.OpWhere && i == 0) {
+			continue
+		}
+		if !literalFits(x.Lit, dt) {
+			c.errs.Add(op.Pos, "%s: the literal %s does not fit the dtype %s", name, x, dt)
+			ok = false
+		}
+	}
+	dims, good := c.broadcast(op, tensors, types)
+	if !ok || !good {
+		return nil, false
+	}
+	if op.Code == ir.OpCast {
+		dt, _ = ir.ParseDType(op.WordAttr("dtype", ""))
+	}
+	return one(&ir.TensorType{DType: dt, Dims: dims}), true
+}
+
+var floatOnly = map[ir.Opcode]bool{ir.OpExp: true, ir.OpLog: true, ir.OpTanh: true, ir.OpSigmoid: true, ir.OpGelu: true}
+
+// literalFits reports whether a literal operand can take dtype dt.
+func literalFits(l *ir.Literal, dt ir.DType) bool {
+	if dt.IsFloat() {
+		return true
+	}
+	v := l.Value()
+	if math.IsNaN(v) || math.IsInf(v, 0) || v != math.Trunc(v) {
+		return false
+	}
+	switch dt {
+	case ir.Bool:
+		return v == 0 || v == 1
+	case ir.I32:
+		return v >= math.MinInt32 && v <= math.MaxInt32
+	}
+	return true
+}
+
+// broadcast right-aligns the shapes. A result axis is sharded when an
+// operand's aligned axis of full extent is; those must all agree.
+func (c *checker) broadcast(op *ir.Op, vals []*ir.Value, types []*ir.TensorType) ([]ir.Dim, bool) {
+	rank := 0
+	for _, t := range types {
+		rank = max(rank, t.Rank())
+	}
+	dims := make([]ir.Dim, rank)
+	for j := range dims {
+		dims[j].Extent = 1
+	}
+	for i, t := range types {
+		off := rank - t.Rank()
+		for k, d := range t.Dims {
+			r := &dims[off+k]
+			switch {
+			case d.Extent == r.Extent || d.Extent == 1:
+			case r.Extent == 1:
+				r.Extent = d.Extent
+			default:
+				w := c.widest(types, off+k, rank, r.Extent)
+				c.errs.Add(op.Pos, "%s: the shapes of %s %s and %s %s do not broadcast", op.Code, vals[w], shapeString(types[w].Shape()), vals[i], shapeString(t.Shape()))
+				return nil, false
+			}
+		}
+	}
+	sharded := -1
+	for j := range dims {
+		var on, off *ir.Value
+		for i, t := range types {
+			k := j - (rank - t.Rank())
+			if k < 0 || t.Dims[k].Extent != dims[j].Extent {
+				continue
+			}
+			if t.Dims[k].Parallel == ir.DIDx {
+				on = vals[i]
+			} else if off == nil {
+				off = vals[i]
+			}
+		}
+		if on == nil {
+			continue
+		}
+		if off != nil {
+			c.errs.Add(op.Pos, "%s: axis %d of the result is sharded on DIDx in %s but not in %s", op.Code, j, on, off)
+			return nil, false
+		}
+		if sharded >= 0 {
+			c.errs.Add(op.Pos, "%s: the result would be sharded on axes %d and %d; at most one axis may be", op.Code, sharded, j)
+			return nil, false
+		}
+		sharded = j
+		dims[j].Parallel = ir.DIDx
+	}
+	return dims, true
+}
+
+// widest finds the operand that set a result axis's extent, for messages.
+func (c *checker) widest(types []*ir.TensorType, j, rank int, extent int64) int {
+	for i, t := range types {
+		k := j - (rank - t.Rank())
+		if k >= 0 && t.Dims[k].Extent == extent {
+			return i
+		}
+	}
+	return 0
+}
+
+// shapeString spells a shape as the text format does: [4, 8].
+func shapeString(s []int64) string {
+	return ir.FormatAttrValue(ir.AttrValue{Kind: ir.KindInts, Ints: s})
+}
+
+func (c *checker) reduction(op *ir.Op) ([]inferred, bool) {
+	x := op.Operands[0]
+	t, ok := c.tensor(op, x)
+	if !ok {
+		return nil, false
+	}
+	name := op.Code.String()
+	switch {
+	case t.DType == ir.Bool:
+		c.errs.Add(op.Pos, "%s: %s is bool; %s needs numbers (cast it first)", name, x, name)
+		return nil, false
+	case op.Code == ir.OpMean && !t.DType.IsFloat():
+		c.errs.Add(op.Pos, "mean: %s is %s; mean needs a float tensor (cast it first)", x, t.DType)
+		return nil, false
+	}
+	reduced := map[int64]bool{}
+	for _, a := range op.IntsAttr("axes") {
+		switch {
+		case a < 0 || a >= int64(t.Rank()):
+			c.errs.Add(op.Pos, "%s: axis %d is out of range for %s of type %s (rank %d)", name, a, x, t, t.Rank())
+			ok = false
+		case reduced[a]:
+			c.errs.Add(op.Pos, "%s: axis %d is listed twice", name, a)
+			ok = false
+		case t.Dims[a].Parallel == ir.DIDx:
+			c.errs.Add(op.Pos, "%s: axis %d of %s is sharded on DIDx; reduce across ranks with all_reduce", name, a, x)
+			ok = false
+		}
+		reduced[a] = true
+	}
+	if !ok {
+		return nil, false
+	}
+	keep := op.BoolAttr("keepdim")
+	var dims []ir.Dim
+	for i, d := range t.Dims {
+		switch {
+		case !reduced[int64(i)]:
+			dims = append(dims, d)
+		case keep:
+			dims = append(dims, ir.Dim{Extent: 1})
+		}
+	}
+	return one(&ir.TensorType{DType: t.DType, Dims: dims}), true
+}
+
+// matmul: a[..., M, K] × b[K, N] or b[..., K, N] with a's batch dims.
+func (c *checker) matmul(op *ir.Op) ([]inferred, bool) {
+	ts, ok := c.tensors(op, 2)
+	if !ok {
+		return nil, false
+	}
+	a, b := ts[0], ts[1]
+	x, y := op.Operands[0], op.Operands[1]
+	fail := func(format string, args ...any) ([]inferred, bool) {
+		c.errs.Add(op.Pos, "matmul: "+format, args...)
+		return nil, false
+	}
+	switch {
+	case !a.DType.IsFloat():
+		return fail("%s is %s; matmul needs float tensors", x, a.DType)
+	case a.DType != b.DType:
+		return fail("%s is %s but %s is %s; cast one of them", x, a.DType, y, b.DType)
+	case a.Rank() < 2:
+		return fail("%s must have rank 2 or more ([..., M, K]); it is %s", x, a)
+	case b.Rank() != 2 && b.Rank() != a.Rank():
+		return fail("%s must be [K, N] or batched like %s; it is %s", y, x, b)
+	case b.IsSharded():
+		return fail("%s must be unsharded (all_gather it first); it is %s", y, b)
+	case a.Dims[a.Rank()-1].Parallel == ir.DIDx:
+		return fail("the contracted axis %d of %s must not be sharded", a.Rank()-1, x)
+	}
+	if k, kb := a.Dims[a.Rank()-1].Extent, b.Dims[b.Rank()-2].Extent; k != kb {
+		return fail("%s is %s and %s is %s: the contracted extents %d and %d differ", x, a, y, b, k, kb)
+	}
+	if b.Rank() > 2 {
+		for i := 0; i < b.Rank()-2; i++ {
+			if a.Dims[i].Extent != b.Dims[i].Extent {
+				return fail("the batch dims of %s %s and %s %s differ", x, shapeString(a.Shape()[:a.Rank()-2]), y, shapeString(b.Shape()[:b.Rank()-2]))
+			}
+			if a.Dims[i].Parallel == ir.DIDx {
+				return fail("with a batched %s, the batch axis %d of %s must not be sharded", y, i, x)
+			}
+		}
+	}
+	dims := append(append([]ir.Dim(nil), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
+	return one(&ir.TensorType{DType: a.DType, Dims: dims}), true
+}
+
+func (c *checker) view(op *ir.Op) ([]inferred, bool) {
+	x := op.Operands[0]
+	t, ok := c.tensor(op, x)
+	if !ok {
+		return nil, false
+	}
+	res := t.Clone()
+	switch op.Code {
+	case ir.OpSymmetricContiguousView:
+		// validate checks the view's three rules; here only the type.
+		res = t.Unsharded()
+	case ir.OpSelect:
+		axis := op.IntAttr("axis", 0)
+		if axis < 0 || axis >= int64(t.Rank()) {
+			c.errs.Add(op.Pos, "select: axis %d is out of range for %s of type %s (rank %d)", axis, x, t, t.Rank())
+			return nil, false
+		}
+		d := t.Dims[axis]
+		if d.Parallel == ir.DIDx {
+			c.errs.Add(op.Pos, "select: axis %d of %s is sharded on DIDx; select a serial axis", axis, x)
+			return nil, false
+		}
+		if !c.index(op, op.Operands[1], axis, d.Extent) {
+			return nil, false
+		}
+		res.Dims = append(res.Dims[:axis:axis], t.Dims[axis+1:]...)
+	case ir.OpReshape:
+		if t.IsSharded() {
+			c.errs.Add(op.Pos, "reshape: %s is sharded (%s); reshape needs an unsharded tensor", x, t)
+			return nil, false
+		}
+		shape := op.IntsAttr("shape")
+		for _, e := range shape {
+			if e < 0 {
+				c.errs.Add(op.Pos, "reshape: shape=%s has the negative extent %d", shapeString(shape), e)
+				return nil, false
+			}
+		}
+		if ir.Product(shape) != t.NumElements() {
+			c.errs.Add(op.Pos, "reshape: %s has %d elements (%s) but shape=%s has %d", x, t.NumElements(), shapeString(t.Shape()), shapeString(shape), ir.Product(shape))
+			return nil, false
+		}
+		res = ir.Tensor(t.DType, shape...).In(t.Mem)
+	}
+	return []inferred{{t: res, base: x}}, true
+}
+
+// index checks select's index: an integer literal or a loop index, inside
+// the axis.
+func (c *checker) index(op *ir.Op, i *ir.Value, axis, extent int64) bool {
+	if i.Lit != nil {
+		if i.Lit.IsFloat {
+			c.errs.Add(op.Pos, "select: the index %s must be an integer", i)
+			return false
+		}
+		if i.Lit.Int < 0 || i.Lit.Int >= extent {
+			c.errs.Add(op.Pos, "select: index %d is out of range for axis %d of extent %d", i.Lit.Int, axis, extent)
+			return false
+		}
+		return true
+	}
+	if s, ok := i.Type.(*ir.ScalarType); !ok || !s.DType.IsInt() {
+		if i.Type != nil {
+			c.errs.Add(op.Pos, "select: the index must be an integer literal or a loop index, not %s of type %s", i, i.Type)
+		}
+		return false
+	}
+	if r, ok := c.loops[i]; ok && (r.first < 0 || r.last >= extent) {
+		c.errs.Add(op.Pos, "select: %s runs from %d to %d, out of range for axis %d of extent %d", i, r.first, r.last, axis, extent)
+		return false
+	}
+	return true
+}
+
+func (c *checker) copyOp(op *ir.Op) ([]inferred, bool) {
+	x := op.Operands[0]
+	t, ok := c.tensor(op, x)
+	if len(op.Operands) == 1 {
+		if !ok {
+			return nil, false
+		}
+		res := t.Clone()
+		if w, has := op.Attr("mem"); has {
+			m, _ := ir.ParseMemoryType(w.Word)
+			if ann, isTensor := op.Results[0].Type.(*ir.TensorType); isTensor && ann.Mem != ir.Global && ann.Mem != m {
+				c.errs.Add(op.Pos, "copy: mem=%s but %s is annotated %s memory", m, op.Results[0], ann.Mem)
+				return nil, false
+			}
+			// the attribute wins over an annotation that names no memory
+			return []inferred{{t: res.In(m), memFixed: true}}, true
+		}
+		return one(res), true
+	}
+	dst := op.Operands[1]
+	d, ok2 := c.tensor(op, dst)
+	if !ok || !ok2 {
+		return nil, false
+	}
+	if _, has := op.Attr("mem"); has {
+		c.errs.Add(op.Pos, "copy: mem= cannot go with a destination; the result lives in %s's memory", dst)
+		return nil, false
+	}
+	if !t.In(d.Mem).Equal(d) {
+		c.errs.Add(op.Pos, "copy: %s is %s but the destination %s is %s; they must agree in dtype, shape and sharding", x, t, dst, d)
+		return nil, false
+	}
+	return []inferred{{t: d, base: dst}}, true
+}
+
+// collective gives the result type of the table in SEMANTICS.md.
+func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
+	x := op.Operands[0]
+	t, ok := c.tensor(op, x)
+	if !ok {
+		return nil, false
+	}
+	name := op.Code.String()
+	fail := func(format string, args ...any) ([]inferred, bool) {
+		c.errs.Add(op.Pos, name+": "+format, args...)
+		return nil, false
+	}
+	switch op.Code {
+	case ir.OpReduceScatter, ir.OpAllReduce, ir.OpReduce:
+		switch {
+		case t.DType == ir.Bool:
+			return fail("%s is bool; reducing over ranks needs numbers", x)
+		case op.ReduceOp() == "avg" && !t.DType.IsFloat():
+			return fail("op=avg needs a float tensor; %s is %s", x, t.DType)
+		}
+	}
+	axisIn := func(key string, def int64) (int, bool) {
+		a := op.IntAttr(key, def)
+		if a < 0 || a >= int64(t.Rank()) {
+			c.errs.Add(op.Pos, "%s: %s=%d is out of range for %s of type %s (rank %d)", name, key, a, x, t, t.Rank())
+			return 0, false
+		}
+		return int(a), true
+	}
+	res := t.Clone()
+	switch op.Code {
+	case ir.OpAllGather, ir.OpGather:
+		if !t.IsSharded() {
+			return fail("%s is not sharded (%s); there is nothing to gather", x, t)
+		}
+		res = t.Unsharded()
+	case ir.OpReduceScatter, ir.OpScatter:
+		if t.IsSharded() {
+			return fail("%s is already sharded on axis %d; %s needs an unsharded tensor", x, t.ShardAxis(), name)
+		}
+		a, good := axisIn("axis", 0)
+		if !good {
+			return nil, false
+		}
+		res = t.Sharded(a)
+	case ir.OpAllToAll:
+		if !t.IsSharded() {
+			return fail("%s is not sharded (%s); all_to_all moves the sharding from one axis to another", x, t)
+		}
+		b, good := axisIn("axis", 0)
+		if !good {
+			return nil, false
+		}
+		if b == t.ShardAxis() {
+			return fail("%s is already sharded on axis %d; axis= must name another axis", x, b)
+		}
+		res = t.Unsharded().Sharded(b)
+	}
+	if len(op.Operands) == 2 {
+		out := op.Operands[1]
+		o, good := c.tensor(op, out)
+		if !good {
+			return nil, false
+		}
+		if !res.In(o.Mem).Equal(o) {
+			return fail("the output buffer %s is %s, but %s gives %s", out, o, name, res.In(o.Mem))
+		}
+		return []inferred{{t: o, base: out}}, true
+	}
+	return one(res), true
+}
+
+func (c *checker) registration(op *ir.Op, h *ir.Value) bool {
+	if h.Type == nil {
+		return false
+	}
+	if h.Def == nil || h.Def.Code != ir.OpRegister {
+		c.errs.Add(op.Pos, "%s: %s is not a registration handle (make one with register)", op.Code, h)
+		return false
+	}
+	return true
+}
+
+func (c *checker) wait(op *ir.Op, st *blockState) bool {
+	v := op.Operands[0]
+	d := v.Def
+	switch {
+	case d != nil && d.Code.IsCollective() && d.Async():
+		delete(st.pending, v)
+		return true
+	case d != nil && d.Code == ir.OpTransfer:
+		return true
+	case d != nil && d.Code.IsCollective():
+		c.errs.Add(op.Pos, "wait: %s comes from %s without async=true; make it async or drop the wait", v, d.Code)
+	default:
+		c.errs.Add(op.Pos, "wait: %s is not the result of an async collective or a transfer", v)
+	}
+	return false
+}
+
+func (c *checker) forOp(op *ir.Op, st *blockState) {
+	from, to, step := op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1)
+	idx := op.Body.Args[0]
+	if idx.Type == nil {
+		idx.Type = &ir.ScalarType{DType: ir.I64}
+	}
+	if s, ok := idx.Type.(*ir.ScalarType); !ok || s.DType != ir.I64 {
+		c.errs.Add(op.Pos, "for: the index %s must be an i64 scalar, not %s", idx, idx.Type)
+	}
+	switch {
+	case from > to:
+		c.errs.Add(op.Pos, "for: the range %d to %d runs backwards (from must not exceed to)", from, to)
+	case step > 0 && to > from:
+		c.loops[idx] = loopRange{first: from, last: from + (to-1-from)/step*step}
+	}
+	c.block(op.Body, st.child())
+}
+
+// fusion: the body holds pointwise ops and at most one trailing reduction;
+// the results are the yielded values, freshly allocated.
+func (c *checker) fusion(op *ir.Op) ([]inferred, bool) {
+	ok := true
+	ops := op.Body.Ops
+	for i, in := range ops {
+		switch {
+		case in.Code == ir.OpYield, in.Code.IsPointwise():
+		case in.Code.IsReduction() && i == len(ops)-2:
+		case in.Code.IsReduction():
+			c.errs.Add(in.Pos, "fusion: the reduction %s must be the last op before yield", in.Code)
+			ok = false
+		default:
+			c.errs.Add(in.Pos, "fusion: the body may hold only pointwise ops and one trailing reduction, not %s", in.Code)
+			ok = false
+		}
+	}
+	for _, x := range op.Operands {
+		if _, good := c.tensor(op, x); !good {
+			ok = false
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	before := len(c.errs)
+	c.block(op.Body, &blockState{pending: map[*ir.Value]*ir.Op{}})
+	if len(c.errs) > before {
+		return nil, false
+	}
+	y := ops[len(ops)-1]
+	res := make([]inferred, len(y.Operands))
+	for i, v := range y.Operands {
+		t, good := c.tensor(y, v)
+		if !good {
+			return nil, false
+		}
+		res[i] = inferred{t: t}
+	}
+	return res, true
+}

@@ -1,0 +1,277 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/hirlab/hir/runtime"
+)
+
+// maxCopyDims is the most dimensions the strided-copy kernel handles.
+const maxCopyDims = 8
+
+// stridedCopySource is the one kernel the runtime itself compiles: an
+// elementwise copy between two strided layouts (either side may be a
+// peer's memory mapped here), one instance per element size.
+const stridedCopySource = `
+#define MAXD 8
+struct Layout {
+  long long n;
+  int ndim;
+  int pad;
+  long long shape[MAXD];
+  long long dst[MAXD];
+  long long src[MAXD];
+};
+template <typename T>
+__device__ void strided(T* d, const T* s, const Layout& l) {
+  long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < l.n; i += step) {
+    long long rem = i, so = 0, doff = 0;
+    for (int k = l.ndim - 1; k >= 0; --k) {
+      long long c = rem % l.shape[k];
+      rem /= l.shape[k];
+      so += c * l.src[k];
+      doff += c * l.dst[k];
+    }
+    d[doff] = s[so];
+  }
+}
+extern "C" __global__ void hir_strided_copy_1(unsigned char* d, const unsigned char* s, Layout l) { strided(d, s, l); }
+extern "C" __global__ void hir_strided_copy_2(unsigned short* d, const unsigned short* s, Layout l) { strided(d, s, l); }
+extern "C" __global__ void hir_strided_copy_4(unsigned int* d, const unsigned int* s, Layout l) { strided(d, s, l); }
+extern "C" __global__ void hir_strided_copy_8(unsigned long long* d, const unsigned long long* s, Layout l) { strided(d, s, l); }
+`
+
+type copyKernels struct {
+	mod *Module
+	fn  map[int]*Function // by element size
+}
+
+func (d *Device) stridedKernels() (*copyKernels, error) {
+	d.copyOnce.Do(func() {
+		cubin, err := CompileCUDA(stridedCopySource, "hir_strided_copy.cu", d.info.ComputeCapability)
+		if err != nil {
+			d.copyErr = err
+			return
+		}
+		m, err := d.LoadModule(cubin)
+		if err != nil {
+			d.copyErr = err
+			return
+		}
+		k := &copyKernels{mod: m, fn: map[int]*Function{}}
+		for _, es := range []int{1, 2, 4, 8} {
+			f, err := m.Function(fmt.Sprintf("hir_strided_copy_%d", es))
+			if err != nil {
+				m.Unload()
+				d.copyErr = err
+				return
+			}
+			k.fn[es] = f
+		}
+		d.copyKernel = k
+	})
+	return d.copyKernel, d.copyErr
+}
+
+// span checks that t lies inside its buffer and returns its base address.
+func (d *Device) span(t runtime.Tensor, what string) (uint64, error) {
+	b, err := d.own(t.Buf)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(t.Strides) != 0 && len(t.Strides) != len(t.Shape) {
+		return 0, fmt.Errorf("cuda: rank %d: %s: %d strides for %d dimensions", d.opts.Rank, what, len(t.Strides), len(t.Shape))
+	}
+	es := int64(t.DType.Size())
+	if es == 0 {
+		return 0, fmt.Errorf("cuda: rank %d: %s: dtype %v has no size", d.opts.Rank, what, t.DType)
+	}
+	lo, hi := t.Offset, t.Offset+es
+	if t.NumElements() == 0 {
+		hi = t.Offset
+	} else {
+		for k, st := range t.EffectiveStrides() {
+			ext := (t.Shape[k] - 1) * st * es
+			if ext < 0 {
+				lo += ext
+			} else {
+				hi += ext
+			}
+		}
+	}
+	if lo < 0 || hi > b.size {
+		return 0, fmt.Errorf("cuda: rank %d: %s: tensor %v%v at offset %d reaches bytes [%d, %d) of a %d-byte buffer",
+			d.opts.Rank, what, t.DType, t.Shape, t.Offset, lo, hi, b.size)
+	}
+	return b.ptr + uint64(t.Offset), nil
+}
+
+// CopyFromHost copies src into dst, ordered on s. For a strided dst the
+// bytes go through a stream-ordered staging buffer.
+func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	ptr, err := d.span(dst, "copy from host")
+	if err != nil {
+		return err
+	}
+	if int64(len(src)) != dst.Bytes() {
+		return fmt.Errorf("cuda: rank %d: copy from host: %d bytes for a tensor of %d", d.opts.Rank, len(src), dst.Bytes())
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	if dst.IsContiguous() {
+		return d.withCtx(func() error {
+			return d.drv.call("cuMemcpyHtoDAsync", uintptr(ptr), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h)
+		})
+	}
+	return d.staged(len(src), s, func(tmp uint64) error {
+		if err := d.drv.call("cuMemcpyHtoDAsync", uintptr(tmp), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h); err != nil {
+			return err
+		}
+		return d.stridedCopy(ptr, dst.EffectiveStrides(), tmp, runtime.ContiguousStrides(dst.Shape), dst, s)
+	})
+}
+
+// CopyToHost copies src into dst, ordered on s.
+func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	ptr, err := d.span(src, "copy to host")
+	if err != nil {
+		return err
+	}
+	if int64(len(dst)) != src.Bytes() {
+		return fmt.Errorf("cuda: rank %d: copy to host: %d bytes for a tensor of %d", d.opts.Rank, len(dst), src.Bytes())
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if src.IsContiguous() {
+		return d.withCtx(func() error {
+			return d.drv.call("cuMemcpyDtoHAsync", uintptr(unsafe.Pointer(&dst[0])), uintptr(ptr), uintptr(len(dst)), s.h)
+		})
+	}
+	return d.staged(len(dst), s, func(tmp uint64) error {
+		if err := d.stridedCopy(tmp, runtime.ContiguousStrides(src.Shape), ptr, src.EffectiveStrides(), src, s); err != nil {
+			return err
+		}
+		return d.drv.call("cuMemcpyDtoHAsync", uintptr(unsafe.Pointer(&dst[0])), uintptr(tmp), uintptr(len(dst)), s.h)
+	})
+}
+
+// Copy copies src into dst elementwise, ordered on s. Either may be a
+// peer's shard or the contiguous view: all are addresses in this process.
+func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	if dst.DType != src.DType || dst.NumElements() != src.NumElements() {
+		return fmt.Errorf("cuda: rank %d: copy of %v%v into %v%v: dtype and element count must match",
+			d.opts.Rank, src.DType, src.Shape, dst.DType, dst.Shape)
+	}
+	dp, err := d.span(dst, "copy destination")
+	if err != nil {
+		return err
+	}
+	sp, err := d.span(src, "copy source")
+	if err != nil {
+		return err
+	}
+	n := dst.Bytes()
+	if n == 0 {
+		return nil
+	}
+	if dst.IsContiguous() && src.IsContiguous() {
+		return d.withCtx(func() error {
+			return d.drv.call("cuMemcpyAsync", uintptr(dp), uintptr(sp), uintptr(n), s.h)
+		})
+	}
+	// Different shapes with equal counts: copy in dst's index order over
+	// src viewed with dst's shape only when src is contiguous.
+	srcStrides := src.EffectiveStrides()
+	if !shapesEqual(dst.Shape, src.Shape) {
+		if !src.IsContiguous() {
+			return fmt.Errorf("cuda: rank %d: strided copy between shapes %v and %v", d.opts.Rank, src.Shape, dst.Shape)
+		}
+		srcStrides = runtime.ContiguousStrides(dst.Shape)
+	}
+	return d.withCtx(func() error { return d.stridedCopy(dp, dst.EffectiveStrides(), sp, srcStrides, dst, s) })
+}
+
+func shapesEqual(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// staged runs f with a stream-ordered temporary of n bytes (under withCtx).
+func (d *Device) staged(n int, s *stream, f func(tmp uint64) error) error {
+	return d.withCtx(func() error {
+		var tmp uint64
+		if err := d.drv.call("cuMemAllocAsync", uintptr(unsafe.Pointer(&tmp)), uintptr(n), s.h); err != nil {
+			return d.tooLarge("staging buffer", int64(n), err)
+		}
+		ferr := f(tmp)
+		if err := d.drv.call("cuMemFreeAsync", uintptr(tmp), s.h); ferr == nil {
+			ferr = err
+		}
+		return ferr
+	})
+}
+
+// stridedCopy launches the strided-copy kernel for shape t.Shape (under
+// withCtx: the caller holds the thread and context).
+func (d *Device) stridedCopy(dst uint64, dstStrides []int64, src uint64, srcStrides []int64, t runtime.Tensor, s *stream) error {
+	es := t.DType.Size()
+	if len(t.Shape) > maxCopyDims {
+		return fmt.Errorf("cuda: rank %d: strided copy of %d dimensions (at most %d)", d.opts.Rank, len(t.Shape), maxCopyDims)
+	}
+	if dst%uint64(es) != 0 || src%uint64(es) != 0 {
+		return fmt.Errorf("cuda: rank %d: strided copy of %d-byte elements at misaligned addresses", d.opts.Rank, es)
+	}
+	k, err := d.stridedKernels()
+	if err != nil {
+		return err
+	}
+	f := k.fn[es]
+	if f == nil {
+		return fmt.Errorf("cuda: rank %d: no strided copy for %d-byte elements", d.opts.Rank, es)
+	}
+	n := t.NumElements()
+	layout := make([]byte, 0, 16+3*8*maxCopyDims)
+	le := binary.LittleEndian
+	layout = le.AppendUint64(layout, uint64(n))
+	layout = le.AppendUint32(layout, uint32(len(t.Shape)))
+	layout = le.AppendUint32(layout, 0)
+	for _, arr := range [][]int64{t.Shape, dstStrides, srcStrides} {
+		for i := 0; i < maxCopyDims; i++ {
+			v := int64(1)
+			if i < len(arr) {
+				v = arr[i]
+			}
+			layout = le.AppendUint64(layout, uint64(v))
+		}
+	}
+	const block = 256
+	grid := (n + block - 1) / block
+	grid = min(grid, int64(max(d.info.Multiprocessors, 1))*16)
+	vals := [][]byte{le.AppendUint64(nil, dst), le.AppendUint64(nil, src), layout}
+	params := []unsafe.Pointer{unsafe.Pointer(&vals[0][0]), unsafe.Pointer(&vals[1][0]), unsafe.Pointer(&vals[2][0])}
+	return d.drv.call("cuLaunchKernel", f.h, uintptr(grid), 1, 1, block, 1, 1, 0, s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+}

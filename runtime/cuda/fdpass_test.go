@@ -1,0 +1,277 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/runtime/store"
+)
+
+func init() {
+	scenarios["fd-sender"] = fdSenderScenario
+}
+
+// pairExchange opens two connected exchanges in this process.
+func pairExchange(t *testing.T, token0, token1 string) (*fdExchange, *fdExchange) {
+	t.Helper()
+	a, err := listenFDExchange(0, 2, token0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := listenFDExchange(1, 2, token1)
+	if err != nil {
+		a.close()
+		t.Fatal(err)
+	}
+	paths := []string{a.path, b.path}
+	if err := a.connect(paths, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.connect(paths, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func tempFileWith(t *testing.T, content string) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func readFD(t *testing.T, fd int) string {
+	t.Helper()
+	f := os.NewFile(uintptr(fd), "received")
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestFDPassingBetweenGoroutinesLeavesNothingOpen(t *testing.T) {
+	base := openFDCount()
+	a, b := pairExchange(t, "tok", "tok")
+	var wg sync.WaitGroup
+	for key := uint64(0); key < 8; key++ {
+		f := tempFileWith(t, fmt.Sprintf("payload %d", key))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer f.Close()
+			if err := a.send(1, key, int(f.Fd())); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for key := uint64(7); ; key-- { // out of order: the mailbox sorts it out
+		fd, err := b.recv(0, key, 5*time.Second, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := readFD(t, fd), fmt.Sprintf("payload %d", key); got != want {
+			t.Errorf("key %d: read %q, want %q", key, got, want)
+		}
+		if key == 0 {
+			break
+		}
+	}
+	wg.Wait()
+	// An fd nobody takes is closed by close.
+	f := tempFileWith(t, "unclaimed")
+	if err := b.send(0, 99, int(f.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitFor(t, func() bool { return a.pending() == 1 })
+	a.close()
+	b.close()
+	if got := openFDCount(); got != base {
+		t.Errorf("%d descriptors open after close, %d before", got, base)
+	}
+	for _, p := range []string{a.path, b.path} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("socket file %s left behind", p)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition never held")
+}
+
+func TestRecvFailsAtOnceWhenThePeerGoes(t *testing.T) {
+	a, b := pairExchange(t, "tok", "tok")
+	defer a.close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.recv(1, 0, time.Minute, "symmetric alloc #0")
+		done <- err
+	}()
+	b.close() // the peer "dies" before sending
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "rank 1's connection ended before it sent its handle") ||
+			!strings.Contains(err.Error(), "did its process die?") {
+			t.Fatalf("recv: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("recv still waiting 30s after the peer closed")
+	}
+}
+
+func TestWrongTokenIsRejected(t *testing.T) {
+	a, err := listenFDExchange(0, 2, "right")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	b, err := listenFDExchange(1, 2, "wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	if err := b.connect([]string{a.path, b.path}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.rejected == 1 })
+	f := tempFileWith(t, "x")
+	defer f.Close()
+	b.send(0, 1, int(f.Fd())) // may or may not fail; a must never take it
+	if _, err := a.recv(1, 1, 200*time.Millisecond, "test"); err == nil {
+		t.Fatal("a descriptor from an impostor was accepted")
+	}
+}
+
+func TestSocketUIDCheck(t *testing.T) {
+	a, b := pairExchange(t, "tok", "tok")
+	defer a.close()
+	defer b.close()
+	uid, err := peerUID(b.out[0])
+	if err != nil || uid != os.Getuid() {
+		t.Fatalf("peer uid %d, %v; want %d", uid, err, os.Getuid())
+	}
+}
+
+// Across processes: a child (this binary re-executed) sends the parent a
+// descriptor of a file only it opened.
+func TestFDPassingBetweenProcesses(t *testing.T) {
+	base := openFDCount()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const token = "tok"
+	srv, err := store.Serve(ctx, "127.0.0.1:0", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := store.Dial(ctx, srv.Addr(), token, store.WithRank(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	x, err := listenFDExchange(0, 2, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := childCommand(ctx, "fd-sender", "RANK=1", "MASTER_ADDR="+srv.Addr(), "HIR_JOB_TOKEN="+token,
+		"HIR_TEST_DIR="+t.TempDir())
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := store.ExchangeAll(ctx, c, "paths", 0, 2, []byte(x.path), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.connect([]string{string(paths[0]), string(paths[1])}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := x.recv(1, 42, 30*time.Second, "test")
+	if err != nil {
+		t.Fatal(err, out.String())
+	}
+	if got := readFD(t, fd); got != "from the child" {
+		t.Errorf("read %q through the passed descriptor", got)
+	}
+	c.Barrier(ctx, "done", 0, 2, time.Minute)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out.String())
+	}
+	x.close()
+	c.Close()
+	srv.Close()
+	if got := openFDCount(); got > base {
+		t.Errorf("%d descriptors open after close, %d before", got, base)
+	}
+}
+
+func childCommand(ctx context.Context, scenario string, env ...string) *execCmd {
+	cmd := newExec(ctx, os.Args[0])
+	cmd.Env = append(append(os.Environ(), envScenario+"="+scenario), env...)
+	return cmd
+}
+
+func fdSenderScenario() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	token := os.Getenv("HIR_JOB_TOKEN")
+	c, err := store.Dial(ctx, os.Getenv("MASTER_ADDR"), token, store.WithRank(1))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	x, err := listenFDExchange(1, 2, token)
+	if err != nil {
+		return err
+	}
+	defer x.close()
+	paths, err := store.ExchangeAll(ctx, c, "paths", 1, 2, []byte(x.path), time.Minute)
+	if err != nil {
+		return err
+	}
+	if err := x.connect([]string{string(paths[0]), string(paths[1])}, time.Second); err != nil {
+		return err
+	}
+	name := filepath.Join(os.Getenv("HIR_TEST_DIR"), "child-"+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(name, []byte("from the child"), 0o600); err != nil {
+		return err
+	}
+	fd, err := syscall.Open(name, syscall.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	os.Remove(name) // only the descriptor lets anyone read it now
+	if err := x.send(0, 42, fd); err != nil {
+		return err
+	}
+	syscall.Close(fd)
+	return c.Barrier(ctx, "done", 1, 2, time.Minute)
+}

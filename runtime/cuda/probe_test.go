@@ -1,0 +1,116 @@
+package cuda
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/hirlab/hir/runtime"
+)
+
+func TestProbeWithoutDriverSaysWhy(t *testing.T) {
+	_, err := openDriver("/nonexistent/libcuda.so.1")
+	if err == nil {
+		t.Fatal("a missing library loaded")
+	}
+	msg := noDriverReason(err)
+	for _, want := range []string{"/nonexistent/libcuda.so.1", "no usable NVIDIA driver", "--backend sim"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("reason %q lacks %q", msg, want)
+		}
+	}
+}
+
+// On a machine without a GPU, opening the backend is a plain error.
+func TestOpenWithoutGPUIsAClearError(t *testing.T) {
+	if p := Probe(); p.Available {
+		t.Skip("this machine has a usable GPU")
+	}
+	_, err := runtime.Open("cuda", runtime.Config{WorldSize: 2, Rank: -1})
+	if err == nil || !strings.Contains(err.Error(), "cuda backend unavailable: ") {
+		t.Fatalf("Open: %v", err)
+	}
+}
+
+type fakeDriver struct {
+	initErr error
+	devices int
+	attrs   map[int]int
+}
+
+func (f *fakeDriver) init() error                      { return f.initErr }
+func (f *fakeDriver) driverVersion() (int, error)      { return 13000, nil }
+func (f *fakeDriver) deviceCount() (int, error)        { return f.devices, nil }
+func (f *fakeDriver) deviceGet(o int) (int32, error)   { return int32(o), nil }
+func (f *fakeDriver) deviceName(int32) (string, error) { return "Fake GPU", nil }
+func (f *fakeDriver) totalMem(int32) (uint64, error)   { return 80 << 30, nil }
+func (f *fakeDriver) attribute(a int, _ int32) (int, error) {
+	v, ok := f.attrs[a]
+	if !ok {
+		return 0, &Error{Call: "cuDeviceGetAttribute", Code: errInvalidValue, Name: "CUDA_ERROR_INVALID_VALUE"}
+	}
+	return v, nil
+}
+
+func goodAttrs() map[int]int {
+	return map[int]int{attrComputeCapabilityMajor: 9, attrComputeCapabilityMinor: 0, attrMultiprocessorCount: 132,
+		attrUnifiedAddressing: 1, attrVirtualMemoryManagement: 1, attrHandleTypePosixFD: 1, attrHandleTypeFabric: 1}
+}
+
+func TestProbeMessages(t *testing.T) {
+	noVMM, noFD, noFabric := goodAttrs(), goodAttrs(), goodAttrs()
+	noVMM[attrVirtualMemoryManagement] = 0
+	noFD[attrHandleTypePosixFD] = 0
+	delete(noFabric, attrHandleTypeFabric) // an old driver that does not know the attribute
+	cases := []struct {
+		name string
+		drv  *fakeDriver
+		want string // "" means available
+	}{
+		{"good", &fakeDriver{devices: 2, attrs: goodAttrs()}, ""},
+		{"old driver without fabric", &fakeDriver{devices: 1, attrs: noFabric}, ""},
+		{"no device", &fakeDriver{initErr: &Error{Call: "cuInit", Code: errNoDevice, Name: "CUDA_ERROR_NO_DEVICE"}}, "sees no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE"},
+		{"init fails", &fakeDriver{initErr: errors.New("boom")}, "did not initialise: boom"},
+		{"zero devices", &fakeDriver{devices: 0}, "sees no CUDA device"},
+		{"no VMM", &fakeDriver{devices: 1, attrs: noVMM}, "device 0 (Fake GPU) does not support virtual memory management"},
+		{"no POSIX fds", &fakeDriver{devices: 1, attrs: noFD}, "cannot export allocations to POSIX file descriptors"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := probeWith(c.drv, "fake")
+			if c.want == "" {
+				if !res.Available || len(res.Devices) != c.drv.devices {
+					t.Fatalf("want available with %d devices, got %+v", c.drv.devices, res)
+				}
+				return
+			}
+			if res.Available || !strings.Contains(res.Reason, c.want) {
+				t.Fatalf("reason %q, want it to contain %q", res.Reason, c.want)
+			}
+		})
+	}
+}
+
+func TestOptionsFromEnv(t *testing.T) {
+	for _, v := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "HIR_LAUNCHED", "HIR_STORE_TOKEN", "SLURM_PROCID"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	if _, _, err := optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1}); err == nil ||
+		!strings.Contains(err.Error(), "one rank per process") {
+		t.Errorf("two ranks with no launcher: %v", err)
+	}
+	o, rv, err := optionsFromEnv(runtime.Config{WorldSize: 1, Rank: -1, Devices: []int{3}})
+	if err != nil || rv != nil || o.Rank != 0 || o.WorldSize != 1 || o.Device != 3 {
+		t.Errorf("single process: %+v, %v, %v", o, rv, err)
+	}
+	t.Setenv("RANK", "1")
+	t.Setenv("WORLD_SIZE", "4")
+	t.Setenv("MASTER_ADDR", "127.0.0.1")
+	t.Setenv("MASTER_PORT", "1")
+	if _, _, err := optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1}); err == nil ||
+		!strings.Contains(err.Error(), "mesh has 2 ranks but the launcher started 4") {
+		t.Errorf("mesh/world mismatch: %v", err)
+	}
+}

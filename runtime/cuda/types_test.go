@@ -1,0 +1,48 @@
+package cuda
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// The sizes and offsets cuda.h gives these structs on 64-bit Linux.
+func TestStructLayoutsMatchCudaH(t *testing.T) {
+	var prop memAllocationProp
+	var desc memAccessDesc
+	cases := []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"sizeof(CUmemLocation)", unsafe.Sizeof(memLocation{}), 8},
+		{"sizeof(CUmemAllocationProp)", unsafe.Sizeof(prop), 32},
+		{"offsetof(CUmemAllocationProp, requestedHandleTypes)", unsafe.Offsetof(prop.RequestedHandleTypes), 4},
+		{"offsetof(CUmemAllocationProp, location)", unsafe.Offsetof(prop.Location), 8},
+		{"offsetof(CUmemAllocationProp, win32HandleMetaData)", unsafe.Offsetof(prop.Win32HandleMetaData), 16},
+		{"offsetof(CUmemAllocationProp, allocFlags)", unsafe.Offsetof(prop.CompressionType), 24},
+		{"offsetof(CUmemAllocationProp, allocFlags.usage)", unsafe.Offsetof(prop.Usage), 26},
+		{"sizeof(CUmemAccessDesc)", unsafe.Sizeof(desc), 12},
+		{"offsetof(CUmemAccessDesc, flags)", unsafe.Offsetof(desc.Flags), 8},
+		{"sizeof(CUmemFabricHandle)", unsafe.Sizeof(memFabricHandle{}), 64},
+		{"sizeof(CUmemGenericAllocationHandle)", unsafe.Sizeof(uint64(0)), 8},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("%s = %d, cuda.h says %d", c.name, c.got, c.want)
+		}
+	}
+	if handleTypePosix != 0x1 || handleTypeFabric != 0x8 {
+		t.Errorf("handle types %#x %#x, cuda.h says 0x1 and 0x8", handleTypePosix, handleTypeFabric)
+	}
+}
+
+func TestHandleInfoRoundTrip(t *testing.T) {
+	in := handleInfo{OK: true, Fabric: true, Size: 1000, Rounded: 2 << 20, Err: "none"}
+	in.Handle.Data[0], in.Handle.Data[63] = 7, 9
+	out, err := decodeHandleInfo(in.encode())
+	if err != nil || out != in {
+		t.Fatalf("round trip: got %+v, %v; want %+v", out, err, in)
+	}
+	if _, err := decodeHandleInfo([]byte{1, 2}); err == nil {
+		t.Fatal("short record decoded")
+	}
+}

@@ -1,0 +1,68 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hirlab/hir/runtime/store"
+)
+
+// Ranks started by torchrun: rank 0 serves the store on MASTER_PORT+1, the
+// others connect to it, and Close lets every rank finish before the store
+// goes away.
+func TestJoinUnderTorchrun(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storePort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+
+	const world = 3
+	for round := range 3 {
+		results := make([][][]byte, world)
+		errs := make([]error, world)
+		var wg sync.WaitGroup
+		for r := range world {
+			wg.Go(func() {
+				env, ok, err := fromLookup(lookupIn(map[string]string{
+					"RANK": strconv.Itoa(r), "WORLD_SIZE": strconv.Itoa(world), "LOCAL_RANK": strconv.Itoa(r),
+					"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": strconv.Itoa(storePort - 1),
+					"TORCHELASTIC_RUN_ID": fmt.Sprint("run", round),
+				}))
+				if err != nil || !ok {
+					errs[r] = fmt.Errorf("fromLookup: %v %v", ok, err)
+					return
+				}
+				ctx := context.Background()
+				rv, err := Join(ctx, env, 30*time.Second, store.WithLogger(quietLogger()))
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				results[r], errs[r] = store.ExchangeAll(ctx, rv.Client, "x", r, world, []byte{byte(r)}, 30*time.Second)
+				if err := rv.Close(ctx); err != nil && errs[r] == nil {
+					errs[r] = err
+				}
+			})
+		}
+		wg.Wait()
+		for r := range world {
+			if errs[r] != nil {
+				t.Fatalf("round %d rank %d: %v", round, r, errs[r])
+			}
+			if diff := cmp.Diff([][]byte{{0}, {1}, {2}}, results[r]); diff != "" {
+				t.Errorf("round %d rank %d (-want +got):\n%s", round, r, diff)
+			}
+		}
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,536 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+)
+
+// The collective algorithms. Each runs on one rank's stream after the
+// ranks met (so every rank's earlier work on its stream, which wrote the
+// inputs, is done). Reads and writes of peers' memory go through PeerBuffer
+// and ContiguousView; ordering between ranks is by signals (m.signal,
+// m.wait, m.barrier) as a GPU kernel orders through signal pads. An
+// algorithm that reads peers' inputs ends with a barrier so no rank changes
+// its input while a peer still reads it; it writes its own output after
+// that barrier, so an output that aliases the input is safe.
+
+// acc holds values being reduced: floats in f (in compute precision), ints
+// in i.
+type acc struct {
+	f []float64
+	i []int64
+}
+
+func (j *collJob) load(v *view, lo, hi int64) acc {
+	if isFloatClass(v.dt) {
+		return acc{f: v.loadF(lo, hi)}
+	}
+	return acc{i: v.loadI(lo, hi)}
+}
+
+// combine folds b into a: a = a op b, rounded to the compute precision.
+func (j *collJob) combine(a, b acc) {
+	dt := j.in.dt
+	if a.f != nil || b.f != nil {
+		for e := range a.f {
+			x, y := a.f[e], b.f[e]
+			var r float64
+			switch j.reduceOp {
+			case "sum", "avg":
+				r = x + y
+			case "prod":
+				r = x * y
+			case "max":
+				r = maxF(x, y)
+			case "min":
+				r = minF(x, y)
+			}
+			a.f[e] = computeRound(dt, r)
+		}
+		return
+	}
+	for e := range a.i {
+		x, y := a.i[e], b.i[e]
+		var r int64
+		switch j.reduceOp {
+		case "sum":
+			r = x + y
+		case "prod":
+			r = x * y
+		case "max":
+			r = max(x, y)
+		case "min":
+			r = min(x, y)
+		}
+		a.i[e] = host.WrapInt(dt, r)
+	}
+}
+
+// finalize divides by the world size for avg.
+func (j *collJob) finalize(a acc) {
+	if j.reduceOp != "avg" {
+		return
+	}
+	D := float64(j.d.rt.size)
+	for e := range a.f {
+		a.f[e] = computeRound(j.in.dt, a.f[e]/D)
+	}
+}
+
+func (j *collJob) store(v *view, lo int64, a acc) {
+	if a.f != nil {
+		v.storeF(lo, a.f)
+	} else {
+		v.storeI(lo, a.i)
+	}
+}
+
+// peer is v as it lies in peer's shard of its symmetric buffer.
+func (j *collJob) peer(v *view, p int) (*view, error) {
+	pb, err := j.d.PeerBuffer(v.buf, p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", j.what, err)
+	}
+	return v.on(pb.(*buffer), 0), nil
+}
+
+// reduceFromPeers reduces elements [lo, hi) of v (sliced by sel) over every
+// rank's copy, in rank order 0..D-1.
+func (j *collJob) reduceFromPeers(v *view, sel func(*view) *view, lo, hi int64) (acc, error) {
+	var total acc
+	for p := 0; p < j.d.rt.size; p++ {
+		pv, err := j.peer(v, p)
+		if err != nil {
+			return acc{}, err
+		}
+		x := j.load(sel(pv), lo, hi)
+		if p == 0 {
+			total = x
+		} else {
+			j.combine(total, x)
+		}
+	}
+	j.finalize(total)
+	return total, nil
+}
+
+func whole(v *view) *view { return v }
+
+// block is block p (of extent k) along axis.
+func block(v *view, axis int, p int, k int64) *view { return v.slice(axis, int64(p)*k, k) }
+
+// chunkBounds splits n elements into D contiguous chunks as evenly as
+// possible: chunk c is [b[c], b[c+1]).
+func chunkBounds(n int64, D int) []int64 {
+	b := make([]int64, D+1)
+	for c := 0; c <= D; c++ {
+		b[c] = int64(c) * n / int64(D)
+	}
+	return b
+}
+
+func mod(a, n int) int { return ((a % n) + n) % n }
+
+// --- all_reduce ---
+
+// allReduceOneShot: every rank reads every peer's whole input and reduces.
+func (j *collJob) allReduceOneShot(m *member) error {
+	total, err := j.reduceFromPeers(j.in, whole, 0, j.in.n)
+	if err != nil {
+		return err
+	}
+	if err := m.barrier(); err != nil {
+		return err
+	}
+	j.store(j.out, 0, total)
+	return nil
+}
+
+// allReduceTwoShot: rank r reduces chunk r from every peer's input
+// (reduce-scatter), then writes it into every peer's output (all-gather).
+func (j *collJob) allReduceTwoShot(m *member) error {
+	r := j.d.rank
+	b := chunkBounds(j.in.n, j.d.rt.size)
+	total, err := j.reduceFromPeers(j.in, whole, b[r], b[r+1])
+	if err != nil {
+		return err
+	}
+	for p := 0; p < j.d.rt.size; p++ {
+		pv, err := j.peer(j.out, p)
+		if err != nil {
+			return err
+		}
+		j.store(pv, b[r], total)
+	}
+	return m.barrier()
+}
+
+// allReduceRing: a ring over private staging buffers on the packed input:
+// D-1 reduce-scatter steps, then D-1 all-gather steps.
+func (j *collJob) allReduceRing(m *member) error {
+	work := j.in.packed(0, j.in.n)
+	b := chunkBounds(j.in.n, j.d.rt.size)
+	if err := j.ringReduceScatter(m, work, b); err != nil {
+		return err
+	}
+	if err := j.ringAllGather(m, work, b); err != nil {
+		return err
+	}
+	j.out.unpack(0, work)
+	return m.finish()
+}
+
+// ringReduceScatter: at step s rank r sends its partial of chunk r-s-1 to
+// its right neighbour's staging slot and folds the left neighbour's partial
+// of chunk r-s-2 into its own, so chunk c is reduced in ring order c+1, c+2,
+// …, c and ends on rank c. Partials are stored in the dtype at every hop,
+// as a ring's staging buffers hold them.
+func (j *collJob) ringReduceScatter(m *member, work []byte, b []int64) error {
+	D, r := j.d.rt.size, j.d.rank
+	dt, es := j.in.dt, j.in.esz()
+	right, left := mod(r+1, D), mod(r-1, D)
+	chunk := func(c int) []byte { return work[b[c]*es : b[c+1]*es] }
+	for s := 0; s < D-1; s++ {
+		send, recv := mod(r-s-1, D), mod(r-s-2, D)
+		if err := m.send(right, chunk(send)); err != nil {
+			return err
+		}
+		mine := chunk(recv)
+		err := m.recv(left, int64(len(mine)), func(staged []byte) error {
+			partial := j.load(flatView(dt, staged), 0, b[recv+1]-b[recv])
+			j.combine(partial, j.load(flatView(dt, mine), 0, b[recv+1]-b[recv]))
+			j.store(flatView(dt, mine), 0, partial)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if j.reduceOp == "avg" {
+		own := flatView(dt, chunk(r))
+		a := j.load(own, 0, own.n)
+		j.finalize(a)
+		j.store(own, 0, a)
+	}
+	return nil
+}
+
+// ringAllGather: rank r starts with chunk r final; at step s it forwards
+// chunk r-s to the right and receives chunk r-s-1 from the left.
+func (j *collJob) ringAllGather(m *member, work []byte, b []int64) error {
+	D, r := j.d.rt.size, j.d.rank
+	es := j.in.esz()
+	right, left := mod(r+1, D), mod(r-1, D)
+	chunk := func(c int) []byte { return work[b[c]*es : b[c+1]*es] }
+	for s := 0; s < D-1; s++ {
+		send, recv := mod(r-s, D), mod(r-s-1, D)
+		if err := m.send(right, chunk(send)); err != nil {
+			return err
+		}
+		dst := chunk(recv)
+		if err := m.recv(left, int64(len(dst)), func(staged []byte) error { copy(dst, staged); return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// --- reduce_scatter ---
+
+// reduceScatterOneShot: rank r reads chunk r (along the axis) of every
+// peer's input and reduces.
+func (j *collJob) reduceScatterOneShot(m *member) error {
+	r, k := j.d.rank, j.out.shape[j.axis]
+	total, err := j.reduceFromPeers(j.in, func(v *view) *view { return block(v, j.axis, r, k) }, 0, j.out.n)
+	if err != nil {
+		return err
+	}
+	if err := m.barrier(); err != nil {
+		return err
+	}
+	j.store(j.out, 0, total)
+	return nil
+}
+
+// reduceScatterRing: the ring's reduce-scatter half over the input's chunks
+// along the axis, packed one after another.
+func (j *collJob) reduceScatterRing(m *member) error {
+	D, r, k := j.d.rt.size, j.d.rank, j.out.shape[j.axis]
+	var work []byte
+	for c := 0; c < D; c++ {
+		work = append(work, block(j.in, j.axis, c, k).packed(0, j.out.n)...)
+	}
+	b := make([]int64, D+1)
+	for c := range b {
+		b[c] = int64(c) * j.out.n
+	}
+	if err := j.ringReduceScatter(m, work, b); err != nil {
+		return err
+	}
+	es := j.in.esz()
+	j.out.unpack(0, work[b[r]*es:b[r+1]*es])
+	return m.finish()
+}
+
+// --- all_gather ---
+
+// allGatherOneShot: rank r writes its input into block r of every peer's
+// output; the closing barrier makes all writes visible before anyone goes on.
+func (j *collJob) allGatherOneShot(m *member) error {
+	r, k := j.d.rank, j.in.shape[j.axis]
+	for p := 0; p < j.d.rt.size; p++ {
+		pv, err := j.peer(j.out, p)
+		if err != nil {
+			return err
+		}
+		copyView(block(pv, j.axis, r, k), j.in)
+	}
+	return m.barrier()
+}
+
+// allGatherRing: blocks travel around the ring: rank r writes its block
+// into its right neighbour's output, then forwards each block it receives
+// from the left until every block has gone round; each write is followed by
+// a signal to the neighbour.
+func (j *collJob) allGatherRing(m *member) error {
+	D, r, k := j.d.rt.size, j.d.rank, j.in.shape[j.axis]
+	copyView(block(j.out, j.axis, r, k), j.in)
+	if D == 1 {
+		return nil
+	}
+	right, left := mod(r+1, D), mod(r-1, D)
+	rightOut, err := j.peer(j.out, right)
+	if err != nil {
+		return err
+	}
+	copyView(block(rightOut, j.axis, r, k), j.in)
+	m.signal(right, chData)
+	for s := 1; s < D-1; s++ {
+		if err := m.wait(chData, left); err != nil {
+			return err
+		}
+		c := mod(r-s, D)
+		copyView(block(rightOut, j.axis, c, k), block(j.out, j.axis, c, k))
+		m.signal(right, chData)
+	}
+	return m.wait(chData, left) // the last block
+}
+
+// allGatherCopyEngine: rank r maps every shard of the input's symmetric
+// buffer as one range and copies each rank's place in it into its output.
+func (j *collJob) allGatherCopyEngine(m *member) error {
+	k := j.in.shape[j.axis]
+	cv, err := j.d.ContiguousView(j.in.buf)
+	if err != nil {
+		return fmt.Errorf("%s: %v", j.what, err)
+	}
+	shard := j.in.buf.Size()
+	for p := 0; p < j.d.rt.size; p++ {
+		copyView(block(j.out, j.axis, p, k), j.in.on(cv.(*buffer), int64(p)*shard))
+	}
+	return m.barrier()
+}
+
+// allGatherStagedRing: the ring's all-gather half over staging buffers.
+func (j *collJob) allGatherStagedRing(m *member) error {
+	D, r, k := j.d.rt.size, j.d.rank, j.in.shape[j.axis]
+	es := j.in.esz()
+	work := make([]byte, int64(D)*j.in.n*es)
+	copy(work[int64(r)*j.in.n*es:], j.in.packed(0, j.in.n))
+	b := make([]int64, D+1)
+	for c := range b {
+		b[c] = int64(c) * j.in.n
+	}
+	if err := j.ringAllGather(m, work, b); err != nil {
+		return err
+	}
+	for c := 0; c < D; c++ {
+		block(j.out, j.axis, c, k).unpack(0, work[b[c]*es:b[c+1]*es])
+	}
+	return m.finish()
+}
+
+// --- all_to_all ---
+
+// allToAllOneShot: each pair of ranks is served by the lower of the two:
+// rank r writes its block for p into p's output (a remote store) and reads
+// p's block for r from p's input (a remote load), for every p >= r.
+func (j *collJob) allToAllOneShot(m *member) error {
+	r, a, b := j.d.rank, j.concat, j.axis
+	ka, kb := j.in.shape[a], j.out.shape[b]
+	for p := r; p < j.d.rt.size; p++ {
+		if p == r {
+			copyView(block(j.out, a, r, ka), block(j.in, b, r, kb))
+			continue
+		}
+		pOut, err := j.peer(j.out, p)
+		if err != nil {
+			return err
+		}
+		pIn, err := j.peer(j.in, p)
+		if err != nil {
+			return err
+		}
+		copyView(block(pOut, a, r, ka), block(j.in, b, p, kb))
+		copyView(block(j.out, a, p, ka), block(pIn, b, r, kb))
+	}
+	return m.barrier()
+}
+
+// allToAllStaged: every rank stages its block for each peer in that peer's
+// staging buffer, then unpacks what the peers staged for it.
+func (j *collJob) allToAllStaged(m *member) error {
+	r, a, b := j.d.rank, j.concat, j.axis
+	ka, kb := j.in.shape[a], j.out.shape[b]
+	blockElems := j.in.n / int64(j.d.rt.size)
+	for p := 0; p < j.d.rt.size; p++ {
+		if p != r {
+			if err := m.send(p, block(j.in, b, p, kb).packed(0, blockElems)); err != nil {
+				return err
+			}
+		}
+	}
+	copyView(block(j.out, a, r, ka), block(j.in, b, r, kb))
+	for p := 0; p < j.d.rt.size; p++ {
+		if p == r {
+			continue
+		}
+		dst := block(j.out, a, p, ka)
+		if err := m.recv(p, blockElems*j.in.esz(), func(staged []byte) error { dst.unpack(0, staged); return nil }); err != nil {
+			return err
+		}
+	}
+	return m.finish()
+}
+
+// --- broadcast, reduce, gather, scatter ---
+
+// rootedOneShot: ranks read the root's input (broadcast, scatter) or the
+// root reads every rank's input (reduce, gather). Ranks other than the root
+// leave a reduce's or gather's output untouched.
+func (j *collJob) rootedOneShot(m *member) error {
+	r, root := j.d.rank, j.root
+	switch j.op {
+	case ir.OpBroadcast:
+		src, err := j.peer(j.in, root)
+		if err != nil {
+			return err
+		}
+		data := src.packed(0, src.n)
+		if err := m.barrier(); err != nil {
+			return err
+		}
+		j.out.unpack(0, data)
+		return nil
+	case ir.OpScatter:
+		k := j.out.shape[j.axis]
+		src, err := j.peer(j.in, root)
+		if err != nil {
+			return err
+		}
+		data := block(src, j.axis, r, k).packed(0, j.out.n)
+		if err := m.barrier(); err != nil {
+			return err
+		}
+		j.out.unpack(0, data)
+		return nil
+	case ir.OpReduce:
+		if r != root {
+			return m.barrier()
+		}
+		total, err := j.reduceFromPeers(j.in, whole, 0, j.in.n)
+		if err != nil {
+			return err
+		}
+		if err := m.barrier(); err != nil {
+			return err
+		}
+		j.store(j.out, 0, total)
+		return nil
+	case ir.OpGather:
+		if r != root {
+			return m.barrier()
+		}
+		k := j.in.shape[j.axis]
+		for p := 0; p < j.d.rt.size; p++ {
+			pv, err := j.peer(j.in, p)
+			if err != nil {
+				return err
+			}
+			copyView(block(j.out, j.axis, p, k), pv)
+		}
+		return m.barrier()
+	}
+	return fmt.Errorf("%s: not a rooted collective", j.what)
+}
+
+// rootedStaged: the same through staging buffers: the root sends (broadcast,
+// scatter) or receives from every rank in rank order (reduce, gather).
+func (j *collJob) rootedStaged(m *member) error {
+	r, root, D := j.d.rank, j.root, j.d.rt.size
+	es := j.in.esz()
+	switch j.op {
+	case ir.OpBroadcast, ir.OpScatter:
+		part := func(p int) *view {
+			if j.op == ir.OpScatter {
+				return block(j.in, j.axis, p, j.out.shape[j.axis])
+			}
+			return j.in
+		}
+		if r == root {
+			for p := 0; p < D; p++ {
+				if p != root {
+					if err := m.send(p, part(p).packed(0, j.out.n)); err != nil {
+						return err
+					}
+				}
+			}
+			copyView(j.out, part(root))
+			return m.finish()
+		}
+		return m.recv(root, j.out.n*es, func(staged []byte) error { j.out.unpack(0, staged); return nil })
+	case ir.OpReduce, ir.OpGather:
+		if r != root {
+			if err := m.send(root, j.in.packed(0, j.in.n)); err != nil {
+				return err
+			}
+			return m.finish()
+		}
+		var total acc
+		for p := 0; p < D; p++ {
+			use := func(v *view) {
+				if j.op == ir.OpGather {
+					copyView(block(j.out, j.axis, p, j.in.shape[j.axis]), v)
+					return
+				}
+				x := j.load(v, 0, v.n)
+				if p == 0 {
+					total = x
+				} else {
+					j.combine(total, x)
+				}
+			}
+			if p == root {
+				use(j.in)
+				continue
+			}
+			err := m.recv(p, j.in.n*es, func(staged []byte) error {
+				v := flatView(j.in.dt, staged)
+				v.shape, v.strides = j.in.shape, runtimeStrides(j.in.shape)
+				use(v)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if j.op == ir.OpReduce {
+			j.finalize(total)
+			j.store(j.out, 0, total)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: not a rooted collective", j.what)
+}

@@ -1,0 +1,354 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// Collective validates the call, then enqueues it on s. When the stream
+// reaches it, the ranks meet (matching the k-th collective of every rank,
+// checking they agree on op, algorithm, dtype and shapes) and run the
+// algorithm over the shared memory; docs/RUNTIME.md lists what each does.
+
+// collJob is one rank's part of one collective.
+type collJob struct {
+	d        *Device
+	op       ir.Opcode
+	algo     string // as called
+	impl     string // what runs: the algorithm, with auto and nccl resolved
+	reduceOp string
+	root     int
+	axis     int
+	concat   int
+	in, out  *view
+	access   ir.RemoteAccess
+	seq      int64
+	what     string
+}
+
+// implFor maps an algorithm to what the sim runs. auto picks one_shot,
+// whose needs the auto row of ir.LookupRule promises; nccl touches no
+// symmetric memory, so it runs over private staging buffers: a staged ring
+// for all_reduce, reduce_scatter and all_gather, staged point-to-point
+// copies for the others.
+func implFor(op ir.Opcode, algo string) string {
+	switch algo {
+	case "auto":
+		return "one_shot"
+	case "nccl":
+		switch op {
+		case ir.OpAllReduce, ir.OpReduceScatter, ir.OpAllGather:
+			return "staged_ring"
+		}
+		return "staged_p2p"
+	case "ring":
+		if op == ir.OpAllReduce || op == ir.OpReduceScatter {
+			return "staged_ring" // ring touches neither tensor remotely
+		}
+	}
+	return algo
+}
+
+// Collective enqueues c on stream s.
+func (d *Device) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
+	if c == nil {
+		return errorf(d.rank, "collective: nil call")
+	}
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	j, err := d.prepareCollective(c)
+	if err != nil {
+		return errorf(d.rank, "%v", err)
+	}
+	d.mu.Lock()
+	j.seq = d.collSeq
+	d.collSeq++
+	d.mu.Unlock()
+	j.what = fmt.Sprintf("%s algo=%s (collective #%d)", j.op, j.algo, j.seq)
+	return s.enqueue(work{run: j.run})
+}
+
+func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) {
+	D := d.rt.size
+	algo := c.Algo
+	if algo == "" {
+		algo = "auto"
+	}
+	j := &collJob{d: d, op: c.Op, algo: algo, reduceOp: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis}
+	name := fmt.Sprintf("%s algo=%s", c.Op, algo)
+	if !c.Op.IsCollective() {
+		return nil, fmt.Errorf("collective: %s is not a collective", c.Op)
+	}
+	access, ok := ir.LookupRule(c.Op, algo)
+	if !ok {
+		return nil, fmt.Errorf("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Algorithms(c.Op), ", "))
+	}
+	j.access, j.impl = access, implFor(c.Op, algo)
+	var err error
+	if j.in, err = d.rt.view(c.In); err != nil {
+		return nil, fmt.Errorf("%s: input: %v", name, err)
+	}
+	if j.out, err = d.rt.view(c.Out); err != nil {
+		return nil, fmt.Errorf("%s: output: %v", name, err)
+	}
+	in, out := j.in, j.out
+	if in.dt != out.dt {
+		return nil, fmt.Errorf("%s: input is %s but output is %s", name, in.dt, out.dt)
+	}
+	switch c.Op {
+	case ir.OpAllReduce, ir.OpReduceScatter, ir.OpReduce:
+		if j.reduceOp == "" {
+			j.reduceOp = "sum"
+		}
+		if !contains(ir.ReduceOpWords, j.reduceOp) {
+			return nil, fmt.Errorf("%s: unknown reduce op %q (want one of %s)", name, j.reduceOp, strings.Join(ir.ReduceOpWords, ", "))
+		}
+		if in.dt == ir.Bool {
+			return nil, fmt.Errorf("%s: cannot reduce bool tensors", name)
+		}
+		if j.reduceOp == "avg" && !in.dt.IsFloat() {
+			return nil, fmt.Errorf("%s: op=avg needs a float dtype, not %s", name, in.dt)
+		}
+	default:
+		j.reduceOp = ""
+	}
+	switch c.Op {
+	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
+		if c.Root < 0 || c.Root >= D {
+			return nil, fmt.Errorf("%s: root %d out of range [0, %d)", name, c.Root, D)
+		}
+	default:
+		j.root = 0
+	}
+	checkAxis := func(a int, shape []int64, which string) error {
+		if a < 0 || a >= len(shape) {
+			return fmt.Errorf("%s: %s axis %d out of range for %s shape %v", name, which, a, which, shape)
+		}
+		return nil
+	}
+	// scaled reports whether big is small with axis a's extent times D.
+	scaled := func(big, small []int64, a int) bool {
+		if len(big) != len(small) {
+			return false
+		}
+		for i := range big {
+			want := small[i]
+			if i == a {
+				want *= int64(D)
+			}
+			if big[i] != want {
+				return false
+			}
+		}
+		return true
+	}
+	switch c.Op {
+	case ir.OpAllGather, ir.OpGather:
+		if err := checkAxis(c.Axis, in.shape, "input"); err != nil {
+			return nil, err
+		}
+		if !scaled(out.shape, in.shape, c.Axis) {
+			return nil, fmt.Errorf("%s: output shape %v is not the input's %v with axis %d times %d", name, out.shape, in.shape, c.Axis, D)
+		}
+		j.concat = 0
+	case ir.OpReduceScatter, ir.OpScatter:
+		if err := checkAxis(c.Axis, out.shape, "output"); err != nil {
+			return nil, err
+		}
+		if !scaled(in.shape, out.shape, c.Axis) {
+			return nil, fmt.Errorf("%s: input shape %v is not the output's %v with axis %d times %d", name, in.shape, out.shape, c.Axis, D)
+		}
+		j.concat = 0
+	case ir.OpAllToAll:
+		a, b := c.ConcatAxis, c.Axis
+		if err := checkAxis(a, in.shape, "concat"); err != nil {
+			return nil, err
+		}
+		if err := checkAxis(b, in.shape, "split"); err != nil {
+			return nil, err
+		}
+		if a == b {
+			return nil, fmt.Errorf("%s: the split axis and the concat axis are both %d", name, a)
+		}
+		ok := len(out.shape) == len(in.shape)
+		for i := 0; ok && i < len(in.shape); i++ {
+			switch i {
+			case a:
+				ok = out.shape[i] == in.shape[i]*int64(D)
+			case b:
+				ok = out.shape[i]*int64(D) == in.shape[i]
+			default:
+				ok = out.shape[i] == in.shape[i]
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: input %v and output %v do not fit a split of axis %d and a concat on axis %d over %d ranks", name, in.shape, out.shape, b, a, D)
+		}
+	default:
+		if !equalShape(in.shape, out.shape) {
+			return nil, fmt.Errorf("%s: input shape %v and output shape %v differ", name, in.shape, out.shape)
+		}
+		j.axis, j.concat = 0, 0
+	}
+	if access.ReadsInput && in.buf.sym == nil {
+		return nil, fmt.Errorf("%s reads its input from peers, so the input must be in a symmetric buffer; buffer %d is %v memory", name, in.buf.id, in.buf.mem)
+	}
+	if access.WritesOutput && out.buf.sym == nil {
+		return nil, fmt.Errorf("%s writes its output on peers, so the output must be in a symmetric buffer; buffer %d is %v memory", name, out.buf.id, out.buf.mem)
+	}
+	if (access.ReadsInput && in.buf.view) || (access.WritesOutput && out.buf.view) {
+		return nil, fmt.Errorf("%s: a tensor peers access must be in this rank's own shard, not a view", name)
+	}
+	return j, nil
+}
+
+func contains(words []string, w string) bool {
+	for _, x := range words {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// callDesc is what every rank must agree on for a collective.
+type callDesc struct {
+	op, algo, reduceOp string
+	root, axis, concat int
+	dtype              ir.DType
+	in, out            string // shapes, and for remotely touched tensors offset, strides and allocation
+}
+
+func (j *collJob) desc() callDesc {
+	describe := func(v *view, remote bool) string {
+		s := fmt.Sprint(v.shape)
+		if remote {
+			s += fmt.Sprintf(" at offset %d strides %v of symmetric alloc #%d", v.off, v.strides, v.buf.sym.seq)
+		}
+		return s
+	}
+	return callDesc{op: j.op.String(), algo: j.algo, reduceOp: j.reduceOp, root: j.root, axis: j.axis, concat: j.concat,
+		dtype: j.in.dt, in: describe(j.in, j.access.ReadsInput), out: describe(j.out, j.access.WritesOutput)}
+}
+
+func (c callDesc) String() string {
+	s := fmt.Sprintf("%s algo=%s %s in=%s out=%s", c.op, c.algo, c.dtype, c.in, c.out)
+	if c.reduceOp != "" {
+		s += " op=" + c.reduceOp
+	}
+	return s + fmt.Sprintf(" root=%d axis=%d concat_axis=%d", c.root, c.axis, c.concat)
+}
+
+type arrival struct {
+	desc    callDesc
+	staging *buffer
+}
+
+// stagingSlot is the bytes one sender needs in a receiver's staging buffer
+// (0: the algorithm stages nothing). It depends only on what the ranks
+// agree on, so every rank computes the same.
+func (j *collJob) stagingSlot() int64 {
+	if j.impl != "staged_ring" && j.impl != "staged_p2p" {
+		return 0
+	}
+	D := int64(j.d.rt.size)
+	es := j.in.esz()
+	switch j.op {
+	case ir.OpAllReduce:
+		return (j.in.n + D - 1) / D * es
+	case ir.OpReduceScatter, ir.OpScatter:
+		return j.out.n * es
+	case ir.OpAllToAll:
+		return j.in.n / D * es
+	}
+	return j.in.n * es // all_gather, broadcast, reduce, gather: one input
+}
+
+func (j *collJob) run() error {
+	d := j.d
+	if j.in.buf.freed.Load() || j.out.buf.freed.Load() {
+		return errorf(d.rank, "%s: a buffer was freed before the collective ran", j.what)
+	}
+	slot := j.stagingSlot()
+	var staging *buffer
+	if slot > 0 {
+		staging = d.rt.newBuffer(make([]byte, slot*int64(d.rt.size)), ir.Global, d.rank, nil, false)
+		defer d.rt.release(staging)
+	}
+	res, err := d.rt.rv.meet(meetKey{kind: "coll", seq: j.seq}, d.rt.allRanks(), d.rank, arrival{j.desc(), staging}, d.rt.timeout, j.what,
+		func(payloads map[int]any) (any, error) {
+			descs := map[int]any{}
+			for r, p := range payloads {
+				descs[r] = p.(arrival).desc
+			}
+			if err := agree(j.what, "call", descs, d.rt.size); err != nil {
+				return nil, err
+			}
+			g := newGroup(d.rt.size, d.rt.timeout, j.what, d.rt.closed)
+			g.slot = slot
+			for r := 0; r < d.rt.size; r++ {
+				g.staging = append(g.staging, payloads[r].(arrival).staging)
+			}
+			return g, nil
+		})
+	if err != nil {
+		return errorf(d.rank, "%v", err)
+	}
+	m := res.(*group).member(d.rank)
+	if err := j.dispatch(m); err != nil {
+		return errorf(d.rank, "%v", err)
+	}
+	return nil
+}
+
+func (j *collJob) dispatch(m *member) error {
+	switch j.op {
+	case ir.OpAllReduce:
+		switch j.impl {
+		case "one_shot":
+			return j.allReduceOneShot(m)
+		case "two_shot":
+			return j.allReduceTwoShot(m)
+		case "staged_ring":
+			return j.allReduceRing(m)
+		}
+	case ir.OpReduceScatter:
+		switch j.impl {
+		case "one_shot":
+			return j.reduceScatterOneShot(m)
+		case "staged_ring":
+			return j.reduceScatterRing(m)
+		}
+	case ir.OpAllGather:
+		switch j.impl {
+		case "one_shot":
+			return j.allGatherOneShot(m)
+		case "ring":
+			return j.allGatherRing(m)
+		case "copy_engine":
+			return j.allGatherCopyEngine(m)
+		case "staged_ring":
+			return j.allGatherStagedRing(m)
+		}
+	case ir.OpAllToAll:
+		switch j.impl {
+		case "one_shot":
+			return j.allToAllOneShot(m)
+		case "staged_p2p":
+			return j.allToAllStaged(m)
+		}
+	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
+		switch j.impl {
+		case "one_shot":
+			return j.rootedOneShot(m)
+		case "staged_p2p":
+			return j.rootedStaged(m)
+		}
+	}
+	return fmt.Errorf("%s: the sim has no implementation of %s (internal error)", j.what, j.impl)
+}

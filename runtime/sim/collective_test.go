@@ -1,0 +1,439 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+type collCase struct {
+	op              ir.Opcode
+	algo, red       string
+	dt              ir.DType
+	root, axis, cat int
+	inShape         []int64
+	outShape        []int64
+	inMem, outMem   ir.MemoryType
+	nonZeroOutput   bool // fill outputs with a marker before, to see what is left untouched
+}
+
+func (c collCase) String() string {
+	s := fmt.Sprintf("%s algo=%s %s in=%v out=%v", c.op, c.algo, c.dt, c.inShape, c.outShape)
+	if c.red != "" {
+		s += " op=" + c.red
+	}
+	return s + fmt.Sprintf(" root=%d axis=%d concat=%d", c.root, c.axis, c.cat)
+}
+
+// inputFor makes rank r's input: values whose sums, products and maxima
+// over up to 4 ranks are exact in every dtype tested, so one reference fits
+// every algorithm whatever its reduction order.
+func inputFor(dt ir.DType, r int, n int64) []float64 {
+	floats := []float64{-3, -2, -1, -0.5, 0.5, 1, 2, 3}
+	xs := make([]float64, n)
+	for i := range xs {
+		k := (int(n)*7 + r*5 + i*3 + i*i) % len(floats)
+		xs[i] = floats[k]
+		if !dt.IsFloat() {
+			xs[i] = float64(k - 4)
+		}
+	}
+	return xs
+}
+
+func reduceRef(red string, dt ir.DType, parts [][]float64) []float64 {
+	out := append([]float64(nil), parts[0]...)
+	for _, p := range parts[1:] {
+		for i := range out {
+			switch red {
+			case "sum", "avg":
+				out[i] += p[i]
+			case "prod":
+				out[i] *= p[i]
+			case "max":
+				out[i] = math.Max(out[i], p[i])
+			case "min":
+				out[i] = math.Min(out[i], p[i])
+			}
+		}
+	}
+	for i := range out {
+		if red == "avg" {
+			out[i] = float64(float32(out[i] / float64(len(parts))))
+		}
+		out[i] = host.RoundTo(dt, out[i])
+	}
+	return out
+}
+
+// collRef is the straightforward meaning of the collective (SEMANTICS.md).
+func collRef(c collCase, D int, ins []nd) []nd {
+	outs := make([]nd, D)
+	zero := nd{shape: c.outShape, data: make([]float64, ir.Product(c.outShape))}
+	parts := func() [][]float64 {
+		var ps [][]float64
+		for _, in := range ins {
+			ps = append(ps, in.data)
+		}
+		return ps
+	}
+	for r := 0; r < D; r++ {
+		switch c.op {
+		case ir.OpAllReduce:
+			outs[r] = nd{shape: c.outShape, data: reduceRef(c.red, c.dt, parts())}
+		case ir.OpReduceScatter:
+			full := nd{shape: c.inShape, data: reduceRef(c.red, c.dt, parts())}
+			outs[r] = full.block(c.axis, r, c.outShape[c.axis])
+		case ir.OpAllGather:
+			outs[r] = concat(ins, c.axis)
+		case ir.OpAllToAll:
+			var blocks []nd
+			for src := 0; src < D; src++ {
+				blocks = append(blocks, ins[src].block(c.axis, r, c.outShape[c.axis]))
+			}
+			outs[r] = concat(blocks, c.cat)
+		case ir.OpBroadcast:
+			outs[r] = ins[c.root]
+		case ir.OpReduce:
+			outs[r] = zero
+			if r == c.root {
+				outs[r] = nd{shape: c.outShape, data: reduceRef(c.red, c.dt, parts())}
+			}
+		case ir.OpGather:
+			outs[r] = zero
+			if r == c.root {
+				outs[r] = concat(ins, c.axis)
+			}
+		case ir.OpScatter:
+			outs[r] = ins[c.root].block(c.axis, r, c.outShape[c.axis])
+		}
+	}
+	return outs
+}
+
+// runColl runs one collective on every rank and returns the outputs.
+func runColl(rt *Runtime, c collCase, ins []nd) ([]nd, []error) {
+	outs := make([]nd, rt.size)
+	errs := onAll(rt, func(d *Device) error {
+		in, err := upload(d, c.inMem, c.dt, ins[d.rank].data, c.inShape...)
+		if err != nil {
+			return err
+		}
+		defer d.Free(in.Buf)
+		ob, err := d.Alloc(ir.Product(c.outShape)*int64(c.dt.Size()), c.outMem)
+		if err != nil {
+			return err
+		}
+		defer d.Free(ob.(*buffer))
+		out := tensorOf(ob, c.dt, c.outShape...)
+		call := &runtime.CollectiveCall{Op: c.op, Algo: c.algo, ReduceOp: c.red, Root: c.root, Axis: c.axis, ConcatAxis: c.cat, In: in, Out: out}
+		if err := d.Collective(call, d.DefaultStream()); err != nil {
+			return err
+		}
+		if err := d.DefaultStream().Synchronize(); err != nil {
+			return err
+		}
+		xs, err := download(d, out)
+		outs[d.rank] = nd{shape: c.outShape, data: xs}
+		return err
+	})
+	return outs, errs
+}
+
+// collCases lists every collective × algorithm × dtype × reduce op, with
+// shards along axis 0 and 1 and odd sizes.
+func collCases(D int) []collCase {
+	var cases []collCase
+	dts := []ir.DType{ir.F32, ir.BF16, ir.I32}
+	root := D - 1
+	d := int64(D)
+	for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpReduceScatter, ir.OpAllGather, ir.OpAllToAll, ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter} {
+		for _, algo := range ir.Algorithms(op) {
+			for _, dt := range dts {
+				reds := []string{""}
+				if op == ir.OpAllReduce || op == ir.OpReduceScatter || op == ir.OpReduce {
+					reds = ir.ReduceOpWords
+				}
+				for _, red := range reds {
+					if red == "avg" && !dt.IsFloat() {
+						continue
+					}
+					base := collCase{op: op, algo: algo, red: red, dt: dt, inMem: ir.Symmetric, outMem: ir.Symmetric}
+					add := func(root, axis, cat int, in, out []int64) {
+						c := base
+						c.root, c.axis, c.cat, c.inShape, c.outShape = root, axis, cat, in, out
+						cases = append(cases, c)
+					}
+					switch op {
+					case ir.OpAllReduce:
+						add(0, 0, 0, []int64{1}, []int64{1})
+						add(0, 0, 0, []int64{5}, []int64{5})
+						add(0, 0, 0, []int64{2, 3}, []int64{2, 3})
+					case ir.OpBroadcast, ir.OpReduce:
+						add(root, 0, 0, []int64{1}, []int64{1})
+						add(root, 0, 0, []int64{2, 3}, []int64{2, 3})
+					case ir.OpAllGather, ir.OpGather:
+						add(root, 0, 0, []int64{1}, []int64{d})
+						add(root, 0, 0, []int64{2, 3}, []int64{2 * d, 3})
+						add(root, 1, 0, []int64{2, 3}, []int64{2, 3 * d})
+					case ir.OpReduceScatter, ir.OpScatter:
+						add(root, 0, 0, []int64{d}, []int64{1})
+						add(root, 0, 0, []int64{2 * d, 3}, []int64{2, 3})
+						add(root, 1, 0, []int64{2, 3 * d}, []int64{2, 3})
+					case ir.OpAllToAll:
+						add(0, 1, 0, []int64{2, 3 * d}, []int64{2 * d, 3})
+						add(0, 0, 1, []int64{2 * d, 3}, []int64{2, 3 * d})
+						add(0, 1, 0, []int64{1, d}, []int64{d, 1})
+					}
+				}
+			}
+		}
+	}
+	return cases
+}
+
+func TestCollectivesAgainstReference(t *testing.T) {
+	for D := 1; D <= 4; D++ {
+		t.Run(fmt.Sprintf("D=%d", D), func(t *testing.T) {
+			rt := newRuntime(t, D, 10*time.Second)
+			n := 0
+			for _, c := range collCases(D) {
+				ins := make([]nd, D)
+				for r := range ins {
+					ins[r] = nd{shape: c.inShape, data: inputFor(c.dt, r, ir.Product(c.inShape))}
+				}
+				got, errs := runColl(rt, c, ins)
+				for r, err := range errs {
+					if err != nil {
+						t.Fatalf("%v: rank %d: %v", c, r, err)
+					}
+				}
+				want := collRef(c, D, ins)
+				for r := range want {
+					if !sameFloats(got[r].data, want[r].data) {
+						t.Errorf("%v: rank %d got %v, want %v", c, r, got[r].data, want[r].data)
+					}
+				}
+				n++
+			}
+			if n < 100 {
+				t.Fatalf("only %d cases", n)
+			}
+		})
+	}
+}
+
+// Algorithms that touch nothing remotely (ring all-reduce and reduce-scatter,
+// nccl) run on global buffers; the others refuse them, saying why.
+func TestCollectiveSymmetricRequirements(t *testing.T) {
+	const D = 3
+	rt := newRuntime(t, D, 5*time.Second)
+	for _, rule := range ir.SymmetricRules() {
+		c := collCase{op: rule.Op, algo: rule.Algo, dt: ir.F32, inMem: ir.Global, outMem: ir.Global}
+		switch rule.Op {
+		case ir.OpAllGather, ir.OpGather:
+			c.inShape, c.outShape = []int64{2}, []int64{2 * D}
+		case ir.OpReduceScatter, ir.OpScatter:
+			c.inShape, c.outShape = []int64{2 * D}, []int64{2}
+		case ir.OpAllToAll:
+			c.axis, c.cat, c.inShape, c.outShape = 1, 0, []int64{1, D}, []int64{D, 1}
+		default:
+			c.inShape, c.outShape = []int64{4}, []int64{4}
+		}
+		if rule.Op == ir.OpAllReduce || rule.Op == ir.OpReduceScatter || rule.Op == ir.OpReduce {
+			c.red = "sum"
+		}
+		ins := make([]nd, D)
+		for r := range ins {
+			ins[r] = nd{shape: c.inShape, data: inputFor(c.dt, r, ir.Product(c.inShape))}
+		}
+		got, errs := runColl(rt, c, ins)
+		needsSym := rule.Access.ReadsInput || rule.Access.WritesOutput
+		if !needsSym {
+			mustAll(t, errs)
+			want := collRef(c, D, ins)
+			for r := range want {
+				if !sameFloats(got[r].data, want[r].data) {
+					t.Errorf("%v on global buffers: rank %d got %v, want %v", c, r, got[r].data, want[r].data)
+				}
+			}
+			continue
+		}
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "symmetric buffer") {
+				t.Errorf("%v on global buffers: rank %d: got %v, want an error asking for a symmetric buffer", c, r, err)
+			}
+		}
+	}
+}
+
+// The ring reduces chunk c in ring order c+1, …, c and rounds partials to
+// the dtype at every hop; one_shot reduces in rank order in f32. With bf16
+// values where order and rounding matter, both are checked by hand.
+func TestReductionOrderAndRounding(t *testing.T) {
+	const D = 3
+	rt := newRuntime(t, D, 5*time.Second)
+	// Three elements, one per ring chunk. Element 0 (chunk 0) is reduced by
+	// ranks 1, 2, 0 in turn; element 2 (chunk 2) by ranks 0, 1, 2.
+	ins := []nd{
+		{[]int64{3}, []float64{-256, 0, 1}},
+		{[]int64{3}, []float64{256, 0, 256}},
+		{[]int64{3}, []float64{1, 0, -256}},
+	}
+	run := func(algo string) []nd {
+		c := collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: ir.BF16, inShape: []int64{3}, outShape: []int64{3}, inMem: ir.Symmetric, outMem: ir.Symmetric}
+		got, errs := runColl(rt, c, ins)
+		mustAll(t, errs)
+		return got
+	}
+	// one_shot and two_shot: rank order, in f32, rounded once: both 1.
+	for _, algo := range []string{"one_shot", "two_shot"} {
+		for r, g := range run(algo) {
+			if want := []float64{1, 0, 1}; !sameFloats(g.data, want) {
+				t.Errorf("%s rank %d = %v, want %v", algo, r, g.data, want)
+			}
+		}
+	}
+	// ring, element 0: 256 + 1 = 257 rounds to 256 at the hop, + -256 = 0.
+	// Element 2: 1 + 256 = 257 -> 256, + -256 = 0.
+	for r, g := range run("ring") {
+		if want := []float64{0, 0, 0}; !sameFloats(g.data, want) {
+			t.Errorf("ring rank %d = %v, want %v", r, g.data, want)
+		}
+	}
+	// Swap ranks 0 and 2 for element 2 only: ring order 0,1,2 gives
+	// -256 + 256 = 0, + 1 = 1, while element 0 stays 0.
+	ins[0].data[2], ins[2].data[2] = -256, 1
+	for r, g := range run("ring") {
+		if want := []float64{0, 0, 1}; !sameFloats(g.data, want) {
+			t.Errorf("ring rank %d = %v, want %v", r, g.data, want)
+		}
+	}
+}
+
+func TestIntegerReductionsWrap(t *testing.T) {
+	const D = 2
+	rt := newRuntime(t, D, 5*time.Second)
+	ins := []nd{{[]int64{1}, []float64{math.MaxInt32}}, {[]int64{1}, []float64{1}}}
+	for _, algo := range []string{"one_shot", "two_shot", "ring"} {
+		c := collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: ir.I32, inShape: []int64{1}, outShape: []int64{1}, inMem: ir.Symmetric, outMem: ir.Symmetric}
+		got, errs := runColl(rt, c, ins)
+		mustAll(t, errs)
+		for r := range got {
+			if got[r].data[0] != math.MinInt32 {
+				t.Errorf("%s: rank %d = %v, want wraparound to %d", algo, r, got[r].data[0], math.MinInt32)
+			}
+		}
+	}
+}
+
+// A rank that never calls the collective makes the others fail naming it.
+func TestCollectiveMissingRankTimesOut(t *testing.T) {
+	const D = 3
+	rt := newRuntime(t, D, 200*time.Millisecond)
+	errs := onAll(rt, func(d *Device) error {
+		if d.rank == 2 {
+			return nil
+		}
+		in, err := upload(d, ir.Symmetric, ir.F32, []float64{1}, 1)
+		if err != nil {
+			return err
+		}
+		return d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "sum", In: in, Out: in}, nil)
+	})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "timed out") || !strings.Contains(errs[0].Error(), "rank 2") {
+		// The symmetric alloc itself is collective: rank 2 missing it is
+		// already a timeout naming rank 2.
+		t.Fatalf("rank 0: got %v, want a timeout naming rank 2", errs[0])
+	}
+}
+
+func TestCollectiveMissingRankTimesOutOnStream(t *testing.T) {
+	const D = 3
+	rt := newRuntime(t, D, 200*time.Millisecond)
+	bufs := make([]runtime.Tensor, D)
+	mustAll(t, onAll(rt, func(d *Device) error {
+		var err error
+		bufs[d.rank], err = upload(d, ir.Symmetric, ir.F32, []float64{1, 2}, 2)
+		return err
+	}))
+	errs := onAll(rt, func(d *Device) error {
+		if d.rank == 1 {
+			return nil
+		}
+		t := bufs[d.rank]
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum", In: t, Out: t}, nil); err != nil {
+			return err
+		}
+		return d.DefaultStream().Synchronize()
+	})
+	for _, r := range []int{0, 2} {
+		if errs[r] == nil || !strings.Contains(errs[r].Error(), "timed out") || !strings.Contains(errs[r].Error(), "waiting for rank 1") {
+			t.Errorf("rank %d: got %v, want a timeout naming rank 1", r, errs[r])
+		}
+	}
+	mustAll(t, onAll(rt, func(d *Device) error { return d.Free(bufs[d.rank].Buf) }))
+}
+
+// Collectives that disagree across ranks fail on every rank, naming them.
+func TestCollectiveMismatchIsReported(t *testing.T) {
+	const D = 2
+	rt := newRuntime(t, D, 2*time.Second)
+	bufs := make([]runtime.Tensor, D)
+	mustAll(t, onAll(rt, func(d *Device) error {
+		var err error
+		bufs[d.rank], err = upload(d, ir.Symmetric, ir.F32, []float64{1, 2, 3, 4}, 4)
+		return err
+	}))
+	errs := onAll(rt, func(d *Device) error {
+		t := bufs[d.rank]
+		red := "sum"
+		if d.rank == 1 {
+			red = "max"
+			t.Shape = []int64{2}
+		}
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: red, In: t, Out: t}, nil); err != nil {
+			return err
+		}
+		return d.DefaultStream().Synchronize()
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "disagree") || !strings.Contains(err.Error(), "rank 1: all_reduce") {
+			t.Errorf("rank %d: got %v, want a mismatch naming the ranks", r, err)
+		}
+	}
+	mustAll(t, onAll(rt, func(d *Device) error { return d.Free(bufs[d.rank].Buf) }))
+}
+
+func TestCollectiveBadCalls(t *testing.T) {
+	rt := newRuntime(t, 2, time.Second)
+	d := rt.devices[0]
+	g, _ := d.Alloc(64, ir.Global)
+	defer d.Free(g)
+	t4 := tensorOf(g, ir.F32, 4)
+	cases := []struct {
+		call runtime.CollectiveCall
+		want string
+	}{
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "copy_engine", In: t4, Out: t4}, "no algorithm"},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "avg", In: tensorOf(g, ir.I32, 4), Out: tensorOf(g, ir.I32, 4)}, "avg needs a float"},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "mean", In: t4, Out: t4}, "unknown reduce op"},
+		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "nccl", In: t4, Out: t4}, "output shape"},
+		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: "nccl", Root: 2, In: t4, Out: t4}, "root 2 out of range"},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", In: tensorOf(g, ir.F32, 17), Out: t4}, "reaches byte"},
+		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: "nccl", Axis: 0, ConcatAxis: 0, In: t4, Out: t4}, "both 0"},
+		{runtime.CollectiveCall{Op: ir.OpSend, In: t4, Out: t4}, "not a collective"},
+	}
+	for _, c := range cases {
+		err := d.Collective(&c.call, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: got %v, want an error containing %q", c.call.Op, c.call.Algo, err, c.want)
+		}
+	}
+}

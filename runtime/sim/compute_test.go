@@ -1,0 +1,402 @@
+package sim
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+type arg struct {
+	dt    ir.DType
+	shape []int64
+	xs    []float64
+}
+
+func val(name string) *ir.Value { return &ir.Value{Name: name} }
+
+func mkOp(code ir.Opcode, operands ...*ir.Value) *ir.Op {
+	return &ir.Op{Code: code, Operands: operands, Results: []*ir.Value{val("out")}}
+}
+
+// runKernel compiles op for the inputs and outputs and runs it on rank 0.
+func runKernel(t *testing.T, op *ir.Op, ins []arg, outs []runtime.TensorShape) ([][]float64, error) {
+	t.Helper()
+	rt := newRuntime(t, 1, 5*time.Second)
+	d := rt.devices[0]
+	spec := &runtime.KernelSpec{Op: op, Outputs: outs}
+	for _, a := range ins {
+		spec.Inputs = append(spec.Inputs, runtime.TensorShape{DType: a.dt, Shape: a.shape})
+	}
+	k, err := d.Compile(spec)
+	if err != nil {
+		return nil, err
+	}
+	var args []runtime.Tensor
+	for _, a := range ins {
+		tt, err := upload(d, ir.Global, a.dt, a.xs, a.shape...)
+		if err != nil {
+			return nil, err
+		}
+		defer d.Free(tt.Buf)
+		args = append(args, tt)
+	}
+	for _, o := range outs {
+		b, err := d.Alloc(ir.Product(o.Shape)*int64(o.DType.Size()), ir.Global)
+		if err != nil {
+			return nil, err
+		}
+		defer d.Free(b)
+		args = append(args, tensorOf(b, o.DType, o.Shape...))
+	}
+	if err := d.Launch(k, args, nil); err != nil {
+		return nil, err
+	}
+	if err := d.DefaultStream().Synchronize(); err != nil {
+		return nil, err
+	}
+	var res [][]float64
+	for _, a := range args[len(ins):] {
+		xs, err := download(d, a)
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, xs)
+	}
+	return res, nil
+}
+
+func out(dt ir.DType, shape ...int64) []runtime.TensorShape {
+	return []runtime.TensorShape{{DType: dt, Shape: shape}}
+}
+
+func TestPointwiseNumerics(t *testing.T) {
+	x, y, c := val("x"), val("y"), val("c")
+	f32 := func(v float64) float64 { return float64(float32(v)) }
+	nan := math.NaN()
+	cases := []struct {
+		name string
+		op   *ir.Op
+		ins  []arg
+		out  []runtime.TensorShape
+		want []float64
+	}{
+		{"f32 add broadcast", mkOp(ir.OpAdd, x, y),
+			[]arg{{ir.F32, []int64{2, 3}, []float64{1, 2, 3, 4, 5, 6}}, {ir.F32, []int64{3}, []float64{10, 20, 30}}},
+			out(ir.F32, 2, 3), []float64{11, 22, 33, 14, 25, 36}},
+		{"f32 broadcast both ways", mkOp(ir.OpMul, x, y),
+			[]arg{{ir.F32, []int64{2, 1}, []float64{1, 2}}, {ir.F32, []int64{1, 3}, []float64{1, 10, 100}}},
+			out(ir.F32, 2, 3), []float64{1, 10, 100, 2, 20, 200}},
+		{"f32 add rounds in f32", mkOp(ir.OpAdd, x, y),
+			[]arg{{ir.F32, []int64{1}, []float64{16777216}}, {ir.F32, []int64{1}, []float64{1}}},
+			out(ir.F32, 1), []float64{16777216}},
+		{"bf16 add ties to even", mkOp(ir.OpAdd, x, y),
+			[]arg{{ir.BF16, []int64{2}, []float64{1, 1}}, {ir.BF16, []int64{2}, []float64{0x1p-8, 3 * 0x1p-8}}},
+			out(ir.BF16, 2), []float64{1, 1 + 0x1p-6}},
+		{"f16 add rounds on store", mkOp(ir.OpAdd, x, ir.Float(1)),
+			[]arg{{ir.F16, []int64{2}, []float64{2048, 2050}}},
+			out(ir.F16, 2), []float64{2048, 2052}},
+		{"f16 literal takes the dtype", mkOp(ir.OpMul, x, ir.Float(0.1)),
+			[]arg{{ir.F16, []int64{1}, []float64{1}}},
+			out(ir.F16, 1), []float64{0.0999755859375}},
+		{"f32 div by zero is inf", mkOp(ir.OpDiv, x, y),
+			[]arg{{ir.F32, []int64{2}, []float64{1, -1}}, {ir.F32, []int64{2}, []float64{0, 0}}},
+			out(ir.F32, 2), []float64{math.Inf(1), math.Inf(-1)}},
+		{"max min propagate NaN", mkOp(ir.OpMax, x, y),
+			[]arg{{ir.F32, []int64{3}, []float64{nan, 1, 2}}, {ir.F32, []int64{3}, []float64{1, nan, 1}}},
+			out(ir.F32, 3), []float64{nan, nan, 2}},
+		{"min", mkOp(ir.OpMin, x, ir.Float(0)),
+			[]arg{{ir.F64, []int64{3}, []float64{-1, 1, nan}}},
+			out(ir.F64, 3), []float64{-1, 0, nan}},
+		{"i32 div truncates, x/0 = 0", mkOp(ir.OpDiv, x, y),
+			[]arg{{ir.I32, []int64{4}, []float64{-7, 7, 5, math.MinInt32}}, {ir.I32, []int64{4}, []float64{2, -2, 0, -1}}},
+			out(ir.I32, 4), []float64{-3, -3, 0, math.MinInt32}},
+		{"i32 add wraps", mkOp(ir.OpAdd, x, ir.Int(1)),
+			[]arg{{ir.I32, []int64{1}, []float64{math.MaxInt32}}},
+			out(ir.I32, 1), []float64{math.MinInt32}},
+		{"i64 mul wraps", mkOp(ir.OpMul, x, ir.Int(2)),
+			[]arg{{ir.I64, []int64{1}, []float64{0x1p62}}},
+			out(ir.I64, 1), []float64{math.MinInt64}},
+		{"i32 neg abs relu", mkOp(ir.OpAbs, x),
+			[]arg{{ir.I32, []int64{3}, []float64{-5, 5, math.MinInt32}}},
+			out(ir.I32, 3), []float64{5, 5, math.MinInt32}},
+		{"relu", mkOp(ir.OpRelu, x),
+			[]arg{{ir.F32, []int64{3}, []float64{-2, 3, nan}}},
+			out(ir.F32, 3), []float64{0, 3, nan}},
+		{"neg", mkOp(ir.OpNeg, x), []arg{{ir.BF16, []int64{1}, []float64{1.5}}}, out(ir.BF16, 1), []float64{-1.5}},
+		{"exp f32", mkOp(ir.OpExp, x), []arg{{ir.F32, []int64{2}, []float64{0, 1}}}, out(ir.F32, 2), []float64{1, f32(math.E)}},
+		{"log f32", mkOp(ir.OpLog, x), []arg{{ir.F32, []int64{3}, []float64{1, 0, -1}}}, out(ir.F32, 3), []float64{0, math.Inf(-1), nan}},
+		{"tanh f64", mkOp(ir.OpTanh, x), []arg{{ir.F64, []int64{1}, []float64{0.5}}}, out(ir.F64, 1), []float64{math.Tanh(0.5)}},
+		{"sigmoid f32", mkOp(ir.OpSigmoid, x), []arg{{ir.F32, []int64{2}, []float64{0, 2}}}, out(ir.F32, 2), []float64{0.5, f32(0.8807970779778823)}},
+		{"gelu erf form f32", mkOp(ir.OpGelu, x), []arg{{ir.F32, []int64{3}, []float64{0, 1, -1}}}, out(ir.F32, 3),
+			[]float64{0, f32(0.8413447460685429), f32(-0.15865525393145707)}},
+		{"gelu bf16 rounds on store", mkOp(ir.OpGelu, x), []arg{{ir.BF16, []int64{1}, []float64{1}}}, out(ir.BF16, 1), []float64{0.83984375}},
+		{"where", mkOp(ir.OpWhere, c, x, ir.Float(-1)),
+			[]arg{{ir.Bool, []int64{3}, []float64{1, 0, 1}}, {ir.F32, []int64{3}, []float64{5, 6, 7}}},
+			out(ir.F32, 3), []float64{5, -1, 7}},
+	}
+	for _, tc := range cases {
+		got, err := runKernel(t, tc.op, tc.ins, tc.out)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !sameFloats(got[0], tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got[0], tc.want)
+		}
+	}
+}
+
+func castOp(to string) *ir.Op {
+	op := mkOp(ir.OpCast, val("x"))
+	op.SetAttr("dtype", ir.AttrValue{Kind: ir.KindWord, Word: to})
+	return op
+}
+
+func TestCastRules(t *testing.T) {
+	nan := math.NaN()
+	cases := []struct {
+		in   arg
+		to   ir.DType
+		want []float64
+	}{
+		{arg{ir.F32, []int64{5}, []float64{-3.7, 3.7, nan, 1e10, -1e10}}, ir.I32, []float64{-3, 3, 0, math.MaxInt32, math.MinInt32}},
+		{arg{ir.F32, []int64{3}, []float64{0, -0.5, nan}}, ir.Bool, []float64{0, 1, 1}},
+		{arg{ir.Bool, []int64{2}, []float64{1, 0}}, ir.F32, []float64{1, 0}},
+		{arg{ir.F32, []int64{2}, []float64{0.1, 65520}}, ir.F16, []float64{0.0999755859375, math.Inf(1)}},
+		{arg{ir.F32, []int64{1}, []float64{0.1}}, ir.BF16, []float64{0.10009765625}},
+		{arg{ir.I64, []int64{2}, []float64{1 << 32, -1}}, ir.I32, []float64{0, -1}},
+		{arg{ir.I32, []int64{1}, []float64{16777217}}, ir.F32, []float64{16777216}},
+		{arg{ir.I32, []int64{2}, []float64{0, -2}}, ir.Bool, []float64{0, 1}},
+		{arg{ir.F64, []int64{1}, []float64{1 + 0x1p-30}}, ir.F32, []float64{1}},
+	}
+	for _, tc := range cases {
+		got, err := runKernel(t, castOp(tc.to.String()), []arg{tc.in}, out(tc.to, tc.in.shape...))
+		if err != nil {
+			t.Errorf("cast %s->%s: %v", tc.in.dt, tc.to, err)
+			continue
+		}
+		if !sameFloats(got[0], tc.want) {
+			t.Errorf("cast %s %v -> %s: got %v, want %v", tc.in.dt, tc.in.xs, tc.to, got[0], tc.want)
+		}
+	}
+}
+
+func reduceOp(code ir.Opcode, keep bool, axes ...int64) *ir.Op {
+	op := mkOp(code, val("x"))
+	op.SetAttr("axes", ir.AttrValue{Kind: ir.KindInts, Ints: axes})
+	if keep {
+		op.SetAttr("keepdim", ir.AttrValue{Kind: ir.KindBool, Bool: true})
+	}
+	return op
+}
+
+func TestReductions(t *testing.T) {
+	m23 := []float64{1, 2, 3, 4, 5, 6}
+	cases := []struct {
+		name string
+		op   *ir.Op
+		in   arg
+		out  []runtime.TensorShape
+		want []float64
+	}{
+		{"sum axis 1", reduceOp(ir.OpSum, false, 1), arg{ir.F32, []int64{2, 3}, m23}, out(ir.F32, 2), []float64{6, 15}},
+		{"sum axis 0 keepdim", reduceOp(ir.OpSum, true, 0), arg{ir.F32, []int64{2, 3}, m23}, out(ir.F32, 1, 3), []float64{5, 7, 9}},
+		{"sum all", reduceOp(ir.OpSum, false, 0, 1), arg{ir.F32, []int64{2, 3}, m23}, out(ir.F32), []float64{21}},
+		{"sum negative axis", reduceOp(ir.OpSum, false, -1), arg{ir.F32, []int64{2, 3}, m23}, out(ir.F32, 2), []float64{6, 15}},
+		{"mean", reduceOp(ir.OpMean, false, 1), arg{ir.F32, []int64{2, 3}, m23}, out(ir.F32, 2), []float64{2, 5}},
+		{"max", reduceOp(ir.OpReduceMax, false, 0), arg{ir.F32, []int64{2, 3}, []float64{1, 9, math.NaN(), 4, 5, 6}}, out(ir.F32, 3), []float64{4, 9, math.NaN()}},
+		{"i32 sum wraps", reduceOp(ir.OpSum, false, 0), arg{ir.I32, []int64{2}, []float64{math.MaxInt32, 1}}, out(ir.I32), []float64{math.MinInt32}},
+		{"i32 max", reduceOp(ir.OpReduceMax, false, 1), arg{ir.I32, []int64{2, 2}, []float64{-5, -7, 3, 2}}, out(ir.I32, 2), []float64{-5, 3}},
+		// bf16 accumulates in f32: 256+1+1 = 258 (bf16 accumulation would stay 256).
+		{"bf16 sums in f32", reduceOp(ir.OpSum, false, 0), arg{ir.BF16, []int64{3}, []float64{256, 1, 1}}, out(ir.BF16), []float64{258}},
+		// f32 accumulates in index order: 2^24 + 1 + 1 = 2^24 (each +1 rounds away).
+		{"f32 sums in index order", reduceOp(ir.OpSum, false, 0), arg{ir.F32, []int64{3}, []float64{16777216, 1, 1}}, out(ir.F32), []float64{16777216}},
+		{"f32 order matters", reduceOp(ir.OpSum, false, 0), arg{ir.F32, []int64{3}, []float64{1, 1, 16777216}}, out(ir.F32), []float64{16777218}},
+	}
+	for _, tc := range cases {
+		got, err := runKernel(t, tc.op, []arg{tc.in}, tc.out)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !sameFloats(got[0], tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got[0], tc.want)
+		}
+	}
+}
+
+func TestMatmul(t *testing.T) {
+	a := arg{ir.F32, []int64{2, 3}, []float64{1, 2, 3, 4, 5, 6}}
+	b := arg{ir.F32, []int64{3, 2}, []float64{7, 8, 9, 10, 11, 12}}
+	got, err := runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")), []arg{a, b}, out(ir.F32, 2, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{58, 64, 139, 154}; !sameFloats(got[0], want) {
+		t.Errorf("matmul: got %v, want %v", got[0], want)
+	}
+	// Batched a with a shared b, and batched a with batched b.
+	ab := arg{ir.BF16, []int64{2, 1, 2}, []float64{1, 2, 3, 4}}
+	bs := arg{ir.BF16, []int64{2, 2}, []float64{1, 0, 0, 1}}
+	got, err = runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")), []arg{ab, bs}, out(ir.BF16, 2, 1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{1, 2, 3, 4}; !sameFloats(got[0], want) {
+		t.Errorf("batched a, shared b: got %v, want %v", got[0], want)
+	}
+	bb := arg{ir.BF16, []int64{2, 2, 1}, []float64{1, 1, 2, 0}}
+	got, err = runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")), []arg{ab, bb}, out(ir.BF16, 2, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{3, 6}; !sameFloats(got[0], want) {
+		t.Errorf("batched: got %v, want %v", got[0], want)
+	}
+	// bf16 products accumulate in f32: 256*1 + 1*1 + 1*1 = 258.
+	got, err = runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")),
+		[]arg{{ir.BF16, []int64{1, 3}, []float64{256, 1, 1}}, {ir.BF16, []int64{3, 1}, []float64{1, 1, 1}}}, out(ir.BF16, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0][0] != 258 {
+		t.Errorf("bf16 matmul accumulation: got %v, want 258", got[0][0])
+	}
+}
+
+// A fusion keeps f16 intermediates in f32: (2048 + 1) - 2048 is 1 fused but
+// 0 as two separate f16 ops.
+func TestFusionKeepsIntermediatesInF32(t *testing.T) {
+	x := val("x")
+	t1, t2, t3 := val("t1"), val("t2"), val("t3")
+	body := &ir.Block{Ops: []*ir.Op{
+		{Code: ir.OpAdd, Operands: []*ir.Value{x, ir.Float(1)}, Results: []*ir.Value{t1}},
+		{Code: ir.OpSub, Operands: []*ir.Value{t1, ir.Float(2048)}, Results: []*ir.Value{t2}},
+		reduceOpNamed(t2, t3),
+		{Code: ir.OpYield, Operands: []*ir.Value{t2, t3}},
+	}}
+	fusion := &ir.Op{Code: ir.OpFusion, Operands: []*ir.Value{x}, Body: body, Results: []*ir.Value{val("r0"), val("r1")}}
+	in := arg{ir.F16, []int64{2, 2}, []float64{2048, 2048, 2048, 2050}}
+	got, err := runKernel(t, fusion, []arg{in}, []runtime.TensorShape{{DType: ir.F16, Shape: []int64{2, 2}}, {DType: ir.F16, Shape: []int64{2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{1, 1, 1, 3}; !sameFloats(got[0], want) {
+		t.Errorf("fused: got %v, want %v", got[0], want)
+	}
+	if want := []float64{2, 4}; !sameFloats(got[1], want) {
+		t.Errorf("fused trailing sum: got %v, want %v", got[1], want)
+	}
+	// The same ops one at a time round after each: 2048+1 -> 2048, -2048 -> 0.
+	first, err := runKernel(t, mkOp(ir.OpAdd, x, ir.Float(1)), []arg{in}, out(ir.F16, 2, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := runKernel(t, mkOp(ir.OpSub, x, ir.Float(2048)), []arg{{ir.F16, []int64{2, 2}, first[0]}}, out(ir.F16, 2, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{0, 0, 0, 4}; !sameFloats(second[0], want) {
+		t.Errorf("unfused: got %v, want %v", second[0], want)
+	}
+}
+
+func reduceOpNamed(x, res *ir.Value) *ir.Op {
+	op := &ir.Op{Code: ir.OpSum, Operands: []*ir.Value{x}, Results: []*ir.Value{res}}
+	op.SetAttr("axes", ir.AttrValue{Kind: ir.KindInts, Ints: []int64{1}})
+	return op
+}
+
+// Inputs and outputs may be strided: here a transposed input and an output
+// written into every other element.
+func TestStridedTensors(t *testing.T) {
+	rt := newRuntime(t, 1, 5*time.Second)
+	d := rt.devices[0]
+	k, err := d.Compile(&runtime.KernelSpec{Op: mkOp(ir.OpAdd, val("x"), ir.Float(100)),
+		Inputs: out(ir.F32, 2, 3), Outputs: out(ir.F32, 2, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A 3x2 matrix [[1,2],[3,4],[5,6]] seen as its 2x3 transpose.
+	in, err := upload(d, ir.Global, ir.F32, []float64{1, 2, 3, 4, 5, 6}, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(in.Buf)
+	ob, _ := d.Alloc(12*4, ir.Global)
+	defer d.Free(ob)
+	transposed := runtime.Tensor{Buf: in.Buf, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{1, 2}}
+	spread := runtime.Tensor{Buf: ob, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{6, 2}}
+	if err := d.Launch(k, []runtime.Tensor{transposed, spread}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := download(d, tensorOf(ob, ir.F32, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{101, 0, 103, 0, 105, 0, 102, 0, 104, 0, 106, 0}
+	if !sameFloats(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	// Copy between strided tensors, and out of bounds strides refused.
+	cb, _ := d.Alloc(6*4, ir.Global)
+	defer d.Free(cb)
+	if err := d.Copy(tensorOf(cb, ir.F32, 2, 3), transposed, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err = download(d, tensorOf(cb, ir.F32, 6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{1, 3, 5, 2, 4, 6}; !sameFloats(got, want) {
+		t.Errorf("strided copy: got %v, want %v", got, want)
+	}
+	bad := runtime.Tensor{Buf: in.Buf, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{3, 2}}
+	if err := d.Launch(k, []runtime.Tensor{bad, spread}, nil); err == nil || !strings.Contains(err.Error(), "reaches byte") {
+		t.Errorf("out-of-bounds strides: got %v", err)
+	}
+}
+
+func TestCompileAndLaunchErrors(t *testing.T) {
+	rt := newRuntime(t, 1, time.Second)
+	d := rt.devices[0]
+	x, y := val("x"), val("y")
+	cases := []struct {
+		spec runtime.KernelSpec
+		want string
+	}{
+		{runtime.KernelSpec{Op: mkOp(ir.OpExp, x), Inputs: out(ir.I32, 2), Outputs: out(ir.I32, 2)}, "float tensor"},
+		{runtime.KernelSpec{Op: mkOp(ir.OpAdd, x, y), Inputs: []runtime.TensorShape{{DType: ir.F32, Shape: []int64{2}}, {DType: ir.F32, Shape: []int64{3}}}, Outputs: out(ir.F32, 3)}, "do not broadcast"},
+		{runtime.KernelSpec{Op: mkOp(ir.OpAdd, x, y), Inputs: []runtime.TensorShape{{DType: ir.F32, Shape: []int64{2}}, {DType: ir.I32, Shape: []int64{2}}}, Outputs: out(ir.F32, 2)}, "different dtypes"},
+		{runtime.KernelSpec{Op: mkOp(ir.OpAdd, x, y), Inputs: out(ir.F32, 2), Outputs: out(ir.F32, 2)}, "tensor operands"},
+		{runtime.KernelSpec{Op: mkOp(ir.OpAdd, x, ir.Float(1)), Inputs: out(ir.F32, 2), Outputs: out(ir.F32, 3)}, "spec wants"},
+		{runtime.KernelSpec{Op: &ir.Op{Code: ir.OpAlloc}}, "not a compute op"},
+		{runtime.KernelSpec{Op: reduceOp(ir.OpSum, false, 2), Inputs: out(ir.F32, 2), Outputs: out(ir.F32)}, "out of range"},
+		{runtime.KernelSpec{Op: reduceOp(ir.OpMean, false, 0), Inputs: out(ir.I32, 2), Outputs: out(ir.I32)}, "cannot reduce"},
+		{runtime.KernelSpec{Op: mkOp(ir.OpMatmul, x, y), Inputs: []runtime.TensorShape{{DType: ir.F32, Shape: []int64{2, 3}}, {DType: ir.F32, Shape: []int64{2, 3}}}, Outputs: out(ir.F32, 2, 3)}, "contraction"},
+		{runtime.KernelSpec{Op: mkOp(ir.OpWhere, x, y, y), Inputs: []runtime.TensorShape{{DType: ir.F32, Shape: []int64{2}}, {DType: ir.F32, Shape: []int64{2}}, {DType: ir.F32, Shape: []int64{2}}}, Outputs: out(ir.F32, 2)}, "want bool"},
+		{runtime.KernelSpec{Op: castOp("f8"), Inputs: out(ir.F32, 2), Outputs: out(ir.F32, 2)}, "unknown dtype"},
+	}
+	for _, c := range cases {
+		_, err := d.Compile(&c.spec)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.spec.Op.Code, err, c.want)
+		}
+	}
+	k, err := d.Compile(&runtime.KernelSpec{Op: mkOp(ir.OpNeg, x), Inputs: out(ir.F32, 2), Outputs: out(ir.F32, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := d.Alloc(8, ir.Global)
+	defer d.Free(b)
+	if err := d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2)}, nil); err == nil || !strings.Contains(err.Error(), "1 arguments") {
+		t.Errorf("wrong argument count: %v", err)
+	}
+	if err := d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2), tensorOf(b, ir.F32, 1)}, nil); err == nil || !strings.Contains(err.Error(), "compiled for") {
+		t.Errorf("wrong shape: %v", err)
+	}
+}

@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"github.com/hirlab/hir/runtime"
+)
+
+// CopyFromHost copies host bytes (the tensor's elements, row-major) into
+// dst, ordered on s.
+func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	v, err := d.rt.view(dst)
+	if err != nil {
+		return errorf(d.rank, "copy from host: %v", err)
+	}
+	if int64(len(src)) != dst.Bytes() {
+		return errorf(d.rank, "copy from host: %d host bytes for a %s%v tensor of %d bytes", len(src), dst.DType, dst.Shape, dst.Bytes())
+	}
+	return s.enqueue(work{run: func() error {
+		if v.buf.freed.Load() {
+			return errorf(d.rank, "copy from host: buffer %d freed before the copy ran", v.buf.id)
+		}
+		v.unpack(0, src)
+		return nil
+	}})
+}
+
+// CopyToHost copies src's elements (row-major) into host bytes, ordered on s.
+func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	v, err := d.rt.view(src)
+	if err != nil {
+		return errorf(d.rank, "copy to host: %v", err)
+	}
+	if int64(len(dst)) != src.Bytes() {
+		return errorf(d.rank, "copy to host: %d host bytes for a %s%v tensor of %d bytes", len(dst), src.DType, src.Shape, src.Bytes())
+	}
+	return s.enqueue(work{run: func() error {
+		if v.buf.freed.Load() {
+			return errorf(d.rank, "copy to host: buffer %d freed before the copy ran", v.buf.id)
+		}
+		copy(dst, v.packed(0, v.n))
+		return nil
+	}})
+}
+
+// Copy copies src into dst elementwise, ordered on s. Either may be strided
+// or a peer's buffer.
+func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	dv, err := d.rt.view(dst)
+	if err != nil {
+		return errorf(d.rank, "copy: destination: %v", err)
+	}
+	sv, err := d.rt.view(src)
+	if err != nil {
+		return errorf(d.rank, "copy: source: %v", err)
+	}
+	if dv.dt != sv.dt || dv.n != sv.n {
+		return errorf(d.rank, "copy: %s%v into %s%v: dtype and element count must match", sv.dt, sv.shape, dv.dt, dv.shape)
+	}
+	return s.enqueue(work{run: func() error {
+		if dv.buf.freed.Load() || sv.buf.freed.Load() {
+			return errorf(d.rank, "copy: a buffer was freed before the copy ran")
+		}
+		copyView(dv, sv)
+		return nil
+	}})
+}

@@ -1,0 +1,391 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+)
+
+// The interpreter's numerics follow docs/SEMANTICS.md: f32, f16 and bf16
+// values are held as float64 rounded to float32 after every operation (so
+// f16/bf16 intermediates stay in f32 and round to their dtype only when
+// stored), f64 in float64, ints in int64 wrapped to their dtype after every
+// operation, bool as 0/1.
+
+// array is one value of a kernel: floats in f, ints and bools in i.
+type array struct {
+	f []float64
+	i []int64
+}
+
+// computeRound rounds x to the precision dt computes in.
+func computeRound(dt ir.DType, x float64) float64 {
+	if dt == ir.F64 {
+		return x
+	}
+	return float64(float32(x))
+}
+
+func (k *kernel) run(ins, outs []*view) error {
+	vals := make([]array, len(k.slots))
+	for i, v := range ins {
+		if isFloatClass(v.dt) {
+			vals[i].f = v.loadF(0, v.n)
+		} else {
+			vals[i].i = v.loadI(0, v.n)
+		}
+	}
+	for si := range k.steps {
+		st := &k.steps[si]
+		out, err := st.exec(vals)
+		if err != nil {
+			return err
+		}
+		vals[st.out] = out
+	}
+	for i, y := range k.yields {
+		v := outs[i]
+		if y.slot < 0 {
+			if isFloatClass(v.dt) {
+				xs := make([]float64, v.n)
+				for j := range xs {
+					xs[j] = y.f
+				}
+				v.storeF(0, xs)
+			} else {
+				xs := make([]int64, v.n)
+				for j := range xs {
+					xs[j] = y.i
+				}
+				v.storeI(0, xs)
+			}
+			continue
+		}
+		a := vals[y.slot]
+		if isFloatClass(v.dt) {
+			v.storeF(0, a.f)
+		} else {
+			v.storeI(0, a.i)
+		}
+	}
+	return nil
+}
+
+// argF returns element e of a float operand.
+func argF(vals []array, o *operand, e int64) float64 {
+	if o.slot < 0 {
+		return o.f
+	}
+	if o.index != nil {
+		e = o.index[e]
+	}
+	return vals[o.slot].f[e]
+}
+
+func argI(vals []array, o *operand, e int64) int64 {
+	if o.slot < 0 {
+		return o.i
+	}
+	if o.index != nil {
+		e = o.index[e]
+	}
+	return vals[o.slot].i[e]
+}
+
+func (st *step) exec(vals []array) (array, error) {
+	n := ir.Product(st.shape)
+	switch {
+	case st.code == ir.OpCast:
+		return st.cast(vals, n), nil
+	case st.code == ir.OpWhere:
+		return st.where(vals, n), nil
+	case st.code.IsPointwise():
+		return st.pointwise(vals, n)
+	case st.code.IsReduction():
+		return st.reduce(vals, n), nil
+	case st.code == ir.OpMatmul:
+		return st.matmul(vals, n), nil
+	}
+	return array{}, fmt.Errorf("%s at %s: not supported by the interpreter", st.code, st.pos)
+}
+
+func (st *step) pointwise(vals []array, n int64) (array, error) {
+	var out array
+	if isFloatClass(st.dt) {
+		out.f = make([]float64, n)
+		unary := len(st.args) == 1
+		for e := int64(0); e < n; e++ {
+			a := argF(vals, &st.args[0], e)
+			var r float64
+			if unary {
+				r = unaryF(st.code, a)
+			} else {
+				r = binaryF(st.code, a, argF(vals, &st.args[1], e))
+			}
+			out.f[e] = computeRound(st.dt, r)
+		}
+		return out, nil
+	}
+	out.i = make([]int64, n)
+	for e := int64(0); e < n; e++ {
+		a := argI(vals, &st.args[0], e)
+		var r int64
+		if len(st.args) == 1 {
+			r = unaryI(st.code, a)
+		} else {
+			r = binaryI(st.code, a, argI(vals, &st.args[1], e))
+		}
+		out.i[e] = host.WrapInt(st.dt, r)
+	}
+	return out, nil
+}
+
+func unaryF(code ir.Opcode, x float64) float64 {
+	switch code {
+	case ir.OpNeg:
+		return -x
+	case ir.OpAbs:
+		return math.Abs(x)
+	case ir.OpRelu:
+		if x != x {
+			return x
+		}
+		if x > 0 {
+			return x
+		}
+		return 0
+	case ir.OpExp:
+		return math.Exp(x)
+	case ir.OpLog:
+		return math.Log(x)
+	case ir.OpTanh:
+		return math.Tanh(x)
+	case ir.OpSigmoid:
+		return 1 / (1 + math.Exp(-x))
+	case ir.OpGelu:
+		return x * (1 + math.Erf(x/math.Sqrt2)) / 2
+	}
+	return math.NaN()
+}
+
+func binaryF(code ir.Opcode, a, b float64) float64 {
+	switch code {
+	case ir.OpAdd:
+		return a + b
+	case ir.OpSub:
+		return a - b
+	case ir.OpMul:
+		return a * b
+	case ir.OpDiv:
+		return a / b
+	case ir.OpMax:
+		return maxF(a, b)
+	case ir.OpMin:
+		return minF(a, b)
+	}
+	return math.NaN()
+}
+
+// maxF and minF propagate NaN; +0 is above -0.
+func maxF(a, b float64) float64 {
+	switch {
+	case a != a || b != b:
+		return math.NaN()
+	case a > b:
+		return a
+	case b > a:
+		return b
+	case math.Signbit(a):
+		return b
+	}
+	return a
+}
+
+func minF(a, b float64) float64 {
+	switch {
+	case a != a || b != b:
+		return math.NaN()
+	case a < b:
+		return a
+	case b < a:
+		return b
+	case math.Signbit(a):
+		return a
+	}
+	return b
+}
+
+func unaryI(code ir.Opcode, x int64) int64 {
+	switch code {
+	case ir.OpNeg:
+		return -x
+	case ir.OpAbs:
+		if x < 0 {
+			return -x
+		}
+		return x
+	case ir.OpRelu:
+		return max(x, 0)
+	}
+	return 0
+}
+
+// binaryI wraps in int64 (the caller wraps to the dtype); x / 0 is 0 and
+// division truncates toward zero.
+func binaryI(code ir.Opcode, a, b int64) int64 {
+	switch code {
+	case ir.OpAdd:
+		return a + b
+	case ir.OpSub:
+		return a - b
+	case ir.OpMul:
+		return a * b
+	case ir.OpDiv:
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	case ir.OpMax:
+		return max(a, b)
+	case ir.OpMin:
+		return min(a, b)
+	}
+	return 0
+}
+
+// cast follows the cast rules: float to float rounds to nearest even (a
+// cast's result is its dtype's value even inside a fusion), float to int
+// truncates and saturates with NaN as 0, to bool is x != 0, bool and ints
+// to floats are exact or rounded to nearest.
+func (st *step) cast(vals []array, n int64) array {
+	var out array
+	from, to := st.inDT, st.dt
+	src := &st.args[0]
+	if isFloatClass(to) {
+		out.f = make([]float64, n)
+	} else {
+		out.i = make([]int64, n)
+	}
+	for e := int64(0); e < n; e++ {
+		switch {
+		case isFloatClass(from) && isFloatClass(to):
+			out.f[e] = host.RoundTo(to, argF(vals, src, e))
+		case isFloatClass(from):
+			out.i[e] = host.FloatToInt(to, argF(vals, src, e))
+		case isFloatClass(to):
+			x := argI(vals, src, e)
+			if to == ir.F32 {
+				out.f[e] = float64(float32(x)) // one rounding from int64
+			} else {
+				out.f[e] = host.RoundTo(to, float64(x))
+			}
+		default:
+			out.i[e] = host.WrapInt(to, argI(vals, src, e))
+		}
+	}
+	return out
+}
+
+func (st *step) where(vals []array, n int64) array {
+	var out array
+	c, a, b := &st.args[0], &st.args[1], &st.args[2]
+	if isFloatClass(st.dt) {
+		out.f = make([]float64, n)
+		for e := int64(0); e < n; e++ {
+			if argI(vals, c, e) != 0 {
+				out.f[e] = argF(vals, a, e)
+			} else {
+				out.f[e] = argF(vals, b, e)
+			}
+		}
+		return out
+	}
+	out.i = make([]int64, n)
+	for e := int64(0); e < n; e++ {
+		if argI(vals, c, e) != 0 {
+			out.i[e] = argI(vals, a, e)
+		} else {
+			out.i[e] = argI(vals, b, e)
+		}
+	}
+	return out
+}
+
+// reduce walks the input in row-major order, so each output accumulates its
+// elements in index order: floats in f32 (f64 for f64), ints in int64.
+func (st *step) reduce(vals []array, n int64) array {
+	in := vals[st.args[0].slot]
+	var out array
+	if isFloatClass(st.dt) {
+		out.f = make([]float64, n)
+		if st.code == ir.OpReduceMax {
+			for j := range out.f {
+				out.f[j] = math.Inf(-1)
+			}
+		}
+		for e, x := range in.f {
+			j := st.reduceIndex[e]
+			if st.code == ir.OpReduceMax {
+				out.f[j] = maxF(out.f[j], x)
+			} else {
+				out.f[j] = computeRound(st.dt, out.f[j]+x)
+			}
+		}
+		if st.code == ir.OpMean {
+			for j := range out.f {
+				out.f[j] = computeRound(st.dt, out.f[j]/float64(st.count))
+			}
+		}
+		return out
+	}
+	out.i = make([]int64, n)
+	if st.code == ir.OpReduceMax {
+		lowest := int64(math.MinInt64)
+		if st.dt == ir.I32 {
+			lowest = math.MinInt32
+		}
+		for j := range out.i {
+			out.i[j] = lowest
+		}
+	}
+	for e, x := range in.i {
+		j := st.reduceIndex[e]
+		if st.code == ir.OpReduceMax {
+			out.i[j] = max(out.i[j], x)
+		} else {
+			out.i[j] += x
+		}
+	}
+	for j := range out.i {
+		out.i[j] = host.WrapInt(st.dt, out.i[j])
+	}
+	return out
+}
+
+// matmul accumulates each output over k in order, in f32 (f64 for f64):
+// the product is rounded, then the sum (no fused multiply-add).
+func (st *step) matmul(vals []array, n int64) array {
+	a, b := vals[st.args[0].slot].f, vals[st.args[1].slot].f
+	out := array{f: make([]float64, n)}
+	for bt := int64(0); bt < st.batch; bt++ {
+		aOff := bt * st.m * st.kk
+		bOff := int64(0)
+		if st.bBatched {
+			bOff = bt * st.kk * st.n
+		}
+		oOff := bt * st.m * st.n
+		for i := int64(0); i < st.m; i++ {
+			for j := int64(0); j < st.n; j++ {
+				acc := 0.0
+				for k := int64(0); k < st.kk; k++ {
+					p := computeRound(st.dt, a[aOff+i*st.kk+k]*b[bOff+k*st.n+j])
+					acc = computeRound(st.dt, acc+p)
+				}
+				out.f[oOff+i*st.n+j] = acc
+			}
+		}
+	}
+	return out
+}

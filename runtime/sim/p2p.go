@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hirlab/hir/runtime"
+)
+
+// Send and Recv: the k-th send from a to b meets b's k-th recv from a (both
+// numbered when enqueued). The two meet when both streams reach them; the
+// sender then copies straight into the receiver's tensor (as a GPU send
+// writes into the peer's memory) and tells the receiver it is done.
+
+type p2pArrival struct {
+	v *view
+}
+
+type p2pPair struct {
+	send, recv *view
+	done       chan struct{}
+}
+
+// Send sends t to peer, ordered on s.
+func (d *Device) Send(t runtime.Tensor, peer int, rs runtime.Stream) error {
+	return d.p2p(t, peer, rs, true)
+}
+
+// Recv receives the next tensor peer sends to this rank into t, ordered on s.
+func (d *Device) Recv(t runtime.Tensor, peer int, rs runtime.Stream) error {
+	return d.p2p(t, peer, rs, false)
+}
+
+func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool) error {
+	verb := "recv from"
+	if sending {
+		verb = "send to"
+	}
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	if peer < 0 || peer >= d.rt.size {
+		return errorf(d.rank, "%s rank %d: out of range [0, %d)", verb, peer, d.rt.size)
+	}
+	v, err := d.rt.view(t)
+	if err != nil {
+		return errorf(d.rank, "%s rank %d: %v", verb, peer, err)
+	}
+	src, dst := d.rank, peer
+	d.mu.Lock()
+	var seq int64
+	if sending {
+		seq = d.sendSeq[peer]
+		d.sendSeq[peer]++
+	} else {
+		src, dst = peer, d.rank
+		seq = d.recvSeq[peer]
+		d.recvSeq[peer]++
+	}
+	d.mu.Unlock()
+	what := fmt.Sprintf("send #%d from rank %d to rank %d", seq, src, dst)
+	me := 1
+	if sending {
+		me = 0
+	}
+	return s.enqueue(work{run: func() error {
+		if v.buf.freed.Load() {
+			return errorf(d.rank, "%s: buffer freed before it ran", what)
+		}
+		res, err := d.rt.rv.meet(meetKey{kind: "p2p", src: src, dst: dst, seq: seq}, []int{src, dst}, me, p2pArrival{v}, d.rt.timeout, what,
+			func(payloads map[int]any) (any, error) {
+				sv, rv := payloads[0].(p2pArrival).v, payloads[1].(p2pArrival).v
+				if sv.dt != rv.dt || sv.n != rv.n {
+					return nil, fmt.Errorf("%s: the send is %s%v (%d bytes) but the recv wants %s%v (%d bytes)",
+						what, sv.dt, sv.shape, sv.n*sv.esz(), rv.dt, rv.shape, rv.n*rv.esz())
+				}
+				return &p2pPair{send: sv, recv: rv, done: make(chan struct{})}, nil
+			})
+		if err != nil {
+			return errorf(d.rank, "%v", err)
+		}
+		pair := res.(*p2pPair)
+		if sending {
+			copyView(pair.recv, pair.send)
+			close(pair.done)
+			return nil
+		}
+		timer := time.NewTimer(d.rt.timeout)
+		defer timer.Stop()
+		select {
+		case <-pair.done:
+			return nil
+		case <-timer.C:
+			return errorf(d.rank, "%s: timed out after %v waiting for the data", what, d.rt.timeout)
+		case <-d.rt.closed:
+			return errorf(d.rank, "%s: %v", what, ErrClosed)
+		}
+	}})
+}
+
+// Barrier returns (on the stream) once every rank has reached its k-th
+// barrier.
+func (d *Device) Barrier(rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	seq := d.barrierSeq
+	d.barrierSeq++
+	d.mu.Unlock()
+	what := fmt.Sprintf("barrier #%d", seq)
+	return s.enqueue(work{run: func() error {
+		_, err := d.rt.rv.meet(meetKey{kind: "barrier", seq: seq}, d.rt.allRanks(), d.rank, nil, d.rt.timeout, what,
+			func(map[int]any) (any, error) { return nil, nil })
+		if err != nil {
+			return errorf(d.rank, "%v", err)
+		}
+		return nil
+	}})
+}

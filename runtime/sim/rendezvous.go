@@ -1,0 +1,293 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// A meeting is where the ranks taking part in one collective event (a
+// symmetric alloc or free, a collective's entry, a barrier, a send/recv
+// pair) find each other. Events are matched by kind and sequence number: the
+// k-th event of a kind on every rank meets the others' k-th. The last rank to
+// arrive checks the payloads agree and computes the shared result; a rank
+// that waits longer than the timeout fails the meeting with an error naming
+// the ranks that never came, and late comers see that error at once.
+
+type meetKey struct {
+	kind     string
+	src, dst int // for point-to-point pairs
+	seq      int64
+}
+
+type meeting struct {
+	parties  []int
+	payloads map[int]any
+	done     chan struct{}
+	result   any
+	err      error
+	departed int
+}
+
+type rendezvous struct {
+	mu       sync.Mutex
+	meetings map[meetKey]*meeting
+	closed   <-chan struct{}
+}
+
+func newRendezvous(closed <-chan struct{}) *rendezvous {
+	return &rendezvous{meetings: map[meetKey]*meeting{}, closed: closed}
+}
+
+// meet registers the arrival of party me (an index into parties, which
+// holds the ranks used in messages) with payload and blocks until every
+// party has arrived (complete then runs once, under the lock, over all
+// payloads by party index) or the timeout passes.
+func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, timeout time.Duration, what string,
+	complete func(payloads map[int]any) (any, error)) (any, error) {
+	rv.mu.Lock()
+	m, ok := rv.meetings[key]
+	if !ok {
+		m = &meeting{parties: parties, payloads: map[int]any{}, done: make(chan struct{})}
+		rv.meetings[key] = m
+	}
+	if _, dup := m.payloads[me]; dup {
+		rv.mu.Unlock()
+		return nil, fmt.Errorf("%s: rank %d arrived twice", what, parties[me])
+	}
+	m.payloads[me] = payload
+	select {
+	case <-m.done: // failed before this rank came
+		rv.depart(key, m)
+		err := m.err
+		rv.mu.Unlock()
+		return nil, fmt.Errorf("rank %d came late: the others gave up: %w", parties[me], err)
+	default:
+	}
+	if len(m.payloads) == len(m.parties) {
+		m.result, m.err = complete(m.payloads)
+		close(m.done)
+	}
+	rv.mu.Unlock()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-m.done:
+	case <-timer.C:
+		rv.mu.Lock()
+		select {
+		case <-m.done: // completed while we took the lock
+		default:
+			m.err = fmt.Errorf("%s: timed out after %v waiting for %s (arrived: %s)",
+				what, timeout, rankList("rank", m.missing()), joinInts(m.arrived()))
+			close(m.done)
+		}
+		rv.mu.Unlock()
+	case <-rv.closed:
+		rv.mu.Lock()
+		select {
+		case <-m.done:
+		default:
+			m.err = fmt.Errorf("%s: %w while waiting for %s", what, ErrClosed, rankList("rank", m.missing()))
+			close(m.done)
+		}
+		rv.mu.Unlock()
+	}
+	rv.mu.Lock()
+	rv.depart(key, m)
+	rv.mu.Unlock()
+	return m.result, m.err
+}
+
+// depart forgets the meeting once every party has been through it.
+func (rv *rendezvous) depart(key meetKey, m *meeting) {
+	m.departed++
+	if m.departed == len(m.parties) {
+		delete(rv.meetings, key)
+	}
+}
+
+func (m *meeting) missing() []int {
+	var out []int
+	for i, r := range m.parties {
+		if _, ok := m.payloads[i]; !ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (m *meeting) arrived() []int {
+	var out []int
+	for i := range m.payloads {
+		out = append(out, m.parties[i])
+	}
+	sort.Ints(out)
+	return out
+}
+
+// rankList renders "rank 3" or "ranks 1, 3".
+func rankList(word string, rs []int) string {
+	if len(rs) == 1 {
+		return fmt.Sprintf("%s %d", word, rs[0])
+	}
+	return fmt.Sprintf("%ss %s", word, joinInts(rs))
+}
+
+// Signal channels of a group: each kind of signal counts separately.
+const (
+	chBarrier = iota
+	chData    // a chunk was written into the receiver's memory
+	chAck     // the receiver consumed a chunk from its staging slot
+	numChannels
+)
+
+var channelNames = [numChannels]string{"barrier", "data", "ack"}
+
+// group is the shared state of one collective instance: a signal pad per
+// rank (counters per sender and channel, as GPU signal pads are flags in
+// symmetric memory that peers bump) and the ranks' staging buffers.
+type group struct {
+	size    int
+	timeout time.Duration
+	what    string
+	closed  <-chan struct{}
+	pads    []*signalPad
+	staging []*buffer // rank r's private staging: one slot per sender
+	slot    int64     // bytes per staging slot
+}
+
+type signalPad struct {
+	mu      sync.Mutex
+	counts  [][numChannels]uint64 // by sender
+	changed chan struct{}         // closed and replaced on every signal
+}
+
+func newGroup(size int, timeout time.Duration, what string, closed <-chan struct{}) *group {
+	g := &group{size: size, timeout: timeout, what: what, closed: closed}
+	for r := 0; r < size; r++ {
+		g.pads = append(g.pads, &signalPad{counts: make([][numChannels]uint64, size), changed: make(chan struct{})})
+	}
+	return g
+}
+
+// member is one rank's handle on a group: what it has consumed of its pad.
+type member struct {
+	g    *group
+	rank int
+	seen [][numChannels]uint64 // signals consumed, by sender
+	sent []int64               // staged chunks sent, by receiver
+}
+
+func (g *group) member(rank int) *member {
+	return &member{g: g, rank: rank, seen: make([][numChannels]uint64, g.size), sent: make([]int64, g.size)}
+}
+
+// signal bumps peer's pad slot for this rank on channel ch. The pad's mutex
+// orders the memory writes made before it with the reads after the wait.
+func (m *member) signal(peer, ch int) {
+	p := m.g.pads[peer]
+	p.mu.Lock()
+	p.counts[m.rank][ch]++
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// wait blocks until every rank in from has signalled this rank once more on
+// ch than consumed so far, or fails naming the ones that did not.
+func (m *member) wait(ch int, from ...int) error {
+	p := m.g.pads[m.rank]
+	timer := time.NewTimer(m.g.timeout)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		var missing []int
+		for _, f := range from {
+			if p.counts[f][ch] <= m.seen[f][ch] {
+				missing = append(missing, f)
+			}
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		if len(missing) == 0 {
+			for _, f := range from {
+				m.seen[f][ch]++
+			}
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return fmt.Errorf("%s: rank %d timed out after %v waiting for a %s signal from %s",
+				m.g.what, m.rank, m.g.timeout, channelNames[ch], rankList("rank", missing))
+		case <-m.g.closed:
+			return fmt.Errorf("%s: %w", m.g.what, ErrClosed)
+		}
+	}
+}
+
+func (m *member) peers() []int {
+	var ps []int
+	for r := 0; r < m.g.size; r++ {
+		if r != m.rank {
+			ps = append(ps, r)
+		}
+	}
+	return ps
+}
+
+// barrier: signal every peer, wait for every peer.
+func (m *member) barrier() error {
+	ps := m.peers()
+	for _, p := range ps {
+		m.signal(p, chBarrier)
+	}
+	return m.wait(chBarrier, ps...)
+}
+
+// send stages data in peer's private staging slot for this rank (waiting
+// first until the peer consumed the previous chunk) and signals it.
+func (m *member) send(peer int, data []byte) error {
+	if int64(len(data)) > m.g.slot {
+		return fmt.Errorf("%s: internal error: chunk of %d bytes exceeds the %d-byte staging slot", m.g.what, len(data), m.g.slot)
+	}
+	if m.sent[peer] > 0 {
+		if err := m.wait(chAck, peer); err != nil {
+			return err
+		}
+	}
+	st := m.g.staging[peer]
+	copy(st.data[int64(m.rank)*m.g.slot:], data)
+	m.sent[peer]++
+	m.signal(peer, chData)
+	return nil
+}
+
+// recv waits for the next chunk from peer, hands its bytes to use, then
+// tells the peer the slot is free again.
+func (m *member) recv(peer int, n int64, use func([]byte) error) error {
+	if err := m.wait(chData, peer); err != nil {
+		return err
+	}
+	st := m.g.staging[m.rank]
+	off := int64(peer) * m.g.slot
+	err := use(st.data[off : off+n])
+	m.signal(peer, chAck)
+	return err
+}
+
+// finish waits until every peer consumed the last chunk this rank sent, so
+// staging buffers can be released.
+func (m *member) finish() error {
+	for p, n := range m.sent {
+		if n > 0 {
+			if err := m.wait(chAck, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

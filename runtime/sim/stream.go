@@ -1,0 +1,276 @@
+package sim
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hirlab/hir/runtime"
+)
+
+// A stream is a worker goroutine running its queue in order, as a CUDA
+// stream does. The host enqueues and returns at once. After the first error
+// the stream skips later work (event records and waits still run, so nothing
+// waiting on them hangs) until Synchronize reports the error and clears it.
+
+type work struct {
+	run    func() error
+	always bool // runs even after an error (event records and waits)
+}
+
+type stream struct {
+	dev       *Device
+	isDefault bool
+
+	mu        sync.Mutex
+	queue     []work
+	wake      chan struct{} // buffered(1): something was enqueued or stop was asked
+	submitted uint64
+	completed uint64
+	changed   chan struct{} // closed and replaced when completed grows
+	err       error         // first error since the last Synchronize
+	closing   bool
+	exited    chan struct{}
+}
+
+var _ runtime.Stream = (*stream)(nil)
+
+func newStream(d *Device, isDefault bool) *stream {
+	s := &stream{dev: d, isDefault: isDefault, wake: make(chan struct{}, 1),
+		changed: make(chan struct{}), exited: make(chan struct{})}
+	d.mu.Lock()
+	d.streams[s] = true
+	d.mu.Unlock()
+	go s.loop()
+	return s
+}
+
+func (s *stream) loop() {
+	defer close(s.exited)
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 {
+			if s.closing {
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			<-s.wake
+			s.mu.Lock()
+		}
+		w := s.queue[0]
+		s.queue[0] = work{}
+		s.queue = s.queue[1:]
+		skip := s.err != nil && !w.always
+		s.mu.Unlock()
+
+		var err error
+		if !skip {
+			err = s.runSafely(w.run)
+		}
+
+		s.mu.Lock()
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+		s.completed++
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+	}
+}
+
+// runSafely turns a panic in the runtime's own code into the stream's error
+// rather than killing the process.
+func (s *stream) runSafely(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("rank %d: internal error in the sim runtime: %v", s.dev.rank, r)
+		}
+	}()
+	return f()
+}
+
+func (s *stream) enqueue(w work) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return fmt.Errorf("rank %d: stream is closed", s.dev.rank)
+	}
+	if s.dev.rt.isClosed() {
+		return ErrClosed
+	}
+	s.queue = append(s.queue, w)
+	s.submitted++
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// waitPassed blocks until the stream has run everything enqueued before the
+// call.
+func (s *stream) waitPassed() error {
+	s.mu.Lock()
+	target := s.submitted
+	for s.completed < target {
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-s.dev.rt.closed:
+			s.mu.Lock()
+			// Close drains before it interrupts; a stream still behind now
+			// is stuck waiting on something that will not come.
+			if s.completed < target {
+				s.mu.Unlock()
+				return ErrClosed
+			}
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Lock()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Synchronize waits for the enqueued work and returns (and clears) the
+// first error it met.
+func (s *stream) Synchronize() error {
+	if err := s.waitPassed(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.err
+	s.err = nil
+	return err
+}
+
+// drain is Synchronize for Close: it runs even after the runtime closed.
+func (s *stream) drain() error { return s.Synchronize() }
+
+// Record makes e complete once the stream passes this point.
+func (s *stream) Record(re runtime.Event) error {
+	e, ok := re.(*event)
+	if !ok || e == nil {
+		return fmt.Errorf("rank %d: record: %T is not a sim event", s.dev.rank, re)
+	}
+	if e.isClosed() {
+		return fmt.Errorf("rank %d: record of a closed event", s.dev.rank)
+	}
+	gen := e.recordOnce()
+	return s.enqueue(work{always: true, run: func() error { e.complete(gen); return nil }})
+}
+
+// WaitEvent makes later work wait for the event's latest record (as of
+// now); an event never recorded is already complete.
+func (s *stream) WaitEvent(re runtime.Event) error {
+	e, ok := re.(*event)
+	if !ok || e == nil {
+		return fmt.Errorf("rank %d: wait event: %T is not a sim event", s.dev.rank, re)
+	}
+	gen := e.latest()
+	return s.enqueue(work{always: true, run: func() error { return e.waitFor(gen, s.dev.rt.closed) }})
+}
+
+// Close waits for the stream's work, stops its worker and returns the
+// pending error. The default stream lives as long as the runtime.
+func (s *stream) Close() error {
+	if s.isDefault {
+		return nil
+	}
+	err := s.Synchronize()
+	s.stop()
+	s.dev.mu.Lock()
+	delete(s.dev.streams, s)
+	s.dev.mu.Unlock()
+	return err
+}
+
+func (s *stream) stop() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-s.exited
+}
+
+// event marks points in streams. Each Record makes a new generation; the
+// event is complete when the latest recorded generation has been passed.
+type event struct {
+	mu        sync.Mutex
+	recorded  uint64
+	completed uint64
+	changed   chan struct{}
+	closed    bool
+	rtClosed  <-chan struct{} // the runtime's: waits give up when it closes
+}
+
+var _ runtime.Event = (*event)(nil)
+
+func (e *event) recordOnce() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.recorded++
+	return e.recorded
+}
+
+func (e *event) latest() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recorded
+}
+
+func (e *event) complete(gen uint64) {
+	e.mu.Lock()
+	if gen > e.completed {
+		e.completed = gen
+	}
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.mu.Unlock()
+}
+
+func (e *event) waitFor(gen uint64, closed <-chan struct{}) error {
+	e.mu.Lock()
+	for e.completed < gen {
+		ch := e.changed
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-closed:
+			return ErrClosed
+		}
+		e.mu.Lock()
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// Synchronize blocks until the latest record has been passed.
+func (e *event) Synchronize() error { return e.waitFor(e.latest(), e.rtClosed) }
+
+// Query reports whether the latest record has been passed.
+func (e *event) Query() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.completed >= e.recorded
+}
+
+func (e *event) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+func (e *event) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	return nil
+}

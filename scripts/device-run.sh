@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine (see scripts/device-test): the runtime/cuda tests
+# (single-GPU, 2 and, with 4 GPUs, 4 processes), its benchmarks and, when
+# built, a hirrun smoke run; then prints one table. Logs go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=.device-bin
+out=${OUT:-/tmp/device-out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on these machines
+
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | sed 's/^ *//; s/ / x /' | paste -sd, -)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+
+timeout 420 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=400s 2>&1 | tee "$out/cuda-tests.log"
+tests_rc=${PIPESTATUS[0]}
+timeout 150 "$bin/cuda.test" -test.run='^$' -test.bench=. -test.benchtime=1x -test.timeout=140s 2>&1 | tee "$out/cuda-bench.log"
+bench_rc=${PIPESTATUS[0]}
+
+hirrun_status="not built"
+if [ -x "$bin/hirrun" ]; then
+  timeout 60 "$bin/hirrun" run --backend cuda examples/quickstart.hir >"$out/hirrun.log" 2>&1
+  rc=$?
+  hirrun_status="run --backend cuda examples/quickstart.hir: exit $rc: $(grep -v '^$' "$out/hirrun.log" | tail -1 | cut -c1-160)"
+fi
+
+count() { grep -cE "^ *--- $1" "$out/cuda-tests.log" || true; }
+echo
+echo "| item | value |"
+echo "| --- | --- |"
+echo "| device | ${device:-none} (driver ${driver:-?}) |"
+echo "| runtime/cuda tests | $(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped (exit $tests_rc) |"
+echo "| benchmarks | exit $bench_rc |"
+# "BenchmarkX  1  123 ns/op  394.1 GB/s_copy_push..." -> one row per metric.
+grep -E '^Benchmark' "$out/cuda-bench.log" | while read -r name _iters rest; do
+  set -- $rest
+  while [ $# -ge 2 ]; do
+    case "$2" in ns/op) ;; *) echo "| ${2#*_} | $1 ${2%%_*} |" ;; esac
+    shift 2
+  done
+done
+echo "| hirrun | $hirrun_status |"
+exit $(( tests_rc != 0 || bench_rc != 0 ))
