@@ -416,36 +416,6 @@ func (d *Device) checkOpen() error {
 	return nil
 }
 
-// Compute kernels and collectives come with later issues.
-
-func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
-	op := "kernel"
-	if spec != nil && spec.Op != nil {
-		op = spec.Op.Code.String()
-	}
-	return nil, unsupported("compiling compute kernels (" + op + ")")
-}
-
-func (d *Device) Launch(k runtime.Kernel, args []runtime.Tensor, s runtime.Stream) error {
-	return unsupported("launching compute kernels")
-}
-
-func (d *Device) Collective(c *runtime.CollectiveCall, s runtime.Stream) error {
-	name := "collective"
-	if c != nil {
-		name = c.Op.String()
-	}
-	return unsupported("collectives (" + name + ")")
-}
-
-func (d *Device) Send(t runtime.Tensor, peer int, s runtime.Stream) error {
-	return unsupported("send")
-}
-
-func (d *Device) Recv(t runtime.Tensor, peer int, s runtime.Stream) error {
-	return unsupported("recv")
-}
-
 // ImportCounts says how peers' shards were imported so far: through
 // fabric handles (published in the store) or POSIX fds (over the Unix
 // socket). Fabric is tried first where the driver offers it; the first
