@@ -464,12 +464,16 @@ func generateProgram(n int) []byte {
 			b.WriteString(name + " = mul " + prev + ", 2.5 : f32[64/DIDx, 128]\n")
 		case 4:
 			b.WriteString(name + " = add " + prev + ", " + prev + "\n")
-		case 5:
+		case 5: // the gathered tensor is sent on; the chain goes on sharded
 			b.WriteString(name + " = all_gather " + prev + " algo=ring async=false : f32[64, 128] symmetric\n")
 			b.WriteString("send " + name + " peer=+1\n")
-			i++
+			i += 2
+			continue
 		case 6:
 			b.WriteString(name + " = sum " + prev + " axes=[1] keepdim=true\n")
+			b.WriteString(name + ".b = add " + prev + ", " + name + "\n")
+			name += ".b"
+			i++
 		case 7:
 			b.WriteString(name + ", " + name + ".m = fusion " + prev + " : f32[64/DIDx, 128], f32[64/DIDx] {\n")
 			b.WriteString("  " + name + ".t = relu " + prev + "\n  " + name + ".u = max " + name + ".t axes=[1]\n  yield " + name + ".t, " + name + ".u\n}\n")
