@@ -133,6 +133,13 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 			return fmt.Errorf("binding inputs: %w", err)
 		}
 	}
+	// The uploads (and the barrier) are on the default stream, but the
+	// program may first touch an input on a stream of its own, which nothing
+	// orders after them: wait here, so every stream, ours and the peers',
+	// sees the inputs from the first op on.
+	if err := f.current.Synchronize(); err != nil {
+		return fmt.Errorf("binding inputs: %w", err)
+	}
 	return nil
 }
 
