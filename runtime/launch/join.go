@@ -66,3 +66,15 @@ func (r *Rendezvous) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// Abort leaves the store at once, without meeting the other ranks: for a
+// rank that failed and must not wait for peers that may be stuck waiting
+// for it. On the serving rank it takes the store away, so the others fail
+// at once (store.ErrClosed) rather than at their timeout.
+func (r *Rendezvous) Abort() error {
+	err := r.Client.Close()
+	if r.server != nil {
+		err = errors.Join(err, r.server.Close())
+	}
+	return err
+}

@@ -39,8 +39,13 @@ type LaunchConfig struct {
 	// Dir is the ranks' working directory; empty means the launcher's.
 	Dir string
 	// Stdout and Stderr receive the ranks' output, each line prefixed with
-	// "[rank N] "; nil means os.Stdout and os.Stderr.
+	// Prefix's answer; nil means os.Stdout and os.Stderr.
 	Stdout, Stderr io.Writer
+	// Prefix says what starts each line rank writes on stream ("stdout" or
+	// "stderr"); nil means "[rank N] " on both. An empty prefix passes the
+	// rank's lines through unchanged (hirrun gives rank 0's stdout, which
+	// carries the job's results, no prefix).
+	Prefix func(rank int, stream string) string
 	// GracePeriod is the time between SIGTERM and SIGKILL when ranks are
 	// stopped; zero means DefaultGracePeriod.
 	GracePeriod time.Duration
@@ -79,6 +84,9 @@ func (e *RankError) Status() int {
 	}
 	return 1
 }
+
+// DefaultPrefix starts every line a rank writes: "[rank N] ".
+func DefaultPrefix(rank int, stream string) string { return fmt.Sprintf("[rank %d] ", rank) }
 
 // Run starts cfg.NProc ranks of cfg.Argv on this machine and waits for them.
 // It serves the job's store on loopback (on a free port, with a fresh random
@@ -146,12 +154,15 @@ func Run(ctx context.Context, cfg LaunchConfig) error {
 			EnvLaunched+"=1",
 			EnvNVLS+"=0",
 		)
-		prefix := fmt.Sprintf("[rank %d] ", r)
+		prefix := cfg.Prefix
+		if prefix == nil {
+			prefix = DefaultPrefix
+		}
 		p := &rankProc{
 			rank:   r,
 			cmd:    cmd,
-			stdout: &lineWriter{mu: &outMu, w: cfg.Stdout, prefix: prefix},
-			stderr: &lineWriter{mu: &outMu, w: cfg.Stderr, prefix: prefix},
+			stdout: &lineWriter{mu: &outMu, w: cfg.Stdout, prefix: prefix(r, "stdout")},
+			stderr: &lineWriter{mu: &outMu, w: cfg.Stderr, prefix: prefix(r, "stderr")},
 		}
 		cmd.SysProcAttr = sysProcAttr()
 		ranks[r] = p
@@ -393,7 +404,11 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 		l.buf = l.buf[i+1:]
 	}
 	if len(l.buf) >= maxPartialLine {
-		out = append(append(append(out, l.prefix...), l.buf...), '\n')
+		out = append(append(out, l.prefix...), l.buf...)
+		if l.prefix != "" {
+			// The rest of the line will come with a prefix of its own.
+			out = append(out, '\n')
+		}
 		l.buf = nil
 	}
 	if len(l.buf) == 0 {
@@ -410,12 +425,16 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// flush writes a last line that had no newline.
+// flush writes a last line that had no newline (completing it, unless the
+// rank's lines pass through unprefixed).
 func (l *lineWriter) flush() {
 	if len(l.buf) == 0 {
 		return
 	}
-	out := append(append([]byte(l.prefix), l.buf...), '\n')
+	out := append([]byte(l.prefix), l.buf...)
+	if l.prefix != "" {
+		out = append(out, '\n')
+	}
 	l.buf = nil
 	l.mu.Lock()
 	l.w.Write(out)
