@@ -63,6 +63,7 @@ func Open(cfg runtime.Config) (runtime.Runtime, error) {
 			defer cancel()
 			return rv.Close(ctx)
 		}
+		rt.abortStore = rv.Abort
 	}
 	return rt, nil
 }
@@ -113,7 +114,8 @@ func optionsFromEnv(cfg runtime.Config) (Options, *launch.Rendezvous, error) {
 // Runtime is one rank of a job on one GPU.
 type Runtime struct {
 	dev        *Device
-	closeStore func() error
+	closeStore func() error // collective: meets the other ranks first
+	abortStore func() error // leaves at once
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -293,7 +295,13 @@ func (d *Device) open() error {
 		return err
 	}
 	// Every rank has dialled every other before anyone sends a handle.
-	return d.storeBarrier("cuda/connected")
+	if err := d.storeBarrier("cuda/connected"); err != nil {
+		return err
+	}
+	// Nobody dials again: remove the socket's name now, so a rank killed
+	// later (Ctrl-C, a failed peer) leaves no file behind.
+	os.Remove(d.fdx.path)
+	return nil
 }
 
 func (d *Device) allocProp(handleTypes int32) memAllocationProp {
