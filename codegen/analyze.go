@@ -420,17 +420,22 @@ func (p *plan) iterationSpace() error {
 		for _, a := range p.red.IntsAttr("axes") {
 			p.redAxes[a] = true
 		}
-		n := ir.Product(p.iter)
 		for _, b := range p.ops[:len(p.ops)-1] {
 			v := p.vals[b.Results[0]]
 			if s, ok := broadcast(p.iter, v.shape); !ok || !sameShape(s, p.iter) {
 				errs.Add(b.Pos, "%s: its shape %s does not fit the reduction's input %s", b.Code, fmtShape(v.shape), fmtShape(p.iter))
 			}
 		}
+		// A value yielded beside the reduction is stored as it is visited;
+		// one smaller than the reduction's input (broadcast into it) is
+		// stored where its stretched coordinates are 0.
 		red := p.vals[p.red.Results[0]]
 		for i, y := range p.yields {
-			if y != red && ir.Product(y.shape) != n {
-				errs.Add(p.op.Pos, "%s: result %d of shape %s is not the reduction's input shape %s; only whole-shape values can be yielded beside a reduction", p.op.Code, i, fmtShape(y.shape), fmtShape(p.iter))
+			if y == red {
+				continue
+			}
+			if s, ok := broadcast(p.iter, y.shape); !ok || !sameShape(s, p.iter) {
+				errs.Add(p.op.Pos, "%s: result %d of shape %s does not fit the reduction's input %s", p.op.Code, i, fmtShape(y.shape), fmtShape(p.iter))
 			}
 		}
 		for k, in := range p.inputs {

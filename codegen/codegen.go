@@ -135,7 +135,7 @@ func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 	switch k.Strategy {
 	case RowsWarp:
 		perBlock = BlockSize / 32
-	case RowsBlock:
+	case RowsBlock, MatmulTiled:
 		perBlock = 1
 	}
 	blocks := (k.Work + perBlock - 1) / perBlock

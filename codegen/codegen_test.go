@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hirlab/hir/codegen/codegentest"
 	"github.com/hirlab/hir/ir"
 )
 
@@ -48,164 +49,14 @@ func reduce(b *ir.Builder, code ir.Opcode, x *ir.Value, keep bool, axes ...int64
 	return ob.Value()
 }
 
-var cases = []kcase{
-	{"add_f32", func(b *ir.Builder) *ir.Op {
-		x, y := in(b, "x", ir.F32, 8, 16), in(b, "y", ir.F32, 8, 16)
-		return b.Op(ir.OpAdd, x, y).Op()
-	}, Flat},
-	{"chain_f16_literal_tail", func(b *ir.Builder) *ir.Op {
-		x, y := in(b, "x", ir.F16, 1003), in(b, "y", ir.F16, 1003)
-		return fusion(b, vals(x, y), func() []*ir.Value {
-			t := b.Binary(ir.OpMul, x, ir.Float(0.1))
-			u := b.Binary(ir.OpAdd, t, y)
-			return vals(b.Unary(ir.OpRelu, u))
-		})
-	}, Flat},
-	{"transcendental_bf16_odd", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.BF16, 3, 5)
-		return fusion(b, vals(x), func() []*ir.Value {
-			g := b.Unary(ir.OpGelu, x)
-			s := b.Unary(ir.OpSigmoid, g)
-			return vals(b.Unary(ir.OpTanh, s), g)
-		})
-	}, Flat},
-	{"exp_log_f64", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F64, 7)
-		return fusion(b, vals(x), func() []*ir.Value {
-			e := b.Unary(ir.OpExp, x)
-			l := b.Unary(ir.OpLog, e)
-			d := b.Binary(ir.OpDiv, b.Binary(ir.OpSub, l, ir.Float(1.5)), ir.Int(3))
-			return vals(b.Unary(ir.OpAbs, b.Unary(ir.OpNeg, d)))
-		})
-	}, Flat},
-	{"int_ops_i32", func(b *ir.Builder) *ir.Op {
-		x, y := in(b, "x", ir.I32, 33), in(b, "y", ir.I32, 33)
-		return fusion(b, vals(x, y), func() []*ir.Value {
-			s := b.Binary(ir.OpAdd, x, y)
-			m := b.Binary(ir.OpMul, s, ir.Int(3000000000)) // wraps to i32
-			q := b.Binary(ir.OpDiv, m, y)
-			n := b.Unary(ir.OpNeg, b.Unary(ir.OpAbs, q))
-			mx := b.Binary(ir.OpMax, n, b.Binary(ir.OpMin, x, ir.Int(-2)))
-			return vals(b.Unary(ir.OpRelu, mx), b.Binary(ir.OpSub, x, y))
-		})
-	}, Flat},
-	{"div_i64_literal", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.I64, 2, 9)
-		return fusion(b, vals(x), func() []*ir.Value {
-			return vals(b.Binary(ir.OpDiv, b.Binary(ir.OpSub, x, ir.Int(7)), ir.Float(2.9)))
-		})
-	}, Flat},
-	{"where_bool", func(b *ir.Builder) *ir.Op {
-		c, x, y := in(b, "c", ir.Bool, 100), in(b, "x", ir.F32, 100), in(b, "y", ir.F32, 100)
-		return fusion(b, vals(c, x, y), func() []*ir.Value {
-			w := b.Op(ir.OpWhere, c, x, y).Value()
-			z := b.Op(ir.OpWhere, c, ir.Float(0), w).Value()
-			return vals(z, cast(b, z, ir.Bool))
-		})
-	}, Flat},
-	{"casts", func(b *ir.Builder) *ir.Op {
-		x, i, h, d, c, l := in(b, "x", ir.F32, 5), in(b, "i", ir.I32, 5), in(b, "h", ir.F16, 5), in(b, "d", ir.F64, 5), in(b, "c", ir.Bool, 5), in(b, "l", ir.I64, 5)
-		return fusion(b, vals(x, i, h, d, c, l), func() []*ir.Value {
-			return vals(cast(b, x, ir.I32), cast(b, i, ir.F16), cast(b, d, ir.BF16), cast(b, c, ir.F32),
-				cast(b, h, ir.F64), cast(b, l, ir.I32), cast(b, x, ir.I64), cast(b, cast(b, x, ir.F16), ir.F32))
-		})
-	}, Flat},
-	{"broadcast_bias", func(b *ir.Builder) *ir.Op {
-		x, bias, scale := in(b, "x", ir.F32, 4, 8), in(b, "bias", ir.F32, 8), in(b, "scale", ir.F32, 4, 1)
-		return fusion(b, vals(x, bias, scale), func() []*ir.Value {
-			return vals(b.Binary(ir.OpMul, b.Binary(ir.OpAdd, x, bias), scale))
-		})
-	}, Broadcast},
-	{"broadcast_yield_smaller", func(b *ir.Builder) *ir.Op {
-		x, bias := in(b, "x", ir.BF16, 3, 4, 8), in(b, "bias", ir.BF16, 4, 1)
-		return fusion(b, vals(x, bias), func() []*ir.Value {
-			e := b.Unary(ir.OpExp, bias)
-			return vals(b.Binary(ir.OpSub, x, e), e)
-		})
-	}, Broadcast},
-	{"sum_rows_warp_f32", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F32, 64, 100)
-		return b.Op(ir.OpSum, x).Ints("axes", 1).Op()
-	}, RowsWarp},
-	{"sum_rows_block_f16", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F16, 4, 4097)
-		return fusion(b, vals(x), func() []*ir.Value {
-			return vals(reduce(b, ir.OpSum, b.Binary(ir.OpMul, x, x), false, 1))
-		})
-	}, RowsBlock},
-	{"mean_outer_keepdim_f32", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F32, 32, 64)
-		return fusion(b, vals(x), func() []*ir.Value {
-			return vals(reduce(b, ir.OpMean, x, true, 0))
-		})
-	}, Columns},
-	{"max_middle_bf16", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.BF16, 2, 3, 5)
-		return fusion(b, vals(x), func() []*ir.Value {
-			return vals(reduce(b, ir.OpReduceMax, b.Unary(ir.OpNeg, x), false, 1))
-		})
-	}, Columns},
-	{"max_mixed_axes_i64", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.I64, 2, 3, 4, 5)
-		return fusion(b, vals(x), func() []*ir.Value {
-			return vals(reduce(b, ir.OpReduceMax, x, false, 0, 2, 3))
-		})
-	}, Columns},
-	{"sum_all_i32", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.I32, 16, 16)
-		return fusion(b, vals(x), func() []*ir.Value {
-			return vals(reduce(b, ir.OpSum, x, false, 0, 1))
-		})
-	}, RowsWarp},
-	{"mean_rows_block_f64", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F64, 10, 3000)
-		return b.Op(ir.OpMean, x).Ints("axes", 1).Bool("keepdim", true).Op()
-	}, RowsBlock},
-	{"centered_square_sum_broadcast", func(b *ir.Builder) *ir.Op {
-		x, m := in(b, "x", ir.F32, 8, 16), in(b, "m", ir.F32, 8, 1)
-		return fusion(b, vals(x, m), func() []*ir.Value {
-			c := b.Binary(ir.OpSub, x, m)
-			s := reduce(b, ir.OpSum, b.Binary(ir.OpMul, c, c), false, 1)
-			return vals(s, c)
-		})
-	}, RowsWarp},
-	{"scalar_tensor_exp", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F32)
-		return b.Op(ir.OpExp, x).Op()
-	}, Flat},
-	{"one_element_i64", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.I64, 1)
-		return b.Op(ir.OpMul, x, ir.Int(-3)).Op()
-	}, Flat},
-	{"empty_add", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F32, 0, 4)
-		return b.Op(ir.OpAdd, x, ir.Float(1)).Op()
-	}, Flat},
-	{"empty_reduction", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F32, 3, 0)
-		return fusion(b, vals(x), func() []*ir.Value {
-			return vals(reduce(b, ir.OpSum, x, true, 1))
-		})
-	}, Columns},
-	{"empty_max_i32", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.I32, 0, 5)
-		return b.Op(ir.OpReduceMax, x).Ints("axes", 0).Op()
-	}, Columns},
-	{"loop_index_scalar", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F32, 6, 8)
-		var op *ir.Op
-		b.For("i", 0, 4, 1, func(i *ir.Value) {
-			op = fusion(b, vals(x, i), func() []*ir.Value {
-				return vals(b.Binary(ir.OpMul, x, i), b.Binary(ir.OpAdd, cast(b, x, ir.I64), i))
-			})
-		})
-		return op
-	}, Flat},
-	{"large_long_index", func(b *ir.Builder) *ir.Op {
-		x := in(b, "x", ir.F32, 3, 1<<30)
-		return b.Op(ir.OpSigmoid, x).Op()
-	}, Flat},
-}
+// cases are the golden cases, shared with the GPU tests of runtime/cuda.
+var cases = func() []kcase {
+	var cs []kcase
+	for _, c := range codegentest.Cases {
+		cs = append(cs, kcase{c.Name, c.Build, Strategy(c.Strategy)})
+	}
+	return cs
+}()
 
 // shapesOf returns the local shapes of an op's non-literal operands and of
 // its results, from the types the case declared (mesh 1: local = logical).
@@ -454,13 +305,6 @@ func TestShapeErrors(t *testing.T) {
 		{"axis twice", func(b *ir.Builder) *ir.Op {
 			return b.Op(ir.OpSum, in(b, "x", ir.F32, 4, 2)).Ints("axes", 0, 0).Op()
 		}, []Shape{f32(4, 2)}, []Shape{f32(2)}, "sum: axis 0 is listed twice"},
-		{"partial yield beside a reduction", func(b *ir.Builder) *ir.Op {
-			x, y := in(b, "x", ir.F32, 4, 8), in(b, "y", ir.F32, 8)
-			return fusion(b, vals(x, y), func() []*ir.Value {
-				e := b.Unary(ir.OpExp, y)
-				return vals(reduce(b, ir.OpSum, b.Binary(ir.OpMul, x, e), false, 1), e)
-			})
-		}, []Shape{f32(4, 8), f32(8)}, []Shape{f32(4), f32(8)}, "only whole-shape values can be yielded beside a reduction"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -157,7 +157,9 @@ func (e *emitter) opExpr(b *ir.Op) string {
 // element writes the work for iteration index idx: coordinates where a
 // broadcast operand needs them, the loads, the body and the stores of the
 // pointwise results. load(k) and store(k, v) give the C for input k and
-// output k; nil store means outputs are written by the caller.
+// output k; nil store means outputs are written by the caller. With guards,
+// an output smaller than the iteration space (broadcast into it) is stored
+// only where its stretched coordinates are 0, so each element once.
 func (e *emitter) element(ind int, idx string, load func(k int) string, store func(k int, v string) string, guards bool) {
 	p := e.p
 	strides := contiguousStrides(p.iter)
@@ -663,7 +665,7 @@ func (e *emitter) rows(s Strategy, rows, cols int64) {
 		e.line(2, "for (%s col = threadIdx.x; col < %d; col += blockDim.x) {", e.idx, cols)
 	}
 	e.line(3, "const %s i = row * %d + col;", e.idx, cols)
-	e.element(3, "i", nil, nil, false)
+	e.element(3, "i", nil, nil, true)
 	e.line(3, "acc = %s;", r.combine("acc", e.valExpr(red, red.dtype)))
 	e.line(2, "}")
 	shuffle(2)
@@ -700,7 +702,7 @@ func (e *emitter) columns(outs int64, kept, reduced []int) {
 		e.line(2, "const %s base = %s;", e.idx, e.linearOffset("o", kept))
 		e.line(2, "for (%s j = 0; j < %d; ++j) {", e.idx, r.count)
 		e.line(3, "const %s i = base + %s;", e.idx, e.linearOffset("j", reduced))
-		e.element(3, "i", nil, nil, false)
+		e.element(3, "i", nil, nil, true)
 		e.line(3, "acc = %s;", r.combine("acc", e.valExpr(red, red.dtype)))
 		e.line(2, "}")
 	}
