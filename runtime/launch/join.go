@@ -28,7 +28,9 @@ const closeBarrier = "hir/launch/close"
 func Join(ctx context.Context, env Env, timeout time.Duration, opts ...store.ServeOption) (*Rendezvous, error) {
 	r := &Rendezvous{Env: env, timeout: timeout}
 	if env.ServeStore {
-		srv, err := store.Serve(ctx, env.StoreAddr, env.Token, opts...)
+		// ctx bounds joining, not the store's life (Serve closes the
+		// server when its ctx ends): the store lasts until Close or Abort.
+		srv, err := store.Serve(context.WithoutCancel(ctx), env.StoreAddr, env.Token, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("launch: rank %d cannot serve the job's store at %s: %w", env.Rank, env.StoreAddr, err)
 		}

@@ -1,0 +1,94 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/runtime/store"
+)
+
+func torchEnvs(t *testing.T, world int) []Env {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	envs := make([]Env, world)
+	for r := range envs {
+		env, ok, err := fromLookup(lookupIn(map[string]string{
+			"RANK": strconv.Itoa(r), "WORLD_SIZE": strconv.Itoa(world),
+			"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": strconv.Itoa(port - 1),
+		}))
+		if err != nil || !ok {
+			t.Fatalf("fromLookup: %v %v", ok, err)
+		}
+		envs[r] = env
+	}
+	return envs
+}
+
+// The ctx given to Join bounds joining only: the store rank 0 serves
+// outlives it (a caller's usual `defer cancel()` must not take it away).
+func TestJoinContextBoundsJoiningOnly(t *testing.T) {
+	envs := torchEnvs(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	rv0, err := Join(ctx, envs[0], 10*time.Second, store.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	bg := context.Background()
+	rv1, err := Join(bg, envs[1], 10*time.Second)
+	if err != nil {
+		t.Fatalf("joining after rank 0's join ctx ended: %v", err)
+	}
+	if err := rv1.Client.Set(bg, "k", []byte("v")); err != nil {
+		t.Fatalf("the store went away with Join's ctx: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rv1.Close(bg) }()
+	if err := rv0.Close(bg); err != nil {
+		t.Error(err)
+	}
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
+
+// A serving rank that aborts takes the store with it: the others fail at
+// once, not at their timeout.
+func TestAbortOfTheServingRankFailsTheOthersAtOnce(t *testing.T) {
+	envs := torchEnvs(t, 2)
+	bg := context.Background()
+	rv0, err := Join(bg, envs[0], time.Minute, store.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv1, err := Join(bg, envs[1], time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rv1.Client.Close()
+	waited := make(chan error, 1)
+	go func() { waited <- rv1.Client.Barrier(bg, "b", 1, 2, time.Minute) }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := rv0.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, store.ErrClosed) {
+			t.Errorf("barrier: %v, want store.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the barrier still waits 10s after the store's rank aborted")
+	}
+	t.Logf("rank 1 learned in %v", time.Since(start))
+}
