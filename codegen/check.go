@@ -88,3 +88,17 @@ func matmulCheck(a, b, out Shape) (*Kernel, error) {
 	}
 	return Matmul(a, b, out)
 }
+
+// ResultShapes returns the local shapes of op's results (a fusion,
+// pointwise op or reduction) over inputs: what Fusion computes them to be.
+func ResultShapes(op *ir.Op, inputs []Shape) ([]Shape, error) {
+	p, err := analyze(op, inputs, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]Shape, len(p.yields))
+	for i, y := range p.yields {
+		outs[i] = Shape{DType: y.dtype, Shape: append([]int64{}, y.shape...)}
+	}
+	return outs, nil
+}

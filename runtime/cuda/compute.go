@@ -1,18 +1,348 @@
 package cuda
 
-import "github.com/hirlab/hir/runtime"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
 
-// Compute kernels (fusions, pointwise ops, reductions, matmul) come with the
-// codegen issue.
+	"github.com/hirlab/hir/codegen"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
 
-func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
-	op := "kernel"
-	if spec != nil && spec.Op != nil {
-		op = spec.Op.Code.String()
-	}
-	return nil, unsupported("compiling compute kernels (" + op + ")")
+// Compute kernels: a fusion, pointwise op or reduction becomes the CUDA C
+// of codegen.Fusion, compiled by NVRTC for the device's sm_XY through the
+// kernel cache (kernelcache.go) and launched with codegen's grid, block
+// and argument layout. matmul runs through cuBLAS (cublas.go) where it
+// loads, else as codegen's tiled kernel.
+
+// computeState is what a device keeps for compute kernels.
+type computeState struct {
+	mu      sync.Mutex
+	loaded  map[string]*loadedKernel // by image key and kernel name
+	modules []*Module
+	closed  bool
+
+	blasOnce sync.Once
+	blasH    *blasHandle
+	blasErr  error
 }
 
-func (d *Device) Launch(k runtime.Kernel, args []runtime.Tensor, s runtime.Stream) error {
-	return unsupported("launching compute kernels")
+// Kernel implementations, as KernelImpl reports them.
+const (
+	ImplGenerated = "generated" // codegen.Fusion through NVRTC
+	ImplCUBLAS    = "cublas"    // matmul through cublasGemmEx
+	ImplTiled     = "tiled"     // matmul as codegen.Matmul through NVRTC
+)
+
+// computeKernel is a compiled compute op.
+type computeKernel struct {
+	name            string
+	code            ir.Opcode
+	pos             ir.Pos
+	inputs, outputs []runtime.TensorShape
+	impl            string
+	note            string // why matmul did not use cuBLAS
+
+	gen  *codegen.Kernel // generated kernels (ImplGenerated, ImplTiled)
+	fn   *Function
+	from string // where the image came from: memory, disk or nvrtc
+
+	blas *blasHandle // ImplCUBLAS
+	mm   struct {
+		batch, m, k, n int64
+		bBatched       bool
+	}
+}
+
+var _ runtime.Kernel = (*computeKernel)(nil)
+
+func (k *computeKernel) Name() string { return k.name }
+
+// KernelImpl says what runs a kernel the cuda runtime compiled (ImplGenerated,
+// ImplCUBLAS or ImplTiled), where its image came from (memory, disk, nvrtc;
+// empty for cuBLAS) and, for a tiled matmul, why cuBLAS was not used.
+func KernelImpl(k runtime.Kernel) (impl, from, note string) {
+	ck, ok := k.(*computeKernel)
+	if !ok {
+		return "", "", ""
+	}
+	return ck.impl, ck.from, ck.note
+}
+
+// KernelSource is the CUDA C of a kernel the cuda runtime compiled (empty
+// for cuBLAS).
+func KernelSource(k runtime.Kernel) string {
+	if ck, ok := k.(*computeKernel); ok && ck.gen != nil {
+		return ck.gen.Source
+	}
+	return ""
+}
+
+func codegenShapes(ts []runtime.TensorShape) []codegen.Shape {
+	out := make([]codegen.Shape, len(ts))
+	for i, t := range ts {
+		out[i] = codegen.Shape(t)
+	}
+	return out
+}
+
+func cloneShapes(ts []runtime.TensorShape) []runtime.TensorShape {
+	out := make([]runtime.TensorShape, len(ts))
+	for i, t := range ts {
+		out[i] = runtime.TensorShape{DType: t.DType, Shape: append([]int64(nil), t.Shape...)}
+	}
+	return out
+}
+
+// Compile prepares the kernel of a compute op over the spec's local
+// shapes. Unsupported ops, dtypes and shapes are reported by codegen with
+// the op's position before anything is compiled; an NVRTC failure carries
+// the compiler's log and the path of the generated source.
+func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
+	if spec == nil || spec.Op == nil {
+		return nil, fmt.Errorf("cuda: rank %d: compile: no op", d.opts.Rank)
+	}
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	op := spec.Op
+	k := &computeKernel{code: op.Code, pos: op.Pos, inputs: cloneShapes(spec.Inputs), outputs: cloneShapes(spec.Outputs)}
+	ins, outs := codegenShapes(spec.Inputs), codegenShapes(spec.Outputs)
+	if op.Code == ir.OpMatmul {
+		return d.compileMatmul(k, ins, outs)
+	}
+	gen, err := codegen.Fusion(op, ins, outs)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.opts.Rank, op.Code, op.Pos, err)
+	}
+	return d.finishGenerated(k, gen, ImplGenerated)
+}
+
+func (d *Device) finishGenerated(k *computeKernel, gen *codegen.Kernel, impl string) (*computeKernel, error) {
+	lk, err := d.loadKernel(gen.Source, gen.Name, codegen.CompileOptions())
+	if err != nil {
+		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.opts.Rank, k.code, k.pos, err)
+	}
+	k.gen, k.fn, k.from, k.name, k.impl = gen, lk.fn, lk.from, gen.Name, impl
+	return k, nil
+}
+
+// compileMatmul picks cuBLAS, or the tiled kernel when cuBLAS is not
+// loadable, cannot take the problem, or HIR_CUDA_MATMUL=tiled.
+func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (runtime.Kernel, error) {
+	fail := func(err error) (runtime.Kernel, error) {
+		return nil, fmt.Errorf("cuda: rank %d: compile matmul at %s: %w", d.opts.Rank, k.pos, err)
+	}
+	if len(ins) != 2 || len(outs) != 1 {
+		return fail(fmt.Errorf("matmul takes 2 inputs and 1 output, got %d and %d", len(ins), len(outs)))
+	}
+	batch, m, kk, n, bBatched, err := codegen.MatmulDims(ins[0], ins[1])
+	if err != nil {
+		return fail(err)
+	}
+	gen, err := codegen.Matmul(ins[0], ins[1], outs[0]) // checks the output too
+	if err != nil {
+		return fail(err)
+	}
+	k.mm.batch, k.mm.m, k.mm.k, k.mm.n, k.mm.bBatched = batch, m, kk, n, bBatched
+	mode := os.Getenv(envMatmul)
+	if mode == "tiled" {
+		k.note = envMatmul + "=tiled"
+	} else {
+		bh, err := d.blas()
+		switch {
+		case err != nil:
+			k.note = err.Error()
+		case !blasFits(batch, m, kk, n, bBatched):
+			k.note = "the problem exceeds cuBLAS's int dimensions"
+		default:
+			k.blas, k.impl, k.name = bh, ImplCUBLAS, "cublasGemmEx_"+ins[0].DType.String()
+			return k, nil
+		}
+		if mode == "cublas" {
+			return fail(fmt.Errorf("%s=cublas, but cuBLAS cannot run it: %s", envMatmul, k.note))
+		}
+	}
+	return d.finishGenerated(k, gen, ImplTiled)
+}
+
+// checkLaunches synchronises after every launch (HIR_CUDA_CHECK_LAUNCHES=1),
+// so a fault names the op that caused it instead of a later call.
+var checkLaunches = os.Getenv("HIR_CUDA_CHECK_LAUNCHES") == "1"
+
+// launchArg is one argument as Launch places it.
+type launchArg struct {
+	t      runtime.Tensor
+	ptr    uint64 // the tensor's address
+	lo, hi uint64 // the bytes it spans
+	stage  bool   // goes through a contiguous temporary
+	addr   uint64 // what the kernel gets: ptr, or the temporary
+}
+
+// Launch runs k on stream s: args are the op's tensor inputs in order,
+// then its outputs. Strided tensors, and outputs that overlap an input,
+// go through contiguous stream-ordered temporaries, so the kernel sees
+// contiguous tensors and every input is read before any output is written
+// (as on the CPU runtime). The launch itself is checked; with
+// HIR_CUDA_CHECK_LAUNCHES=1 the stream is synchronised after it too.
+func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Stream) error {
+	k, ok := rk.(*computeKernel)
+	if !ok || k == nil {
+		return fmt.Errorf("cuda: rank %d: launch: %T is not a kernel of the cuda runtime", d.opts.Rank, rk)
+	}
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	nIn := len(k.inputs)
+	if len(args) != nIn+len(k.outputs) {
+		return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): %d arguments, want %d inputs and %d outputs",
+			d.opts.Rank, k.name, k.code, k.pos, len(args), nIn, len(k.outputs))
+	}
+	la := make([]launchArg, len(args))
+	for i, t := range args {
+		want := k.inputs
+		j := i
+		if i >= nIn {
+			want, j = k.outputs, i-nIn
+		}
+		if t.DType != want[j].DType || !shapesEqual(t.Shape, want[j].Shape) {
+			return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): argument %d is %s%v, the kernel was compiled for %s%v",
+				d.opts.Rank, k.name, k.code, k.pos, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
+		}
+		ptr, err := d.span(t, fmt.Sprintf("launch %s argument %d", k.name, i))
+		if err != nil {
+			return err
+		}
+		if es := uint64(t.DType.Size()); ptr%es != 0 {
+			return fmt.Errorf("cuda: rank %d: launch %s: argument %d at %#x is not aligned to its %d-byte elements", d.opts.Rank, k.name, i, ptr, es)
+		}
+		lo, hi := byteSpan(t, ptr)
+		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: t.NumElements() > 0 && !t.IsContiguous()}
+	}
+	for o := nIn; o < len(la); o++ {
+		for i := 0; i < nIn; i++ {
+			if la[o].lo < la[i].hi && la[i].lo < la[o].hi {
+				la[o].stage = true
+			}
+		}
+	}
+	err = d.withCtx(func() error {
+		var temps []uint64
+		run := func() error {
+			for i := range la {
+				a := &la[i]
+				if !a.stage {
+					continue
+				}
+				if err := d.drv.call("cuMemAllocAsync", uintptr(unsafe.Pointer(&a.addr)), uintptr(a.t.Bytes()), s.h); err != nil {
+					return d.tooLarge("kernel staging buffer", a.t.Bytes(), err)
+				}
+				temps = append(temps, a.addr)
+				if i < nIn {
+					if err := d.stridedCopy(a.addr, runtime.ContiguousStrides(a.t.Shape), a.ptr, a.t.EffectiveStrides(), a.t, s); err != nil {
+						return err
+					}
+				}
+			}
+			if err := d.launchCompute(k, la, s); err != nil {
+				return err
+			}
+			for _, a := range la[nIn:] {
+				if a.stage {
+					if err := d.stridedCopy(a.ptr, a.t.EffectiveStrides(), a.addr, runtime.ContiguousStrides(a.t.Shape), a.t, s); err != nil {
+						return err
+					}
+				}
+			}
+			if checkLaunches {
+				return d.drv.call("cuStreamSynchronize", s.h)
+			}
+			return nil
+		}
+		err := run()
+		for _, tmp := range temps {
+			err = errors.Join(err, d.drv.call("cuMemFreeAsync", uintptr(tmp), s.h))
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): %w", d.opts.Rank, k.name, k.code, k.pos, err)
+	}
+	return nil
+}
+
+// launchCompute enqueues the kernel itself (under withCtx).
+func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *stream) error {
+	if k.impl == ImplCUBLAS {
+		mm := k.mm
+		out := la[2]
+		switch {
+		case mm.batch == 0 || mm.m == 0 || mm.n == 0:
+			return nil
+		case mm.k == 0: // a sum of nothing: zeros
+			return d.drv.call("cuMemsetD8Async", uintptr(out.addr), 0, uintptr(out.t.Bytes()), s.h)
+		}
+		return k.blas.gemm(s, k.inputs[0].DType, la[0].addr, la[1].addr, out.addr, mm.batch, mm.m, mm.k, mm.n, mm.bBatched)
+	}
+	words := make([]uint64, len(la))
+	for i, a := range la {
+		words[i] = a.addr
+	}
+	buf, offsets, err := k.gen.PackArgs(words)
+	if err != nil {
+		return err
+	}
+	grid, block := k.gen.Launch(d.info.Multiprocessors)
+	// kernelParams: one pointer per parameter, into buf. Both live on the
+	// Go heap (the conversion in the call escapes them) and stay put.
+	params := make([]unsafe.Pointer, len(offsets)+1)
+	for i, off := range offsets {
+		params[i] = unsafe.Pointer(&buf[off])
+	}
+	return d.drv.call("cuLaunchKernel", k.fn.h,
+		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
+		0, s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+}
+
+// byteSpan is the address range [lo, hi) a tensor at ptr touches.
+func byteSpan(t runtime.Tensor, ptr uint64) (lo, hi uint64) {
+	if t.NumElements() == 0 {
+		return ptr, ptr
+	}
+	es := int64(t.DType.Size())
+	l, h := int64(0), es
+	for i, st := range t.EffectiveStrides() {
+		ext := (t.Shape[i] - 1) * st * es
+		if ext < 0 {
+			l += ext
+		} else {
+			h += ext
+		}
+	}
+	return uint64(int64(ptr) + l), uint64(int64(ptr) + h)
+}
+
+// closeCompute unloads the compute modules and destroys the cuBLAS handle
+// (from Device.close, with the context still held).
+func (d *Device) closeCompute() error {
+	c := &d.compute
+	c.mu.Lock()
+	mods := c.modules
+	c.modules, c.loaded, c.closed = nil, nil, true
+	c.mu.Unlock()
+	var errs []error
+	for _, m := range mods {
+		errs = append(errs, m.Unload())
+	}
+	c.blasOnce.Do(func() {}) // no handle is made after close
+	if c.blasH != nil {
+		errs = append(errs, d.withCtx(c.blasH.destroy))
+		c.blasH = nil
+	}
+	return errors.Join(errs...)
 }

@@ -216,6 +216,8 @@ type Device struct {
 	copyKernel *copyKernels
 	copyErr    error
 
+	compute computeState // compiled compute kernels and the BLAS handle (compute.go)
+
 	// Counters of live driver objects; teardown must bring them to zero.
 	liveHandles      atomic.Int64 // cuMemCreate / import, not yet released
 	liveMappings     atomic.Int64 // cuMemMap, not yet unmapped
@@ -404,6 +406,7 @@ func (d *Device) close() error {
 		if d.copyKernel != nil {
 			errs = append(errs, d.copyKernel.mod.Unload())
 		}
+		errs = append(errs, d.closeCompute())
 	}
 	if d.fdx != nil {
 		errs = append(errs, d.fdx.close())

@@ -1,0 +1,358 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/hirlab/hir/ir"
+)
+
+// cuBLAS through purego, like the driver: matmul runs as cublasGemmEx (or
+// the strided-batched form) where a cuBLAS library loads, and as the
+// generated tiled kernel (codegen.Matmul) where none does.
+//
+// The library is often not on the loader path of the GPU machines: it may
+// only ship inside PyTorch's pip packages (site-packages/nvidia/cu13/lib,
+// nvidia/cublas/lib). So besides the sonames, the usual CUDA and Python
+// places are searched; HIR_CUDA_LIBCUBLAS names the file (or a directory
+// holding it) and then only that is tried.
+
+// CUBLASLibrary is the soname tried first.
+const CUBLASLibrary = "libcublas.so.13"
+
+const (
+	envLibCUBLAS = "HIR_CUDA_LIBCUBLAS" // a libcublas.so.N file, or a directory holding one
+	envMatmul    = "HIR_CUDA_MATMUL"    // "tiled": never cuBLAS; "cublas": fail rather than fall back
+)
+
+// BLASInfo says which cuBLAS this process loaded, or why none.
+type BLASInfo struct {
+	Path    string   // the file (or soname) that loaded
+	Version string   // major.minor.patch from cublasGetProperty
+	Tried   []string // every candidate tried, with why it failed
+	Err     error    // nil when a library loaded
+}
+
+func (b BLASInfo) String() string {
+	if b.Err != nil {
+		return fmt.Sprintf("cuBLAS unavailable: %v", b.Err)
+	}
+	return fmt.Sprintf("cuBLAS %s from %s", b.Version, b.Path)
+}
+
+// cublasLib is the loaded library: one function pointer per entry point.
+type cublasLib struct {
+	info BLASInfo
+	fn   map[string]uintptr
+}
+
+var (
+	cublasOnce sync.Once
+	cublasL    *cublasLib
+	cublasInfo BLASInfo
+)
+
+// cublasSymbols are the entry points used; a library lacking one is skipped.
+var cublasSymbols = []string{"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
+	"cublasGemmEx", "cublasGemmStridedBatchedEx", "cublasGetProperty"}
+
+// CUBLAS loads cuBLAS once per process and says what loaded, from where,
+// and what was tried. It never panics; without a library, Err says why.
+func CUBLAS() BLASInfo {
+	loadCUBLAS()
+	return cublasInfo
+}
+
+func loadCUBLAS() (*cublasLib, error) {
+	cublasOnce.Do(func() {
+		cands := blasCandidates(os.Getenv, filepath.Glob)
+		for _, c := range cands {
+			lib, err := openCUBLAS(c)
+			if err != nil {
+				cublasInfo.Tried = append(cublasInfo.Tried, fmt.Sprintf("%s: %v", c, err))
+				continue
+			}
+			cublasInfo.Path = c
+			lib.info = cublasInfo
+			cublasL = lib
+			var v [3]int32
+			for i := range v {
+				purego.SyscallN(lib.fn["cublasGetProperty"], uintptr(i), uintptr(unsafe.Pointer(&v[i])))
+			}
+			cublasInfo.Version = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
+			lib.info = cublasInfo
+			return
+		}
+		where := "the loader path and the CUDA and Python (site-packages/nvidia/*/lib) places"
+		if p := os.Getenv(envLibCUBLAS); p != "" {
+			where = envLibCUBLAS + "=" + p
+		}
+		cublasInfo.Err = fmt.Errorf("no loadable libcublas in %s (%d candidates tried); set %s to the file or its directory", where, len(cands), envLibCUBLAS)
+	})
+	return cublasL, cublasInfo.Err
+}
+
+// openCUBLAS dlopens one candidate and resolves every entry point. For a
+// path, libcublasLt of the same directory is loaded first: pip's wheels
+// keep both side by side and the loader would not look there.
+func openCUBLAS(path string) (*cublasLib, error) {
+	if strings.Contains(path, "/") {
+		dir, base := filepath.Split(path)
+		lt := filepath.Join(dir, strings.Replace(base, "libcublas.", "libcublasLt.", 1))
+		if _, err := os.Stat(lt); err == nil {
+			purego.Dlopen(lt, purego.RTLD_NOW|purego.RTLD_GLOBAL) // an error shows below
+		}
+	}
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, err
+	}
+	lib := &cublasLib{fn: map[string]uintptr{}}
+	for _, s := range cublasSymbols {
+		p, err := purego.Dlsym(h, s)
+		if err != nil || p == 0 {
+			purego.Dlclose(h)
+			return nil, fmt.Errorf("does not export %s", s)
+		}
+		lib.fn[s] = p
+	}
+	return lib, nil
+}
+
+// blasCandidates lists what to dlopen, best first: HIR_CUDA_LIBCUBLAS
+// alone when set; else the sonames (loader path), then libcublas.so.* in
+// the CUDA toolkit's and Python's usual directories. getenv and glob are
+// parameters so tests can fake a machine.
+func blasCandidates(getenv func(string) string, glob func(string) ([]string, error)) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	inDir := func(dir string) {
+		files, _ := glob(filepath.Join(dir, "libcublas.so.*"))
+		sort.Slice(files, func(i, j int) bool { return blasRank(files[i]) < blasRank(files[j]) })
+		for _, f := range files {
+			add(f)
+		}
+	}
+	if p := getenv(envLibCUBLAS); p != "" {
+		if strings.HasSuffix(p, "/") || !strings.Contains(filepath.Base(p), ".so") {
+			inDir(p)
+		} else {
+			add(p)
+		}
+		return out
+	}
+	add("libcublas.so.13")
+	add("libcublas.so.12")
+	var dirs []string
+	for _, env := range []string{"CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"} {
+		if r := getenv(env); r != "" {
+			dirs = append(dirs, filepath.Join(r, "lib64"), filepath.Join(r, "lib"))
+		}
+	}
+	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda-*/lib64", "/usr/local/cuda-*/targets/x86_64-linux/lib",
+		"/usr/lib/x86_64-linux-gnu")
+	// Python: site-packages/nvidia/<cu13|cublas|cu12>/lib under the usual
+	// prefixes (venv, conda, system, user, pyenv), and PYTHONPATH entries.
+	var sites []string
+	for _, pre := range []string{getenv("VIRTUAL_ENV"), getenv("CONDA_PREFIX"), "/usr", "/usr/local", "/opt/conda",
+		filepath.Join(getenv("HOME"), ".local"), filepath.Join(getenv("HOME"), ".pyenv/versions/*"), "/root/.pyenv/versions/*", "/opt/*", "/opt/*/venv"} {
+		if pre == "" || pre == ".local" {
+			continue
+		}
+		sites = append(sites, filepath.Join(pre, "lib/python3*/site-packages"), filepath.Join(pre, "lib/python3*/dist-packages"))
+	}
+	sites = append(sites, "/usr/lib/python3/dist-packages")
+	for _, p := range filepath.SplitList(getenv("PYTHONPATH")) {
+		if p != "" {
+			sites = append(sites, p)
+		}
+	}
+	for _, s := range sites {
+		for _, sub := range []string{"nvidia/cu13/lib", "nvidia/cublas/lib", "nvidia/cu12/lib"} {
+			dirs = append(dirs, filepath.Join(s, sub))
+		}
+	}
+	for _, d := range dirs {
+		matches := []string{d}
+		if strings.ContainsAny(d, "*?[") {
+			matches, _ = glob(d)
+		}
+		for _, m := range matches {
+			inDir(m)
+		}
+	}
+	return out
+}
+
+// blasRank orders files of one directory: so.13 before so.12, and the
+// soname (shortest) before fully versioned names.
+func blasRank(path string) string {
+	base := filepath.Base(path)
+	major := strings.TrimPrefix(base, "libcublas.so.")
+	if i := strings.IndexByte(major, '.'); i >= 0 {
+		major = major[:i]
+	}
+	return fmt.Sprintf("%03d-%04d-%s", 999-atoiOr(major, 0), len(base), base)
+}
+
+func atoiOr(s string, def int) int {
+	n := 0
+	if s == "" {
+		return def
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return def
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// cublasStatusNames are cublasStatus_t's names.
+var cublasStatusNames = map[uintptr]string{
+	1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
+	8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
+	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+// call runs a cuBLAS entry point; a failure names it and the status.
+//
+//go:uintptrescapes
+func (l *cublasLib) call(name string, args ...uintptr) error {
+	r, _, _ := purego.SyscallN(l.fn[name], args...)
+	if st := r & 0xffffffff; st != 0 {
+		n := cublasStatusNames[st]
+		if n == "" {
+			n = fmt.Sprintf("cublasStatus(%d)", st)
+		}
+		return fmt.Errorf("%s: %s", name, n)
+	}
+	return nil
+}
+
+// The enums of library_types.h and cublas_api.h that matmul uses.
+const (
+	cudaR16F  = 2
+	cudaR32F  = 0
+	cudaR64F  = 1
+	cudaR16BF = 14
+
+	cublasCompute32F = 68
+	cublasCompute64F = 70
+	cublasOpN        = 0
+)
+
+// blasType is the cudaDataType of dt, or false when cuBLAS does not take it.
+func blasType(dt ir.DType) (int, bool) {
+	switch dt {
+	case ir.F32:
+		return cudaR32F, true
+	case ir.F16:
+		return cudaR16F, true
+	case ir.BF16:
+		return cudaR16BF, true
+	case ir.F64:
+		return cudaR64F, true
+	}
+	return 0, false
+}
+
+// blasHandle is one device's cuBLAS handle. cuBLAS binds a handle to the
+// context current when it is made; calls go under withCtx and mu (the
+// stream is set per call, and that must not interleave).
+type blasHandle struct {
+	lib *cublasLib
+	h   uintptr
+	mu  sync.Mutex
+}
+
+// blas returns the device's handle, made on first use; an error says why
+// cuBLAS cannot be used here (matmul then runs the tiled kernel).
+func (d *Device) blas() (*blasHandle, error) {
+	c := &d.compute
+	c.blasOnce.Do(func() {
+		lib, err := loadCUBLAS()
+		if err != nil {
+			c.blasErr = err
+			return
+		}
+		bh := &blasHandle{lib: lib}
+		if err := d.withCtx(func() error {
+			return lib.call("cublasCreate_v2", uintptr(unsafe.Pointer(&bh.h)))
+		}); err != nil {
+			c.blasErr = fmt.Errorf("%s loaded from %s but %w", lib.info.Version, lib.info.Path, err)
+			return
+		}
+		c.blasH = bh
+	})
+	return c.blasH, c.blasErr
+}
+
+// gemm runs one matmul problem on stream s (under withCtx): out[batch][m][n]
+// = a[batch][m][k] × b[(batch)][k][n], row-major, through cuBLAS's
+// column-major interface as out^T = b^T × a^T. An unbatched b folds the
+// batch into m, so that is one GEMM.
+func (bh *blasHandle) gemm(s *stream, dt ir.DType, a, b, out uint64, batch, m, k, n int64, bBatched bool) error {
+	typ, _ := blasType(dt)
+	compute := uintptr(cublasCompute32F)
+	// alpha and beta live on the host (the default pointer mode) and are
+	// read during the call; they go to C as unsafe.Pointer conversions in
+	// the call itself, which keeps them alive and in place.
+	alpha32, beta32 := float32(1), float32(0)
+	alpha64, beta64 := float64(1), float64(0)
+	alpha, beta := unsafe.Pointer(&alpha32), unsafe.Pointer(&beta32)
+	if dt == ir.F64 {
+		compute = cublasCompute64F
+		alpha, beta = unsafe.Pointer(&alpha64), unsafe.Pointer(&beta64)
+	}
+	algo := int64(-1) // CUBLAS_GEMM_DEFAULT
+	bh.mu.Lock()
+	defer bh.mu.Unlock()
+	if err := bh.lib.call("cublasSetStream_v2", bh.h, s.h); err != nil {
+		return err
+	}
+	var err error
+	if !bBatched {
+		err = bh.lib.call("cublasGemmEx", bh.h, cublasOpN, cublasOpN,
+			uintptr(n), uintptr(batch*m), uintptr(k),
+			uintptr(alpha), uintptr(b), uintptr(typ), uintptr(n),
+			uintptr(a), uintptr(typ), uintptr(k),
+			uintptr(beta), uintptr(out), uintptr(typ), uintptr(n),
+			compute, uintptr(algo))
+	} else {
+		err = bh.lib.call("cublasGemmStridedBatchedEx", bh.h, cublasOpN, cublasOpN,
+			uintptr(n), uintptr(m), uintptr(k),
+			uintptr(alpha), uintptr(b), uintptr(typ), uintptr(n), uintptr(k*n),
+			uintptr(a), uintptr(typ), uintptr(k), uintptr(m*k),
+			uintptr(beta), uintptr(out), uintptr(typ), uintptr(n), uintptr(m*n),
+			uintptr(batch), compute, uintptr(algo))
+	}
+	return err
+}
+
+// blasFits reports whether cuBLAS's int dimensions hold the problem.
+func blasFits(batch, m, k, n int64, bBatched bool) bool {
+	const lim = 1<<31 - 1
+	rows := m
+	if !bBatched {
+		rows = batch * m
+	}
+	return rows <= lim && n <= lim && k <= lim && batch <= lim && k*n <= 1<<62 && m*k <= 1<<62
+}
+
+func (bh *blasHandle) destroy() error {
+	return bh.lib.call("cublasDestroy_v2", bh.h)
+}
