@@ -105,6 +105,47 @@ type Device interface {
 	Barrier(s Stream) error
 }
 
+// OneSided is what one-sided transfers (package runtime/transfer) need from
+// a device beyond Device. Both backends implement it; on a device that does
+// not, the transfer agent reports itself unavailable.
+type OneSided interface {
+	// SymmetricAllocation names the symmetric allocation b is this rank's
+	// own shard of: the same number on every rank, since symmetric
+	// allocations are collective and matched in order. Any other buffer
+	// (global or host memory, a view, a peer's shard, a freed buffer) is
+	// an error saying what it is.
+	SymmetricAllocation(b Buffer) (uint64, error)
+	// Exchange is a host-side all-gather of small byte strings; it blocks
+	// the caller, not a stream. The k-th Exchange of every rank meets the
+	// others' k-th and returns every rank's value, by rank. On GPUs it goes
+	// through the job's store (on the CPU runtime, its rendezvous), and a
+	// rank's key is deleted only after every rank has read every key. No
+	// rank returns before all have arrived, so it doubles as a barrier.
+	Exchange(value []byte) ([][]byte, error)
+	// PreparePeerCopy checks and resolves, once, a copy between local (a
+	// tensor of this rank, in any memory) and remote: a contiguous window
+	// of peer's shard of a symmetric allocation, given on this rank's own
+	// shard of that allocation (remote.Buf) at the peer's offset. write
+	// copies local into the peer's memory, otherwise the peer's into local.
+	// The dtypes and element counts must match.
+	PreparePeerCopy(local, remote Tensor, peer int, write bool) (PeerCopy, error)
+	// NewHostWaitEvent makes an event whose Synchronize puts the calling
+	// thread to sleep until the event completes, instead of spinning.
+	NewHostWaitEvent() (Event, error)
+}
+
+// PeerCopy is a one-sided copy resolved by OneSided.PreparePeerCopy; it may
+// be posted any number of times.
+type PeerCopy interface {
+	// Post enqueues the copy on s and returns at once.
+	Post(s Stream) error
+	// Err is a failure of the copy last posted that the runtime detected
+	// when the copy ran (the CPU runtime checks that the peer still holds
+	// its memory), nil otherwise. Other failures surface through the
+	// stream, as CUDA's sticky errors do.
+	Err() error
+}
+
 // Buffer is a device allocation or a view of one.
 type Buffer interface {
 	// ID identifies the allocation across the program run (cache keys).
