@@ -51,6 +51,14 @@ func (c gpuCase) elements() int64 {
 
 func builderCase(t testing.TB, name string, build func(b *ir.Builder) *ir.Op) gpuCase {
 	t.Helper()
+	c, err := makeCase(name, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func makeCase(name string, build func(b *ir.Builder) *ir.Op) (gpuCase, error) {
 	b := ir.NewBuilder(ir.LinearMesh(1))
 	op := build(b)
 	var ins []codegen.Shape
@@ -71,9 +79,9 @@ func builderCase(t testing.TB, name string, build func(b *ir.Builder) *ir.Op) gp
 		outs, err = codegen.ResultShapes(op, ins)
 	}
 	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+		return gpuCase{}, fmt.Errorf("%s: %v", name, err)
 	}
-	return gpuCase{name: name, op: op, ins: ins, outs: outs}
+	return gpuCase{name: name, op: op, ins: ins, outs: outs}, nil
 }
 
 // goldenCases are codegen's golden set.

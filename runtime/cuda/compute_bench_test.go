@@ -1,0 +1,293 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/codegen/codegentest"
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/parser"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim"
+)
+
+// chainCase is the benchmark's fused chain over n elements of dt:
+// y = relu(x·1.5 + 0.25)·0.5, four pointwise ops, one read and one write.
+func chainCase(t testing.TB, dt ir.DType, n int64) gpuCase {
+	t.Helper()
+	c, err := chainOp(dt, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func chainOp(dt ir.DType, n int64) (gpuCase, error) {
+	return makeCase(fmt.Sprintf("chain4/%s[%d]", dt, n), func(b *ir.Builder) *ir.Op {
+		x := codegentest.In(b, "x", dt, n)
+		return codegentest.Fusion(b, codegentest.Vals(x), func() []*ir.Value {
+			m := b.Binary(ir.OpMul, x, ir.Float(1.5))
+			a := b.Binary(ir.OpAdd, m, ir.Float(0.25))
+			return codegentest.Vals(b.Binary(ir.OpMul, b.Unary(ir.OpRelu, a), ir.Float(0.5)))
+		})
+	})
+}
+
+func init() {
+	// The child of TestKernelCacheAcrossProcesses: compile two kernels
+	// and say where their images came from.
+	scenarios["kernelcache"] = func() error {
+		rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		d := rt.dev
+		start := time.Now()
+		for _, dn := range []struct {
+			dt ir.DType
+			n  int64
+		}{{ir.F32, 1000}, {ir.BF16, 77}} {
+			c, err := chainOp(dn.dt, dn.n)
+			if err != nil {
+				return err
+			}
+			spec := &runtime.KernelSpec{Op: c.op, Inputs: runtimeShapes(c.ins), Outputs: runtimeShapes(c.outs)}
+			if _, err := d.Compile(spec); err != nil {
+				return err
+			}
+		}
+		s := KernelCache()
+		fmt.Printf("KCACHE compiles=%d disk_hits=%d disk_writes=%d disk_errors=%d seconds=%.4f\n",
+			s.Compiles, s.DiskHits, s.DiskWrites, s.DiskErrors, time.Since(start).Seconds())
+		return nil
+	}
+}
+
+// A second process finds the first one's images on disk and compiles
+// nothing.
+func TestKernelCacheAcrossProcesses(t *testing.T) {
+	needGPU(t)
+	dir := t.TempDir()
+	re := regexp.MustCompile(`KCACHE compiles=(\d+) disk_hits=(\d+) disk_writes=(\d+) disk_errors=(\d+) seconds=([0-9.]+)`)
+	run := func() []string {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), envScenario+"=kernelcache", EnvKernelCache+"="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		m := re.FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("child said:\n%s", out)
+		}
+		return m
+	}
+	first, second := run(), run()
+	t.Logf("first process: %d compiles, %d disk writes, %ss; second: %d compiles, %d disk hits, %ss",
+		atoi(first[1]), atoi(first[3]), first[5], atoi(second[1]), atoi(second[2]), second[5])
+	if atoi(first[1]) != 2 || atoi(first[3]) != 2 {
+		t.Errorf("first process: %s", first[0])
+	}
+	if atoi(second[1]) != 0 || atoi(second[2]) != 2 || atoi(second[4]) != 0 {
+		t.Errorf("second process: %s (want no compile, 2 disk hits)", second[0])
+	}
+	fmt.Printf("METRIC kernel-cache-first-process %s s\nMETRIC kernel-cache-second-process %s s\n", first[5], second[5])
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// BenchmarkFusedChain runs the fused 4-op chain over 1 GiB of f32 and of
+// bf16 and a device-to-device copy of the same size, both timed with CUDA
+// events (10 runs after 2 warm-ups); bandwidth counts bytes read plus
+// written (2 GiB per run for both).
+func BenchmarkFusedChain(b *testing.B) {
+	needGPU(b)
+	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	d := rt.dev
+	const bytes = 1 << 30
+	for _, dt := range []ir.DType{ir.F32, ir.BF16} {
+		n := int64(bytes / dt.Size())
+		c := chainCase(b, dt, n)
+		k, err := d.Compile(&runtime.KernelSpec{Op: c.op, Inputs: runtimeShapes(c.ins), Outputs: runtimeShapes(c.outs)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var bufs [3]runtime.Buffer
+		for i := range bufs {
+			if bufs[i], err = d.Alloc(bytes, ir.Global); err != nil {
+				b.Fatal(err)
+			}
+		}
+		x := runtime.Tensor{Buf: bufs[0], DType: dt, Shape: []int64{n}}
+		y := runtime.Tensor{Buf: bufs[1], DType: dt, Shape: []int64{n}}
+		z := runtime.Tensor{Buf: bufs[2], DType: dt, Shape: []int64{n}}
+		fused := timeEvents(b, d, func() error { return d.Launch(k, []runtime.Tensor{x, y}, nil) })
+		copied := timeEvents(b, d, func() error { return d.Copy(z, x, nil) })
+		fusedGBs, copyGBs := 2*bytes/fused/1e9, 2*bytes/copied/1e9
+		b.ReportMetric(fusedGBs, "GB/s_fused-chain-"+dt.String())
+		b.ReportMetric(copyGBs, "GB/s_d2d-copy-"+dt.String())
+		b.ReportMetric(100*fusedGBs/copyGBs, "%_fused-vs-copy-"+dt.String())
+		for _, buf := range bufs {
+			d.Free(buf)
+		}
+	}
+}
+
+// timeEvents returns the seconds one call of f takes on the default
+// stream: 2 warm-ups, then 10 calls between two events.
+func timeEvents(b *testing.B, d *Device, f func() error) float64 {
+	b.Helper()
+	s := d.DefaultStream()
+	for range 2 {
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e0, _ := d.NewEvent()
+	e1, _ := d.NewEvent()
+	defer e0.Close()
+	defer e1.Close()
+	const reps = 10
+	s.Record(e0)
+	for range reps {
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.Record(e1)
+	if err := e1.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	ms, err := ElapsedMillis(e0, e1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(ms) / 1e3 / reps
+}
+
+// tinyLoop is a program whose loop runs one tiny fusion per iteration.
+const tinyLoop = `mesh 1
+
+input %x : f32[16]
+
+for %i = 0 to 1000 {
+  %a = mul %x, 2.0
+  %b = add %a, 1.0
+}
+%y = neg %x
+output %y
+`
+
+const tinyLoopIterations = 1000
+
+// evaluatorPerOp runs tinyLoop on rt and returns the microseconds per
+// loop iteration (one fusion launch, its allocation from the pool and its
+// free): the best of 5 runs after 2 warm-ups.
+func evaluatorPerOp(tb testing.TB, rt runtime.Runtime) float64 {
+	prog, err := parser.Parse("tiny.hir", []byte(tinyLoop))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := passes.Lower(prog, &passes.Context{}); err != nil {
+		tb.Fatal(err)
+	}
+	fusions := 0
+	prog.Walk(func(op *ir.Op) {
+		if op.Code == ir.OpFusion {
+			fusions++
+		}
+	})
+	if fusions != 1 {
+		tb.Fatalf("the loop holds %d fusions, want 1", fusions)
+	}
+	job, err := evaluator.NewJob(prog, rt, evaluator.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer job.Close()
+	in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{16}, 1)}
+	best := time.Duration(1 << 62)
+	for i := range 7 {
+		start := time.Now()
+		if _, err := job.Run(in); err != nil {
+			tb.Fatal(err)
+		}
+		if el := time.Since(start); i >= 2 && el < best {
+			best = el
+		}
+	}
+	return float64(best.Microseconds()) / tinyLoopIterations
+}
+
+// BenchmarkLaunchOverhead: the cost of one tiny fusion as the evaluator
+// sees it on a cuda runtime of one rank (µs per op, host side, the loop's
+// launches overlapping the GPU), the same on the CPU runtime, and a bare
+// Device.Launch of the same kernel in a loop.
+func BenchmarkLaunchOverhead(b *testing.B) {
+	needGPU(b)
+	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	b.ReportMetric(evaluatorPerOp(b, rt), "us/op_evaluator-tiny-fusion-cuda")
+	srt, err := sim.New(runtime.Config{WorldSize: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srt.Close()
+	b.ReportMetric(evaluatorPerOp(b, srt), "us/op_evaluator-tiny-fusion-sim")
+
+	d := rt.dev
+	c := chainCase(b, ir.F32, 16)
+	k, err := d.Compile(&runtime.KernelSpec{Op: c.op, Inputs: runtimeShapes(c.ins), Outputs: runtimeShapes(c.outs)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, _ := d.Alloc(64, ir.Global)
+	y, _ := d.Alloc(64, ir.Global)
+	defer d.Free(x)
+	defer d.Free(y)
+	args := []runtime.Tensor{{Buf: x, DType: ir.F32, Shape: []int64{16}}, {Buf: y, DType: ir.F32, Shape: []int64{16}}}
+	const reps = 10000
+	start := time.Now()
+	for range reps {
+		if err := d.Launch(k, args, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := d.DefaultStream().Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/reps, "us/launch_runtime-tiny-fusion")
+	gpu := timeEvents(b, d, func() error { return d.Launch(k, args, nil) })
+	b.ReportMetric(gpu*1e6, "us/launch_gpu-tiny-fusion")
+}
+
+// The tiny program runs on the CPU runtime here, so the benchmark's
+// program is known to lower to one fusion per iteration.
+func TestTinyLoopOnCPU(t *testing.T) {
+	rt, err := sim.New(runtime.Config{WorldSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	us := evaluatorPerOp(t, rt)
+	t.Logf("CPU runtime: %.2f µs per tiny fusion", us)
+}
