@@ -24,6 +24,7 @@ type Options struct {
 	Timeout time.Duration
 	// Stats makes every op wait for its stream so the time per op is the
 	// op's own (it serialises the program: use it to profile, not to bench).
+	// send and recv are not waited for (see waitForStats).
 	Stats bool
 }
 

@@ -166,7 +166,7 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 	for _, op := range b.Ops {
 		start := time.Now()
 		err := r.op(f, op)
-		if err == nil && r.job.opts.Stats && op.Code != ir.OpFor {
+		if err == nil && r.job.opts.Stats && waitForStats(op.Code) {
 			err = f.current.Synchronize()
 		}
 		if err != nil {
@@ -181,6 +181,16 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 		}
 	}
 	return nil
+}
+
+// waitForStats says whether Stats waits for op's stream after it. Not for a
+// loop (its body's ops are timed), nor for send and recv: each waits for its
+// peer's half, which the peer may enqueue only after its own send or recv
+// (a ring shift with the sends on a second stream), so waiting for them here
+// could deadlock a program that runs fine without Stats. Their time is the
+// time to enqueue them.
+func waitForStats(code ir.Opcode) bool {
+	return code != ir.OpFor && code != ir.OpSend && code != ir.OpRecv
 }
 
 // opError names the op and its place in the source.
