@@ -375,7 +375,7 @@ func (r *rank) asyncStream(f *frame) (runtime.Stream, error) {
 		return nil, err
 	}
 	cur := f.current
-	f.use(r.comm) // remembered for the end-of-run sync...
+	f.use(r.comm)   // remembered for the end-of-run sync...
 	f.current = cur // ...but later ops stay on the current stream
 	return r.comm, nil
 }
