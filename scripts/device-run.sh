@@ -24,6 +24,20 @@ if [ -x "$bin/hirrun" ]; then
   hirrun_status="run --backend cuda examples/quickstart.hir: exit $rc: $(grep -v '^$' "$out/hirrun.log" | tail -1 | cut -c1-160)"
 fi
 
+# Every succeeding testdata program on CUDA, compared with its CPU golden
+# (programs with more ranks than GPUs are skipped). One line per program in
+# $out/golden-cuda.log: --- PASS/FAIL/SKIP: TestGoldenOnBackend/NAME.
+golden_status="not built"
+if [ -x "$bin/hirrun.test" ] && [ -x "$bin/hirrun" ]; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  (cd cmd/hirrun && HIR_GOLDEN_BACKEND=cuda HIRRUN="../../$bin/hirrun" HIR_GOLDEN_MAX_RANKS="${gpus:-0}" \
+    timeout 120 "../../$bin/hirrun.test" -test.run='^TestGoldenOnBackend$' -test.v -test.count=1 -test.timeout=110s) \
+    >"$out/golden-cuda.log" 2>&1
+  rc=$?
+  gcount() { grep -cE "^ +--- $1: TestGoldenOnBackend/" "$out/golden-cuda.log" || true; }
+  golden_status="$(gcount PASS) passed, $(gcount FAIL) failed, $(gcount SKIP) skipped (exit $rc; failed: $(grep -oE -- '--- FAIL: TestGoldenOnBackend/[a-z0-9_]+' "$out/golden-cuda.log" | sed 's#.*/##' | paste -sd' ' -))"
+fi
+
 count() { grep -cE "^ *--- $1" "$out/cuda-tests.log" || true; }
 echo
 echo "| item | value |"
@@ -40,4 +54,5 @@ grep -E '^Benchmark' "$out/cuda-bench.log" | while read -r name _iters rest; do
   done
 done
 echo "| hirrun | $hirrun_status |"
+echo "| testdata goldens on cuda | $golden_status |"
 exit $(( tests_rc != 0 || bench_rc != 0 ))
