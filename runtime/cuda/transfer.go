@@ -1,0 +1,168 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/store"
+)
+
+// One-sided transfers (runtime.OneSided, used by package runtime/transfer).
+// A registered tensor must lie in this rank's shard of a symmetric
+// allocation: every peer already has that shard imported and mapped (the
+// peer-pointer table), so a READ or WRITE is one cuMemcpyAsync between a
+// local address and the peer's mapped address, which the copy engines move
+// over NVLink. Nothing is imported per registration; registering publishes
+// only (allocation, offset, dtype, shape) through the store.
+
+var _ runtime.OneSided = (*Device)(nil)
+
+const (
+	eventBlockingSync  = 0x1 // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize sleeps
+	eventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING: cheaper to record
+)
+
+// exchangeSeqs numbers each device's Exchange calls.
+var exchangeSeqs sync.Map // *Device -> *atomic.Uint64
+
+// SymmetricAllocation returns the sequence number of the symmetric
+// allocation b is this rank's own shard of.
+func (d *Device) SymmetricAllocation(rb runtime.Buffer) (uint64, error) {
+	b, err := d.own(rb)
+	if err != nil {
+		return 0, err
+	}
+	switch b.kind {
+	case kindSym:
+		return b.sym.seq, nil
+	case kindPeer:
+		return 0, fmt.Errorf("cuda: rank %d: buffer #%d is rank %d's shard, not this rank's own", d.opts.Rank, b.id, b.owner)
+	case kindView:
+		return 0, fmt.Errorf("cuda: rank %d: buffer #%d is a contiguous view of every rank's shard, not this rank's own shard", d.opts.Rank, b.id)
+	}
+	return 0, fmt.Errorf("cuda: rank %d: buffer #%d is in %v memory, not symmetric", d.opts.Rank, b.id, b.mem)
+}
+
+// Exchange all-gathers value through the job's store (store.ExchangeAll:
+// keys are deleted only after every rank has read them).
+func (d *Device) Exchange(value []byte) ([][]byte, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	if d.opts.WorldSize == 1 {
+		return [][]byte{append([]byte(nil), value...)}, nil
+	}
+	c, _ := exchangeSeqs.LoadOrStore(d, new(atomic.Uint64))
+	seq := c.(*atomic.Uint64).Add(1) - 1
+	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	defer cancel()
+	all, err := store.ExchangeAll(ctx, d.opts.Store, fmt.Sprintf("cuda/xchg/%d", seq), d.opts.Rank, d.opts.WorldSize, value, d.opts.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: rank %d: exchange #%d: %w", d.opts.Rank, seq, err)
+	}
+	return all, nil
+}
+
+// NewHostWaitEvent creates an event with CU_EVENT_BLOCKING_SYNC, so a host
+// wait on it sleeps instead of spinning, and without timing (cheaper).
+func (d *Device) NewHostWaitEvent() (runtime.Event, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	e := &event{dev: d}
+	if err := d.withCtx(func() error {
+		return d.drv.call("cuEventCreate", uintptr(unsafe.Pointer(&e.h)), eventBlockingSync|eventDisableTiming)
+	}); err != nil {
+		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
+	}
+	d.mu.Lock()
+	d.events[e] = true
+	d.mu.Unlock()
+	return e, nil
+}
+
+// PreparePeerCopy resolves the addresses once: the local tensor's and the
+// peer's window's, through this rank's mapping of the peer's shard.
+func (d *Device) PreparePeerCopy(local, remote runtime.Tensor, peer int, write bool) (runtime.PeerCopy, error) {
+	if peer < 0 || peer >= d.opts.WorldSize {
+		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: peer %d is outside the %d ranks", d.opts.Rank, peer, d.opts.WorldSize)
+	}
+	if _, err := d.SymmetricAllocation(remote.Buf); err != nil {
+		return nil, fmt.Errorf("one-sided copy: the remote window: %w", err)
+	}
+	if !remote.IsContiguous() {
+		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: the remote window must be contiguous", d.opts.Rank)
+	}
+	if local.DType != remote.DType || local.NumElements() != remote.NumElements() {
+		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: the local tensor is %v%v but the remote window is %v%v: dtype and element count must match",
+			d.opts.Rank, local.DType, local.Shape, remote.DType, remote.Shape)
+	}
+	if _, err := d.span(local, "one-sided copy: the local tensor"); err != nil {
+		return nil, err
+	}
+	if _, err := d.span(remote, "one-sided copy: the remote window"); err != nil {
+		return nil, err
+	}
+	pb, err := d.PeerBuffer(remote.Buf, peer)
+	if err != nil {
+		return nil, err
+	}
+	shard := remote.Buf.(*buffer)
+	far := runtime.Tensor{Buf: pb, Offset: remote.Offset, DType: remote.DType, Shape: remote.Shape}
+	c := &peerCopy{d: d, local: local, far: far, write: write, n: uint64(local.Bytes()),
+		bufs: []*buffer{local.Buf.(*buffer), shard, pb.(*buffer)}}
+	if local.IsContiguous() {
+		lp := local.Buf.(*buffer).ptr + uint64(local.Offset)
+		fp := pb.(*buffer).ptr + uint64(remote.Offset)
+		c.dst, c.src = lp, fp
+		if write {
+			c.dst, c.src = fp, lp
+		}
+		c.direct = true
+	}
+	return c, nil
+}
+
+// peerCopy is one resolved one-sided copy. A contiguous one posts a single
+// cuMemcpyAsync; a strided local tensor goes through Copy's kernel.
+type peerCopy struct {
+	d          *Device
+	local, far runtime.Tensor
+	write      bool
+	direct     bool
+	dst, src   uint64
+	n          uint64
+	bufs       []*buffer // the local buffer, our shard, our mapping of the peer's
+}
+
+func (c *peerCopy) Post(rs runtime.Stream) error {
+	for _, b := range c.bufs {
+		if b.freed.Load() {
+			return fmt.Errorf("cuda: rank %d: one-sided copy: buffer #%d was freed", c.d.opts.Rank, b.id)
+		}
+	}
+	if !c.direct {
+		if c.write {
+			return c.d.Copy(c.far, c.local, rs)
+		}
+		return c.d.Copy(c.local, c.far, rs)
+	}
+	s, err := c.d.stream(rs)
+	if err != nil {
+		return err
+	}
+	if c.n == 0 {
+		return nil
+	}
+	return c.d.withCtx(func() error {
+		return c.d.drv.call("cuMemcpyAsync", uintptr(c.dst), uintptr(c.src), uintptr(c.n), s.h)
+	})
+}
+
+// Err is nil: a peer cannot free its shard while this rank holds its own
+// (symmetric Free is collective), and copy failures are the stream's.
+func (c *peerCopy) Err() error { return nil }

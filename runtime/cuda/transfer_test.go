@@ -1,0 +1,705 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/transfer"
+)
+
+// One-sided transfers on GPUs: a single-GPU loopback test, the ring READ
+// and WRITE across 2 (and 4) processes with the data checked, and the
+// bandwidth/latency benchmark next to a plain cuMemcpyAsync through the
+// same peer mapping.
+
+func init() {
+	scenarios["transfer"] = transferScenario
+	scenarios["transfer-bench"] = transferBenchScenario
+}
+
+func TestTransferLoopback(t *testing.T) {
+	d := openSingle(t)
+	a, err := transfer.New(d) // the probe itself is a loopback read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const n = 4099
+	buf, err := d.Alloc(n*4, ir.Symmetric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(buf)
+	lbuf, err := d.Alloc(n*4, ir.Global)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(lbuf)
+	shard := runtime.Tensor{Buf: buf, DType: ir.I32, Shape: []int64{n}}
+	local := runtime.Tensor{Buf: lbuf, DType: ir.I32, Shape: []int64{n}}
+	if err := d.CopyFromHost(local, i32Bytes(pattern(7, n)), nil); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := a.Register(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, 0, []transfer.Desc{transfer.Whole(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); !errors.Is(err, transfer.ErrNotPosted) {
+		t.Errorf("wait before post: %v, want ErrNotPosted", err)
+	}
+	if err := w.Post(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err != nil {
+		t.Errorf("second wait: %v", err)
+	}
+	eqI32(t, "the registered shard after a loopback write", toHost(t, d, shard), pattern(7, n))
+	if err := reg.Deregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Post(nil); !errors.Is(err, transfer.ErrDeregistered) {
+		t.Errorf("post after deregister: %v, want ErrDeregistered", err)
+	}
+	// A registration must be symmetric.
+	if _, err := a.Register(local); err == nil || !strings.Contains(err.Error(), "must be symmetric") {
+		t.Errorf("registering global memory: %v", err)
+	}
+}
+
+func TestTransferRing2(t *testing.T) {
+	needGPUs(t, 2)
+	checkRanks(t, runRanks(t, 2, "transfer"))
+}
+
+func TestTransferRing4(t *testing.T) {
+	needGPUs(t, 4)
+	checkRanks(t, runRanks(t, 4, "transfer"))
+}
+
+func xferUpload(d *Device, t runtime.Tensor, v []int32) error {
+	if err := d.CopyFromHost(t, i32Bytes(v), nil); err != nil {
+		return err
+	}
+	return d.DefaultStream().Synchronize()
+}
+
+func xferI32s(b runtime.Buffer, off, n int64) runtime.Tensor {
+	return runtime.Tensor{Buf: b, Offset: off * 4, DType: ir.I32, Shape: []int64{n}}
+}
+
+// transferScenario: ring READ (with handle reuse over new data), ring WRITE
+// into an offset window, 64 transfers in flight over 4 streams, a strided
+// local tensor, wait before post and double wait, and deregistration with
+// reads in flight while the owners overwrite their shards.
+func transferScenario() error {
+	rt, d, err := openFromEnv()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	baseFD := openFDCount()
+	rank, world := d.Rank(), d.WorldSize()
+	next, prev := (rank+1)%world, (rank+world-1)%world
+	a, err := transfer.New(d)
+	if err != nil {
+		return err
+	}
+	step := func(what string, f func() error) error {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		fmt.Printf("rank %d: %s ok (%v)\n", rank, what, time.Since(t0).Round(time.Microsecond))
+		return nil
+	}
+
+	// 1. Ring READ of 1 MiB + 3 elements, the handle reused over new data.
+	const n = 1<<18 + 3
+	buf, err := d.Alloc(2*n*4, ir.Symmetric)
+	if err != nil {
+		return err
+	}
+	lbuf, err := d.Alloc(n*4, ir.Global)
+	if err != nil {
+		return err
+	}
+	readMe, writeMe := xferI32s(buf, 0, n), xferI32s(buf, n, n)
+	local := xferI32s(lbuf, 0, n)
+	reg, err := a.Register(readMe, writeMe)
+	if err != nil {
+		return err
+	}
+	err = step("ring READ, 3 rounds on one handle", func() error {
+		h, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, next, []transfer.Desc{transfer.Whole(0)})
+		if err != nil {
+			return err
+		}
+		for round := int32(0); round < 3; round++ {
+			if err := xferUpload(d, readMe, seqI32(n, int32(rank)*10_000_000+round*1000)); err != nil {
+				return err
+			}
+			if err := reg.Quiesce(); err != nil {
+				return err
+			}
+			if err := h.Post(nil); err != nil {
+				return err
+			}
+			if err := h.Wait(); err != nil {
+				return err
+			}
+			got, err := readI32(d, local)
+			if err != nil {
+				return err
+			}
+			if err := compare(fmt.Sprintf("round %d, read from rank %d", round, next), got, seqI32(n, int32(next)*10_000_000+round*1000)); err != nil {
+				return err
+			}
+			if err := reg.Quiesce(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// 2. Ring WRITE into the peer's second registered tensor, completed on
+	// the stream (WaitOn), then Quiesce: every write has landed.
+	err = step("ring WRITE", func() error {
+		if err := xferUpload(d, local, pattern(rank, n)); err != nil {
+			return err
+		}
+		h, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, next, []transfer.Desc{transfer.Whole(1)})
+		if err != nil {
+			return err
+		}
+		s, err := d.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := h.Post(s); err != nil {
+			return err
+		}
+		if err := h.WaitOn(d.DefaultStream()); err != nil {
+			return err
+		}
+		if err := reg.Quiesce(); err != nil {
+			return err
+		}
+		got, err := readI32(d, writeMe)
+		if err != nil {
+			return err
+		}
+		return compare(fmt.Sprintf("written by rank %d", prev), got, pattern(prev, n))
+	})
+	if err != nil {
+		return err
+	}
+
+	// 3. 64 transfers in flight: 32 window reads and 32 window writes over
+	// 4 streams, posted before any wait.
+	err = step("64 transfers in flight", func() error {
+		const k, chunk = 32, n / 32
+		if err := xferUpload(d, readMe, pattern(rank, n)); err != nil {
+			return err
+		}
+		if err := reg.Quiesce(); err != nil {
+			return err
+		}
+		var streams []runtime.Stream
+		for range 4 {
+			s, err := d.NewStream()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			streams = append(streams, s)
+		}
+		src, err := d.Alloc(n*4, ir.Global)
+		if err != nil {
+			return err
+		}
+		defer d.Free(src)
+		if err := xferUpload(d, xferI32s(src, 0, n), pattern(rank+100, n)); err != nil {
+			return err
+		}
+		var hs []*transfer.Handle
+		for i := int64(0); i < k; i++ {
+			r, err := reg.Prepare(transfer.Read, []runtime.Tensor{xferI32s(lbuf, i*chunk, chunk)}, next, []transfer.Desc{{Index: 0, Offset: i * chunk, Count: chunk}})
+			if err != nil {
+				return err
+			}
+			w, err := reg.Prepare(transfer.Write, []runtime.Tensor{xferI32s(src, i*chunk, chunk)}, next, []transfer.Desc{{Index: 1, Offset: i * chunk, Count: chunk}})
+			if err != nil {
+				return err
+			}
+			hs = append(hs, r, w)
+		}
+		for i, h := range hs {
+			if err := h.Post(streams[i%4]); err != nil {
+				return err
+			}
+		}
+		for _, h := range hs {
+			if err := h.Wait(); err != nil {
+				return err
+			}
+		}
+		got, err := readI32(d, xferI32s(lbuf, 0, k*chunk))
+		if err != nil {
+			return err
+		}
+		if err := compare("windows read", got, pattern(next, n)[:k*chunk]); err != nil {
+			return err
+		}
+		if err := reg.Quiesce(); err != nil {
+			return err
+		}
+		got, err = readI32(d, xferI32s(buf, n, k*chunk))
+		if err != nil {
+			return err
+		}
+		return compare(fmt.Sprintf("windows written by rank %d", prev), got, pattern(prev+100, n)[:k*chunk])
+	})
+	if err != nil {
+		return err
+	}
+
+	// 4. A strided local tensor (every other element): the copy kernel path.
+	err = step("READ into a strided local tensor", func() error {
+		const m = 1000
+		h, err := reg.Prepare(transfer.Read, []runtime.Tensor{{Buf: lbuf, DType: ir.I32, Shape: []int64{m}, Strides: []int64{2}}}, next, []transfer.Desc{{Index: 0, Count: m}})
+		if err != nil {
+			return err
+		}
+		if err := xferUpload(d, xferI32s(lbuf, 0, 2*m), make([]int32, 2*m)); err != nil {
+			return err
+		}
+		if err := h.Post(nil); err != nil {
+			return err
+		}
+		if err := h.Wait(); err != nil {
+			return err
+		}
+		got, err := readI32(d, xferI32s(lbuf, 0, 2*m))
+		if err != nil {
+			return err
+		}
+		want := make([]int32, 2*m)
+		for i, v := range pattern(next, m) {
+			want[2*i] = v
+		}
+		return compare("strided read", got, want)
+	})
+	if err != nil {
+		return err
+	}
+
+	// 5. Wait before post, double wait, status.
+	err = step("wait before post, double wait", func() error {
+		h, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, next, []transfer.Desc{transfer.Whole(0)})
+		if err != nil {
+			return err
+		}
+		if err := h.Wait(); !errors.Is(err, transfer.ErrNotPosted) {
+			return fmt.Errorf("wait before post: %v, want ErrNotPosted", err)
+		}
+		if err := h.WaitOn(nil); !errors.Is(err, transfer.ErrNotPosted) {
+			return fmt.Errorf("stream wait before post: %v, want ErrNotPosted", err)
+		}
+		if st, _ := h.Status(); st != transfer.NotPosted {
+			return fmt.Errorf("status before post: %v", st)
+		}
+		if err := h.Post(nil); err != nil {
+			return err
+		}
+		if err := h.Wait(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := h.Wait(); err != nil {
+			return fmt.Errorf("second wait: %v", err)
+		}
+		if dt := time.Since(t0); dt > time.Millisecond {
+			return fmt.Errorf("the second wait took %v", dt)
+		}
+		if st, err := h.Status(); st != transfer.Done || err != nil {
+			return fmt.Errorf("status after wait: %v, %v", st, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := reg.Deregister(); err != nil {
+		return err
+	}
+	d.Free(lbuf)
+	d.Free(buf)
+
+	// 6. Deregister with reads in flight: each rank reads its neighbour's
+	// 256 MiB shard 8 times over, deregisters at once, then overwrites its
+	// own shard. Deregister must hold every rank until no peer still
+	// reads, so every read sees the old data whole.
+	err = step("deregister with 8 x 256 MiB reads in flight, then overwrite", func() error {
+		const big = 64 << 20 // i32 elements: 256 MiB
+		sb, err := d.Alloc(big*4, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		defer d.Free(sb)
+		lb, err := d.Alloc(big*4, ir.Global)
+		if err != nil {
+			return err
+		}
+		defer d.Free(lb)
+		old, fresh := pattern(rank, big), pattern(rank+50, big)
+		if err := xferUpload(d, xferI32s(sb, 0, big), old); err != nil {
+			return err
+		}
+		reg, err := a.Register(xferI32s(sb, 0, big))
+		if err != nil {
+			return err
+		}
+		if err := reg.Quiesce(); err != nil {
+			return err
+		}
+		h, err := reg.Prepare(transfer.Read, []runtime.Tensor{xferI32s(lb, 0, big)}, next, []transfer.Desc{transfer.Whole(0)})
+		if err != nil {
+			return err
+		}
+		for range 8 {
+			if err := h.Post(nil); err != nil {
+				return err
+			}
+		}
+		if st, _ := h.Status(); st != transfer.InFlight {
+			return fmt.Errorf("status right after posting 2 GiB of reads: %v, want in flight", st)
+		}
+		if err := reg.Deregister(); err != nil {
+			return err
+		}
+		if st, err := h.Status(); st != transfer.Done || err != nil {
+			return fmt.Errorf("status after deregister: %v, %v", st, err)
+		}
+		if err := xferUpload(d, xferI32s(sb, 0, big), fresh); err != nil {
+			return err
+		}
+		got, err := readI32(d, xferI32s(lb, 0, big))
+		if err != nil {
+			return err
+		}
+		return compare(fmt.Sprintf("read from rank %d", next), got, pattern(next, big))
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.Close(); err != nil {
+		return err
+	}
+	if st := d.Stats(); st.Events != 0 {
+		return fmt.Errorf("%d events left after the agent closed", st.Events)
+	}
+	return leakCheck(d, baseFD)
+}
+
+// transferBenchScenario: rank 0 times READ and WRITE transfers from/to rank
+// 1 (4 KiB .. 1 GiB) next to a plain cuMemcpyAsync through the same peer
+// mapping, on one stream with CUDA events; then the latency of a small
+// transfer, post to completion, measured on the host.
+func transferBenchScenario() error {
+	rt, d, err := openFromEnv()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	rank, world := d.Rank(), d.WorldSize()
+	peer := (rank + 1) % world
+	a, err := transfer.New(d)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	const maxBytes = 1 << 30
+	buf, err := d.Alloc(maxBytes, ir.Symmetric)
+	if err != nil {
+		return err
+	}
+	defer d.Free(buf)
+	lbuf, err := d.Alloc(maxBytes, ir.Global)
+	if err != nil {
+		return err
+	}
+	defer d.Free(lbuf)
+	reg, err := a.Register(xferI32s(buf, 0, maxBytes/4))
+	if err != nil {
+		return err
+	}
+	defer reg.Deregister()
+	if rank != 0 {
+		return reg.Quiesce() // rank 0 measures alone, then meets us here
+	}
+	defer reg.Quiesce()
+	pb, err := d.PeerBuffer(buf, peer)
+	if err != nil {
+		return err
+	}
+	s := d.DefaultStream()
+	e0, err := d.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e0.Close()
+	e1, err := d.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e1.Close()
+	// gbps times iters back-to-back calls of post on s.
+	gbps := func(bytes int64, iters int, post func() error) (float64, error) {
+		for range 3 {
+			if err := post(); err != nil {
+				return 0, err
+			}
+		}
+		if err := s.Record(e0); err != nil {
+			return 0, err
+		}
+		for range iters {
+			if err := post(); err != nil {
+				return 0, err
+			}
+		}
+		if err := s.Record(e1); err != nil {
+			return 0, err
+		}
+		if err := e1.Synchronize(); err != nil {
+			return 0, err
+		}
+		ms, err := ElapsedMillis(e0, e1)
+		return float64(iters) * float64(bytes) / (float64(ms) / 1e3) / 1e9, err
+	}
+	metric := func(name string, v float64, unit string) { fmt.Printf("METRIC %s %.3f %s\n", name, v, unit) }
+	var table strings.Builder
+	fmt.Fprintf(&table, "\none-sided transfers, rank %d <-> rank %d, GB/s (one stream, CUDA events)\n\n", rank, peer)
+	fmt.Fprintf(&table, "| size | plain pull | READ | READ/plain | plain push | WRITE | WRITE/plain |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for size := int64(4 << 10); size <= maxBytes; size *= 4 {
+		n := size / 4
+		iters := int(max(10, min(2000, (8<<30)/size)))
+		local, far := xferI32s(lbuf, 0, n), runtime.Tensor{Buf: pb, DType: ir.I32, Shape: []int64{n}}
+		rd, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		wr, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		pull, err := gbps(size, iters, func() error { return d.Copy(local, far, s) })
+		if err != nil {
+			return err
+		}
+		read, err := gbps(size, iters, func() error { return rd.Post(s) })
+		if err != nil {
+			return err
+		}
+		push, err := gbps(size, iters, func() error { return d.Copy(far, local, s) })
+		if err != nil {
+			return err
+		}
+		write, err := gbps(size, iters, func() error { return wr.Post(s) })
+		if err != nil {
+			return err
+		}
+		label := xferSizeLabel(size)
+		metric("plain_pull_"+label, pull, "GB/s")
+		metric("xfer_read_"+label, read, "GB/s")
+		metric("plain_push_"+label, push, "GB/s")
+		metric("xfer_write_"+label, write, "GB/s")
+		fmt.Fprintf(&table, "| %s | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1f%% |\n", label, pull, read, 100*read/pull, push, write, 100*write/push)
+		if size >= 256<<20 {
+			metric("xfer_read_vs_plain_"+label, 100*read/pull, "pct")
+			metric("xfer_write_vs_plain_"+label, 100*write/push, "pct")
+		}
+	}
+
+	// Latency of a small transfer, post to completion, on the host.
+	fmt.Fprintf(&table, "\nsmall-transfer latency, post to completion, median of 2000 (host clock)\n\n| size | READ, Wait (sleeps) | READ, poll Status | WRITE, Wait | WRITE, poll Status | plain copy + stream sync | GPU time of one READ (events) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	timing, err := d.NewEvent() // with timing, for the GPU-side figure
+	if err != nil {
+		return err
+	}
+	defer timing.Close()
+	for _, size := range []int64{8, 4 << 10} {
+		n := size / 4
+		local, far := xferI32s(lbuf, 0, n), runtime.Tensor{Buf: pb, DType: ir.I32, Shape: []int64{n}}
+		rd, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		wr, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		waitLat := func(h *transfer.Handle) (time.Duration, error) {
+			return xferMedian(2000, func() error {
+				if err := h.Post(s); err != nil {
+					return err
+				}
+				return h.Wait()
+			})
+		}
+		pollLat := func(h *transfer.Handle) (time.Duration, error) {
+			return xferMedian(2000, func() error {
+				if err := h.Post(s); err != nil {
+					return err
+				}
+				for {
+					st, err := h.Status()
+					if err != nil {
+						return err
+					}
+					if st == transfer.Done {
+						return nil
+					}
+				}
+			})
+		}
+		rw, err := waitLat(rd)
+		if err != nil {
+			return err
+		}
+		rp, err := pollLat(rd)
+		if err != nil {
+			return err
+		}
+		ww, err := waitLat(wr)
+		if err != nil {
+			return err
+		}
+		wp, err := pollLat(wr)
+		if err != nil {
+			return err
+		}
+		plain, err := xferMedian(2000, func() error {
+			if err := d.Copy(local, far, s); err != nil {
+				return err
+			}
+			return s.Synchronize()
+		})
+		if err != nil {
+			return err
+		}
+		var gpu []float64
+		for range 200 {
+			if err := s.Record(e0); err != nil {
+				return err
+			}
+			if err := rd.Post(s); err != nil {
+				return err
+			}
+			if err := s.Record(timing); err != nil {
+				return err
+			}
+			if err := timing.Synchronize(); err != nil {
+				return err
+			}
+			ms, err := ElapsedMillis(e0, timing)
+			if err != nil {
+				return err
+			}
+			gpu = append(gpu, float64(ms)*1e3)
+		}
+		sort.Float64s(gpu)
+		label := xferSizeLabel(size)
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+		metric("xfer_read_latency_wait_"+label, us(rw), "us")
+		metric("xfer_read_latency_poll_"+label, us(rp), "us")
+		metric("xfer_write_latency_wait_"+label, us(ww), "us")
+		metric("xfer_write_latency_poll_"+label, us(wp), "us")
+		metric("plain_copy_sync_latency_"+label, us(plain), "us")
+		metric("xfer_read_gpu_time_"+label, gpu[len(gpu)/2], "us")
+		fmt.Fprintf(&table, "| %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", label, us(rw), us(rp), us(ww), us(wp), us(plain), gpu[len(gpu)/2])
+	}
+	fmt.Print(table.String())
+	if out := os.Getenv("OUT"); out != "" {
+		os.WriteFile(filepath.Join(out, "transfer-bench.md"), []byte(table.String()), 0o644)
+	}
+	return nil
+}
+
+func xferSizeLabel(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%dGiB", b>>30)
+	case b >= 1<<20:
+		return fmt.Sprintf("%dMiB", b>>20)
+	case b >= 1<<10:
+		return fmt.Sprintf("%dKiB", b>>10)
+	}
+	return fmt.Sprintf("%dB", b)
+}
+
+// medianOf runs f n times after 100 warm-ups and returns the median time.
+func xferMedian(n int, f func() error) (time.Duration, error) {
+	for range 100 {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	ts := make([]time.Duration, n)
+	for i := range ts {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		ts[i] = time.Since(t0)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	return ts[n/2], nil
+}
+
+func BenchmarkTransferAcrossProcesses(b *testing.B) {
+	needGPUs(b, 2)
+	runs := runRanks(b, 2, "transfer-bench")
+	for _, r := range runs {
+		if r.code != 0 {
+			b.Fatalf("rank %d exited with %d:\n%s", r.rank, r.code, r.output)
+		}
+	}
+	// The table rank 0 printed (benchmark logs are always shown).
+	var table []string
+	for _, line := range strings.Split(runs[0].output, "\n") {
+		if !strings.HasPrefix(line, "METRIC ") {
+			table = append(table, line)
+		}
+	}
+	b.Log(strings.Join(table, "\n"))
+	m := metrics(runs)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name, unit, _ := strings.Cut(k, " (")
+		b.ReportMetric(m[k], strings.TrimSuffix(unit, ")")+"_"+name)
+	}
+}
