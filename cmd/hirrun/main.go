@@ -7,6 +7,8 @@
 //	hirrun fmt -w prog.hir
 //	hirrun lower --pass symmetric prog.hir
 //	hirrun rules
+//	hirrun run --backend cuda prog.hir  (one process per GPU)
+//	hirrun topo --nproc 2
 //
 // Exit codes: 0 success, 1 the program is wrong or failed (parse, check or
 // run), 2 the command line is (unknown command or flag, missing file or
@@ -23,6 +25,7 @@ import (
 	"text/tabwriter"
 
 	// Backends register themselves with runtime.Register when imported.
+	_ "github.com/hirlab/hir/runtime/cuda"
 	_ "github.com/hirlab/hir/runtime/sim"
 )
 
@@ -51,6 +54,18 @@ var commands []*command
 func init() {
 	// Filled here, not in the declaration, because help refers to commands.
 	commands = []*command{runCommand, checkCommand, fmtCommand, lowerCommand, rulesCommand, helpCommand}
+	commands = beforeHelp(commands, topoCommand)
+}
+
+// beforeHelp inserts extra into list ahead of the help command, which
+// stays last.
+func beforeHelp(list []*command, extra ...*command) []*command {
+	for i, c := range list {
+		if c == helpCommand {
+			return append(append(append([]*command{}, list[:i]...), extra...), list[i:]...)
+		}
+	}
+	return append(list, extra...)
 }
 
 func lookupCommand(name string) *command {

@@ -20,6 +20,7 @@ import (
 
 type runOptions struct {
 	backend string
+	nproc   int
 	inputs  specList
 	outputs specList
 	stats   bool
@@ -48,10 +49,18 @@ Every program input needs an --input: random values from a seed
 0/1; the same on every platform) or an NPY file (NAME=FILE.npy, holding the
 whole logical tensor; a bf16 input may be given as <f4 and is rounded to
 nearest even). --output NAME=FILE.npy saves an output's logical tensor,
-assembled from the ranks' shards (bf16 is saved as <f4).`,
+assembled from the ranks' shards (bf16 is saved as <f4).
+
+--backend cuda runs one process per rank, one GPU each: hirrun starts the
+mesh's ranks itself (--nproc, if given, must equal the mesh size), or is one
+rank of a job that torchrun or srun started (RANK, WORLD_SIZE, ...). Rank 0
+gathers every rank's results and prints them exactly as above, in rank
+order; a rank that fails stops the job with its error. --backend sim runs
+every rank in this one process.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &runOptions{}
 		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
+		fs.IntVar(&o.nproc, "nproc", 0, "the number of ranks, one process per GPU on cuda; must equal the program's mesh size (0: the mesh size)")
 		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` or NAME=FILE.npy (repeat for each input)")
 		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy` (repeatable)")
 		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op (serialises the ops)")
@@ -76,6 +85,10 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		c.errorf("run: --timeout must not be negative, got %v", o.timeout)
 		return exitUsage
 	}
+	if o.nproc < 0 {
+		c.errorf("run: --nproc must not be negative, got %d", o.nproc)
+		return exitUsage
+	}
 	inSpecs, err := parseSpecs("input", o.inputs)
 	if err != nil {
 		c.errorf("run: %v", err)
@@ -98,10 +111,17 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		c.errorf("run: %v", err)
 		return exitUsage
 	}
+	if o.nproc != 0 && o.nproc != prog.Mesh.Size() {
+		c.errorf("run: --nproc %d, but %s declares a mesh of %d rank%s (one rank per mesh device)", o.nproc, args[0], prog.Mesh.Size(), plural(prog.Mesh.Size()))
+		return exitUsage
+	}
 	inputs, err := loadInputs(prog, inSpecs)
 	if err != nil {
 		c.errorf("run: %v", err)
 		return exitUsage
+	}
+	if pb, ok := processBackends[o.backend]; ok {
+		return c.runProcesses(pb, prog, args[0], inputs, outSpecs, o)
 	}
 
 	rt, err := runtime.Open(o.backend, runtime.Config{
@@ -126,7 +146,19 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		return exitFail
 	}
 
-	c.printOutputs(prog, res)
+	reports := reportsOf(prog, res)
+	c.printOutputs(prog, reports)
+	if code := c.writeOutputs(prog, res, outSpecs); code != exitOK {
+		return code
+	}
+	if o.stats {
+		c.printStats(reports)
+	}
+	return exitOK
+}
+
+// writeOutputs saves the logical tensors --output asked for.
+func (c *cli) writeOutputs(prog *ir.Program, res *evaluator.Result, outSpecs []spec) int {
 	for _, s := range outSpecs {
 		a, err := res.Logical(prog, s.name)
 		if err == nil {
@@ -136,9 +168,6 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 			c.errorf("run: --output %s=%s: %v", s.name, s.value, err)
 			return exitFail
 		}
-	}
-	if o.stats {
-		c.printStats(res)
 	}
 	return exitOK
 }
@@ -285,22 +314,50 @@ func parseRandom(value string) (uint64, error) {
 	return seed, nil
 }
 
-// printOutputs prints every rank's outputs, in rank then output order.
-func (c *cli) printOutputs(prog *ir.Program, res *evaluator.Result) {
+// rankReport is what hirrun prints of one rank's run: a summary of each
+// output (in the program's output order) and the rank's counters. The
+// processes of a multi-process job send theirs to rank 0 (gather.go), so
+// every backend prints through the same two functions below.
+type rankReport struct {
+	Rank      int
+	Summaries []string
+	Stats     evaluator.Stats
+}
+
+// reportsOf summarises a result's ranks, in rank order.
+func reportsOf(prog *ir.Program, res *evaluator.Result) []rankReport {
+	reps := make([]rankReport, 0, len(res.Ranks))
 	for _, rr := range res.Ranks {
+		rep := rankReport{Rank: rr.Rank, Stats: rr.Stats}
 		for _, out := range prog.Outputs {
 			summary := "(not produced)"
 			if a := rr.Outputs[out.Name]; a != nil {
 				summary = a.Summary()
 			}
-			fmt.Fprintf(c.stdout, "rank %d: %s = %s\n", rr.Rank, out, summary)
+			rep.Summaries = append(rep.Summaries, summary)
+		}
+		reps = append(reps, rep)
+	}
+	sort.SliceStable(reps, func(i, j int) bool { return reps[i].Rank < reps[j].Rank })
+	return reps
+}
+
+// printOutputs prints every rank's outputs, in rank then output order.
+func (c *cli) printOutputs(prog *ir.Program, reports []rankReport) {
+	for _, rep := range reports {
+		for i, out := range prog.Outputs {
+			summary := "(not produced)"
+			if i < len(rep.Summaries) {
+				summary = rep.Summaries[i]
+			}
+			fmt.Fprintf(c.stdout, "rank %d: %s = %s\n", rep.Rank, out, summary)
 		}
 	}
 }
 
 // printStats prints each rank's cache counters and time per op.
-func (c *cli) printStats(res *evaluator.Result) {
-	for _, rr := range res.Ranks {
+func (c *cli) printStats(reports []rankReport) {
+	for _, rr := range reports {
 		s := rr.Stats
 		fmt.Fprintf(c.stdout, "\nrank %d: symmetric handles %s; kernels %s\n",
 			rr.Rank, hitsMisses(s.HandleHits, s.HandleMisses), hitsMisses(s.KernelHits, s.KernelMisses))

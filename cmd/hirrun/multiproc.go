@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda"
+	"github.com/hirlab/hir/runtime/launch"
+	"github.com/hirlab/hir/runtime/store"
+)
+
+// A multi-process job. A backend that hosts one rank per process (cuda) is
+// run in one of three ways:
+//
+//   - hirrun was started by hand: it checks the program, the inputs and the
+//     machine, then starts one copy of itself per rank through launch.Run
+//     (its arguments rebuilt from the parsed flags, without --explain, which
+//     this process already honoured) and waits for them;
+//   - hirrun is one of those copies, or one rank of a job that torchrun or
+//     srun started (launch.FromEnv): it runs its rank (runRank);
+//   - the mesh has one rank: it runs that rank in this process.
+//
+// Results reach the user through rank 0 alone: every rank sends rank 0 its
+// output summaries, counters and the shards --output needs (gather.go), and
+// rank 0 prints them in rank order with the same functions the in-process
+// backends use, so the two print the same bytes. The launcher passes rank
+// 0's stdout through unprefixed; everything else a rank writes is prefixed
+// "[rank N] ".
+
+// processBackend is a backend that runs one rank per process.
+type processBackend struct {
+	// check says why this machine cannot run prog's ranks, or nil.
+	check func(prog *ir.Program) error
+}
+
+var processBackends = map[string]processBackend{
+	"cuda": {check: cudaCheck},
+}
+
+// cudaCheck probes the driver and counts the GPUs prog's mesh needs here.
+func cudaCheck(prog *ir.Program) error {
+	p := cuda.Probe()
+	if !p.Available {
+		return fmt.Errorf("cuda backend unavailable: %s", p.Reason)
+	}
+	for rank, dev := range prog.Mesh.Devices {
+		if dev >= len(p.Devices) {
+			return fmt.Errorf("the program's mesh puts rank %d on GPU %d, but this machine shows %d GPU%s", rank, dev, len(p.Devices), plural(len(p.Devices)))
+		}
+	}
+	return nil
+}
+
+// meshDevices is runtime.Config.Devices for a rank: nil for a linear mesh,
+// so that each rank takes LOCAL_RANK's GPU (right on every node of a
+// multi-node job), else the mesh's device ids.
+func meshDevices(prog *ir.Program) []int {
+	if prog.Mesh.IsLinear() {
+		return nil
+	}
+	return prog.Mesh.Devices
+}
+
+// runProcesses runs prog on a one-rank-per-process backend.
+func (c *cli) runProcesses(pb processBackend, prog *ir.Program, path string, inputs map[string]*host.Array, outSpecs []spec, o *runOptions) int {
+	env, launched, err := launch.FromEnv()
+	if err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
+	}
+	mesh := prog.Mesh.Size()
+	if launched {
+		if env.WorldSize != mesh {
+			c.errorf("run: the program's mesh has %d rank%s but %s started %d (WORLD_SIZE=%d)", mesh, plural(mesh), env.Source, env.WorldSize, env.WorldSize)
+			return exitUsage
+		}
+		return c.runRank(prog, inputs, outSpecs, o)
+	}
+	if err := pb.check(prog); err != nil {
+		c.errorf("run: %v", err)
+		return exitFail
+	}
+	if mesh == 1 {
+		return c.runRank(prog, inputs, outSpecs, o)
+	}
+	return c.launchRanks(mesh, o.rankArgs(path))
+}
+
+// rankArgs are the arguments each rank's hirrun gets.
+func (o *runOptions) rankArgs(path string) []string {
+	a := []string{"run", "--backend", o.backend}
+	for _, in := range o.inputs {
+		a = append(a, "--input", in)
+	}
+	for _, out := range o.outputs {
+		a = append(a, "--output", out)
+	}
+	if o.stats {
+		a = append(a, "--stats")
+	}
+	if o.timeout > 0 {
+		a = append(a, "--timeout", o.timeout.String())
+	}
+	if o.repeat > 1 {
+		a = append(a, "--repeat", strconv.Itoa(o.repeat))
+	}
+	return append(a, "--", path)
+}
+
+// exitInterrupted is hirrun's status when Ctrl-C (or SIGTERM) stopped the
+// job, as shells report a SIGINT.
+const exitInterrupted = 130
+
+// launchRanks starts nproc copies of hirrun with args and waits for them.
+func (c *cli) launchRanks(nproc int, args []string) int {
+	self, err := os.Executable()
+	if err != nil {
+		c.errorf("cannot find hirrun's own executable to start the ranks: %v", err)
+		return exitFail
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = launch.Run(ctx, launch.LaunchConfig{
+		NProc:  nproc,
+		Argv:   append([]string{self}, args...),
+		Stdout: c.stdout,
+		Stderr: c.stderr,
+		Prefix: resultPrefix,
+	})
+	var re *launch.RankError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &re):
+		c.errorf("%v", err)
+		return re.Status()
+	case ctx.Err() != nil:
+		c.errorf("%v", err)
+		return exitInterrupted
+	}
+	c.errorf("%v", err)
+	return exitFail
+}
+
+// resultPrefix leaves rank 0's stdout, the job's result, as it is.
+func resultPrefix(rank int, stream string) string {
+	if rank == 0 && stream == "stdout" {
+		return ""
+	}
+	return launch.DefaultPrefix(rank, stream)
+}
+
+// aborter is a runtime that can leave the job without waiting for peers.
+type aborter interface{ Abort() error }
+
+// storeHolder is a runtime that has the job's store (nil for one rank).
+type storeHolder interface{ Store() *store.Client }
+
+// abort closes rt after a failure, without waiting for the other ranks:
+// they may be waiting for this one, and learn sooner that it is gone.
+func abort(rt runtime.Runtime) {
+	if a, ok := rt.(aborter); ok {
+		a.Abort()
+		return
+	}
+	rt.Close()
+}
+
+// runRank runs this process's rank of prog; on rank 0 it prints every
+// rank's results.
+func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs []spec, o *runOptions) int {
+	rt, err := runtime.Open(o.backend, runtime.Config{
+		WorldSize: prog.Mesh.Size(),
+		Devices:   meshDevices(prog),
+		Rank:      -1,
+		Timeout:   o.timeout,
+	})
+	if err != nil {
+		c.errorf("run: %v", err)
+		return exitFail
+	}
+	res, err := c.runJob(prog, rt, inputs, o)
+	if err != nil {
+		c.report(err)
+		abort(rt)
+		return exitFail
+	}
+	var client *store.Client
+	if sh, ok := rt.(storeHolder); ok {
+		client = sh.Store()
+	}
+	var save []string
+	for _, s := range outSpecs {
+		save = append(save, s.name)
+	}
+	reports, all, err := gatherResults(client, prog, res, save, rt.WorldSize(), o.timeout)
+	if err != nil {
+		c.report(err)
+		abort(rt)
+		return exitFail
+	}
+	// Leave the job before writing files: peers wait for us at Close.
+	if err := rt.Close(); err != nil {
+		c.errorf("closing the %s runtime: %v", rt.Name(), err)
+		return exitFail
+	}
+	if reports == nil {
+		return exitOK // not rank 0: rank 0 prints
+	}
+	c.printOutputs(prog, reports)
+	if code := c.writeOutputs(prog, all, outSpecs); code != exitOK {
+		return code
+	}
+	if o.stats {
+		c.printStats(reports)
+	}
+	return exitOK
+}
+
+// runJob runs the program o.repeat times on the ranks rt hosts. On failure
+// it leaves the job unclosed: closing frees symmetric memory collectively,
+// which would wait for peers that may be waiting for us; abort frees it.
+func (c *cli) runJob(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
+	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats})
+	if err != nil {
+		return nil, err
+	}
+	var res *evaluator.Result
+	for i := 0; i < o.repeat; i++ {
+		if res, err = job.Run(inputs); err != nil {
+			if o.repeat > 1 {
+				err = fmt.Errorf("run %d of %d: %w", i+1, o.repeat, err)
+			}
+			return nil, err
+		}
+	}
+	if err := job.Close(); err != nil {
+		return nil, fmt.Errorf("closing the job: %w", err)
+	}
+	if len(res.Ranks) == 0 {
+		return nil, errors.New("the runtime hosts no rank in this process")
+	}
+	return res, nil
+}

@@ -1,0 +1,478 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda"
+	"github.com/hirlab/hir/runtime/launch"
+	"github.com/hirlab/hir/runtime/sim"
+	"github.com/hirlab/hir/runtime/store"
+)
+
+// The multi-process path is tested without a GPU through "simproc", a
+// test-only backend that hosts one rank per process on the CPU runtime
+// (each process a sim runtime of the whole world of which it drives one
+// rank: enough for programs whose ranks do not talk to each other) and
+// joins the job's store like the cuda backend. The launcher starts copies
+// of this test binary, which act as hirrun when envAsHirrun is set.
+
+const (
+	envAsHirrun = "HIRRUN_TEST_AS_HIRRUN"
+	// envRankMode makes simproc ranks misbehave: "fail-R" fails rank R
+	// after it joined the store; "block" prints the pid and sleeps.
+	envRankMode = "HIRRUN_TEST_RANK_MODE"
+	// envUnavailable makes simproc's machine check fail with its value.
+	envUnavailable = "HIRRUN_TEST_UNAVAILABLE"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envAsHirrun) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func init() {
+	runtime.Register("simproc", openSimProc)
+	processBackends["simproc"] = processBackend{check: func(*ir.Program) error {
+		if why := os.Getenv(envUnavailable); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	}}
+}
+
+type simProc struct {
+	sim  *sim.Runtime
+	rank int
+	rv   *launch.Rendezvous
+}
+
+func openSimProc(cfg runtime.Config) (runtime.Runtime, error) {
+	env, ok, err := launch.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		env = launch.Env{WorldSize: 1}
+	}
+	if env.WorldSize != cfg.WorldSize {
+		return nil, fmt.Errorf("simproc: mesh of %d, world of %d", cfg.WorldSize, env.WorldSize)
+	}
+	p := &simProc{rank: env.Rank}
+	if env.WorldSize > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.EffectiveTimeout())
+		defer cancel()
+		if p.rv, err = launch.Join(ctx, env, cfg.EffectiveTimeout()); err != nil {
+			return nil, err
+		}
+		mode := os.Getenv(envRankMode)
+		if strings.HasPrefix(mode, "fail-") {
+			// Fail once every rank has joined, as a rank failing mid-run
+			// would (a rank not yet joined cannot tell a store that is
+			// gone from one that has not started, and keeps dialling).
+			if err := p.rv.Client.Barrier(ctx, "hirrun-test/joined", env.Rank, env.WorldSize, cfg.EffectiveTimeout()); err != nil {
+				return nil, err
+			}
+		}
+		switch mode {
+		case "fail-" + strconv.Itoa(env.Rank):
+			p.rv.Abort()
+			return nil, fmt.Errorf("injected failure on rank %d", env.Rank)
+		case "block":
+			fmt.Fprintf(os.Stderr, "pid %d\n", os.Getpid())
+			time.Sleep(time.Hour)
+		}
+	}
+	if p.sim, err = sim.New(runtime.Config{WorldSize: env.WorldSize, Timeout: cfg.Timeout}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *simProc) Name() string   { return "simproc" }
+func (p *simProc) WorldSize() int { return p.sim.WorldSize() }
+func (p *simProc) Ranks() []int   { return []int{p.rank} }
+func (p *simProc) Device(r int) (runtime.Device, error) {
+	if r != p.rank {
+		return nil, fmt.Errorf("simproc hosts rank %d only", p.rank)
+	}
+	return p.sim.Device(r)
+}
+
+func (p *simProc) Store() *store.Client {
+	if p.rv == nil {
+		return nil
+	}
+	return p.rv.Client
+}
+
+func (p *simProc) Close() error {
+	err := p.sim.Close()
+	if p.rv != nil {
+		err = errors.Join(err, p.rv.Close(context.Background()))
+	}
+	return err
+}
+
+func (p *simProc) Abort() error {
+	err := p.sim.Close()
+	if p.rv != nil {
+		err = errors.Join(err, p.rv.Abort())
+	}
+	return err
+}
+
+// goldenStdout is the stdout section of a testdata golden file.
+func goldenStdout(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok1 := strings.Cut(string(b), "-- stdout --\n")
+	out, _, ok2 := strings.Cut(rest, "-- stderr --\n")
+	if !ok1 || !ok2 {
+		t.Fatalf("%s has no stdout section", path)
+	}
+	return out
+}
+
+func TestMultiProcessPrintsLikeOneProcess(t *testing.T) {
+	t.Chdir("../..")
+	t.Setenv(envAsHirrun, "1")
+	want := goldenStdout(t, "testdata/pointwise.golden")
+	for _, extra := range [][]string{nil, {"--nproc", "2"}} {
+		args := append([]string{"run", "--backend", "simproc", "--input", "x=random:seed=1"}, extra...)
+		r := hirrun(append(args, "testdata/pointwise.hir")...)
+		expectCode(t, r, exitOK)
+		if r.stdout != want {
+			t.Errorf("hirrun %v printed\n%s\nwant (the sim's golden)\n%s", extra, r.stdout, want)
+		}
+		if r.stderr != "" {
+			t.Errorf("stderr: %s", r.stderr)
+		}
+	}
+}
+
+const threeRankSrc = `mesh 3
+input %x : f32[6/DIDx, 2]
+input %w : f32[2]
+%y = mul %x, %w
+%z = add %w, 1.0
+output %y, %z
+`
+
+func TestMultiProcessOutputsAndStats(t *testing.T) {
+	t.Setenv(envAsHirrun, "1")
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	dir := t.TempDir()
+	common := []string{"run", prog, "--input", "x=random:seed=3", "--input", "w=random:seed=4", "--stats", "--repeat", "2"}
+	runWith := func(backend, tag string) (result, [][]byte) {
+		y, z := filepath.Join(dir, tag+"y.npy"), filepath.Join(dir, tag+"z.npy")
+		r := hirrun(append(common, "--backend", backend, "--output", "y="+y, "--output", "z="+z)...)
+		expectCode(t, r, exitOK)
+		var files [][]byte
+		for _, p := range []string{y, z} {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, b)
+		}
+		return r, files
+	}
+	simRes, simFiles := runWith("sim", "sim-")
+	procRes, procFiles := runWith("simproc", "proc-")
+	for i, name := range []string{"y", "z"} {
+		if !bytes.Equal(simFiles[i], procFiles[i]) {
+			t.Errorf("--output %s differs between sim and three processes", name)
+		}
+	}
+	// The outputs part is the same bytes; the counters part has the same
+	// lines in the same order, times aside.
+	simOut, _, _ := strings.Cut(simRes.stdout, "\n\n")
+	procOut, _, _ := strings.Cut(procRes.stdout, "\n\n")
+	if simOut != procOut {
+		t.Errorf("outputs printed by three processes:\n%s\nby sim:\n%s", procOut, simOut)
+	}
+	times, spaces := regexp.MustCompile(`[0-9.]+(ns|µs|ms|s)`), regexp.MustCompile(` +`)
+	norm := func(s string) string { return spaces.ReplaceAllString(times.ReplaceAllString(s, "T"), " ") }
+	if a, b := norm(simRes.stdout), norm(procRes.stdout); a != b {
+		t.Errorf("--stats printed by three processes:\n%s\nby sim:\n%s", procRes.stdout, simRes.stdout)
+	}
+	if n := strings.Count(procRes.stdout, ": symmetric handles"); n != 3 {
+		t.Errorf("want a counters section per rank:\n%s", procRes.stdout)
+	}
+}
+
+func TestMultiProcessRankFailureStopsTheJob(t *testing.T) {
+	t.Setenv(envAsHirrun, "1")
+	t.Setenv(envRankMode, "fail-1")
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	r := hirrun("run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random", "--timeout", "30s")
+	expectCode(t, r, exitFail)
+	expectContains(t, "stderr", r.stderr, "[rank 1] hirrun: run: injected failure on rank 1\n", "hirrun: launch: rank 1 exited with status 1")
+	if r.stdout != "" {
+		t.Errorf("a failed job printed results:\n%s", r.stdout)
+	}
+}
+
+func TestMultiProcessChecksTheMachineFirst(t *testing.T) {
+	t.Setenv(envAsHirrun, "1")
+	t.Setenv(envUnavailable, "no such device here")
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	r := hirrun("run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random")
+	expectCode(t, r, exitFail)
+	if r.stderr != "hirrun: run: no such device here\n" {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	// A mesh that is not --nproc is a usage error, on every backend.
+	for _, backend := range []string{"sim", "simproc"} {
+		r = hirrun("run", "--backend", backend, "--nproc", "2", prog, "--input", "x=random", "--input", "w=random")
+		expectCode(t, r, exitUsage)
+		expectContains(t, "stderr", r.stderr, "--nproc 2, but "+prog+" declares a mesh of 3 ranks")
+	}
+}
+
+func TestRankOfAJobOfAnotherSize(t *testing.T) {
+	for k, v := range map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"} {
+		t.Setenv(k, v)
+	}
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	r := hirrun("run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random")
+	expectCode(t, r, exitUsage)
+	expectContains(t, "stderr", r.stderr, "the program's mesh has 3 ranks but env started 2 (WORLD_SIZE=2)")
+}
+
+// rankProcs starts the ranks by hand, as torchrun would: rank 0 serves
+// the store at MASTER_PORT+1.
+func rankProcs(t *testing.T, world int, args []string, env ...string) []*exec.Cmd {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmds := make([]*exec.Cmd, world)
+	for r := range world {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), envAsHirrun+"=1", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world),
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port-1), "HIR_STORE_TOKEN=by-hand")
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, &bytes.Buffer{}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	return cmds
+}
+
+func TestRanksStartedByAnotherLauncher(t *testing.T) {
+	t.Chdir("../..")
+	want := goldenStdout(t, "testdata/pointwise.golden")
+	cmds := rankProcs(t, 2, []string{"run", "--backend", "simproc", "--input", "x=random:seed=1", "testdata/pointwise.hir"})
+	for r, cmd := range cmds {
+		err := cmd.Wait()
+		stdout, stderr := cmd.Stdout.(*bytes.Buffer).String(), cmd.Stderr.(*bytes.Buffer).String()
+		if err != nil {
+			t.Errorf("rank %d: %v\n%s", r, err, stderr)
+		}
+		if r == 0 && stdout != want {
+			t.Errorf("rank 0 printed\n%s\nwant\n%s", stdout, want)
+		}
+		if r > 0 && stdout != "" {
+			t.Errorf("rank %d printed %q; only rank 0 prints", r, stdout)
+		}
+	}
+}
+
+// A failed rank leaves at once, so the others (started by a launcher that
+// does not stop them) fail at once too rather than at their timeout.
+func TestRankFailureReachesPeersStartedByAnotherLauncher(t *testing.T) {
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	start := time.Now()
+	cmds := rankProcs(t, 3, []string{"run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random", "--timeout", "60s"}, envRankMode+"=fail-1")
+	for r, cmd := range cmds {
+		err := cmd.Wait()
+		stderr := cmd.Stderr.(*bytes.Buffer).String()
+		if err == nil {
+			t.Errorf("rank %d succeeded", r)
+		}
+		// Rank 0 serves the store: it learns that rank 1 is gone, and
+		// leaves, taking the store (rank 2 may learn either way).
+		want := []string{"rank 1 disconnected from the store"}
+		switch r {
+		case 1:
+			want = []string{"injected failure on rank 1"}
+		case 2:
+			want = append(want, "connection lost")
+		}
+		if !slices.ContainsFunc(want, func(w string) bool { return strings.Contains(stderr, w) }) {
+			t.Errorf("rank %d's stderr lacks %q:\n%s", r, want, stderr)
+		}
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the job took %v to fail; the peers waited for their timeout", d)
+	}
+}
+
+func TestInterruptStopsEveryRank(t *testing.T) {
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	cmd := exec.Command(os.Args[0], "run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random")
+	cmd.Env = append(os.Environ(), envAsHirrun+"=1", envRankMode+"=block")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var pids []int
+	var lines []string
+	sc := bufio.NewScanner(stderr)
+	for len(pids) < 3 && sc.Scan() {
+		lines = append(lines, sc.Text())
+		var rank, pid int
+		if _, err := fmt.Sscanf(sc.Text(), "[rank %d] pid %d", &rank, &pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) < 3 {
+		t.Fatalf("ranks did not start:\n%s", strings.Join(lines, "\n"))
+	}
+	cmd.Process.Signal(os.Interrupt)
+	rest := make(chan string)
+	go func() {
+		var b strings.Builder
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		rest <- b.String()
+	}()
+	err = cmd.Wait()
+	tail := <-rest
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("exit %d (%v), want %d\n%s", code, err, exitInterrupted, tail)
+	}
+	if !strings.Contains(tail, "hirrun: launch: interrupted; stopped ranks 0, 1, 2") {
+		t.Errorf("stderr after the interrupt:\n%s", tail)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("rank process %d outlived the job", pid)
+		}
+	}
+}
+
+func TestGatherResultsInChunks(t *testing.T) {
+	defer func(n int) { gatherChunk = n }(gatherChunk)
+	gatherChunk = 7 // bytes: shards travel in several chunks, the last short
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	p, code := (&cli{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}).parse(prog)
+	if code != exitOK {
+		t.Fatal("parse")
+	}
+	if err := passes.Lower(p, &passes.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	const token = "t"
+	ctx := context.Background()
+	srv, err := store.Serve(ctx, "127.0.0.1:0", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	x := host.Random(ir.F32, []int64{6, 2}, 1)
+	z := host.Random(ir.F32, []int64{2}, 2)
+	type got struct {
+		reports []rankReport
+		whole   *evaluator.Result
+		err     error
+	}
+	results := make(chan got, 3)
+	clients := make([]*store.Client, 3)
+	for r := range 3 {
+		if clients[r], err = store.Dial(ctx, srv.Addr(), token, store.WithRank(r)); err != nil {
+			t.Fatal(err)
+		}
+		defer clients[r].Close()
+		shard, _ := x.Shard(0, r, 3)
+		res := &evaluator.Result{Ranks: []evaluator.RankResult{{Rank: r, Outputs: map[string]*host.Array{"y": shard, "z": z}}}}
+		go func() {
+			reps, whole, err := gatherResults(clients[r], p, res, []string{"y", "z"}, 3, 10*time.Second)
+			if r == 0 {
+				results <- got{reps, whole, err}
+			} else if reps != nil || whole != nil || err != nil {
+				results <- got{err: fmt.Errorf("rank %d got %v %v %v", r, reps, whole, err)}
+			}
+		}()
+	}
+	g := <-results
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	for r, rep := range g.reports {
+		shard, _ := x.Shard(0, r, 3)
+		if rep.Rank != r || len(rep.Summaries) != 2 || rep.Summaries[0] != shard.Summary() || rep.Summaries[1] != z.Summary() {
+			t.Errorf("report %d: %+v", r, rep)
+		}
+	}
+	y, err := g.whole.Logical(p, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Equal(y, x); err != nil {
+		t.Errorf("y joined from three ranks: %v", err)
+	}
+	// Rank 0 took the chunks out of the store.
+	if existed, err := clients[0].Delete(ctx, chunkKey(2, "y", 0)); existed || err != nil {
+		t.Errorf("rank 2's first chunk is still in the store (%v)", err)
+	}
+}
+
+// Without a GPU, --backend cuda and topo say why, exit 1, start nothing.
+func TestCUDAWithoutGPU(t *testing.T) {
+	if p := cuda.Probe(); p.Available {
+		t.Skip("this machine has a usable GPU")
+	}
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	for _, args := range [][]string{
+		{"run", "--backend", "cuda", prog, "--input", "x=random", "--input", "w=random"},
+		{"run", "--backend", "cuda", "--nproc", "3", prog, "--input", "x=random", "--input", "w=random"},
+		{"topo"},
+		{"topo", "--nproc", "2"},
+	} {
+		r := hirrun(args...)
+		expectCode(t, r, exitFail)
+		expectContains(t, "stderr", r.stderr, "cuda backend unavailable: ", "--backend sim")
+		if strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("hirrun %v: want one line of error, got:\n%s", args, r.stderr)
+		}
+	}
+	r := hirrun("topo", "extra")
+	expectCode(t, r, exitUsage)
+}
