@@ -6,12 +6,14 @@ import (
 
 // fuse groups each maximal run of consecutive pointwise ops of a block (plus
 // at most one trailing reduction) into one fusion op when the run holds two
-// ops or more. The values the run uses from outside become the fusion's
+// ops or more. A run shares one iteration space (fuseshapes.go): an op
+// whose local shape does not broadcast with the run's, or a reduction whose
+// input does not hold every value of the run, starts a new run. The values the run uses from outside become the fusion's
 // operands in first-use order; the values used after the run (or output)
 // become its results, keeping their names, while the body's copies get fresh
 // ones (%a.f). Ops whose results live in other than global memory stay out.
 func fuse(p *ir.Program, _ *Context) error {
-	f := &fuser{names: newNamer(p), outputs: outputSet(p), users: map[*ir.Value][]*ir.Op{}}
+	f := &fuser{names: newNamer(p), outputs: outputSet(p), users: map[*ir.Value][]*ir.Op{}, mesh: p.Mesh.Size()}
 	p.Walk(func(op *ir.Op) {
 		for _, x := range op.Operands {
 			f.users[x] = append(f.users[x], op)
@@ -25,6 +27,7 @@ type fuser struct {
 	names   namer
 	outputs map[*ir.Value]bool
 	users   map[*ir.Value][]*ir.Op
+	mesh    int // local shapes decide whether ops share one iteration space
 }
 
 // fusible says whether op may join a run: pointwise (or, to end it, a
@@ -51,6 +54,9 @@ func (f *fuser) block(b *ir.Block) {
 	}
 	for _, op := range b.Ops {
 		ok, ends := fusible(op)
+		if ok && !f.fits(run, op) {
+			flush() // one fusion is one kernel: one iteration space
+		}
 		switch {
 		case !ok:
 			flush()

@@ -25,6 +25,13 @@ type Context struct {
 	// Explain receives notes of what passes did (e.g. symmetric imports);
 	// nil discards them.
 	Explain io.Writer
+	// CheckKernel, when set, is the target backend's check that it can
+	// compile a compute op (fusion, pointwise op, reduction, matmul) on a
+	// mesh of the given size: the `kernels` pass calls it for every one, so
+	// a program the backend cannot compile is rejected before it runs. The
+	// cuda backend's is codegen.CheckKernel; nil (the CPU runtime, which
+	// runs every op) checks nothing.
+	CheckKernel func(op *ir.Op, meshSize int) error
 }
 
 func (ctx *Context) explain(pos ir.Pos, format string, args ...any) {
@@ -39,6 +46,7 @@ var pipeline = []Pass{
 	{Name: "validate", Doc: "check memory types and dimensions: mesh divisibility, contiguous views, ranks, host memory, frees", Run: validate},
 	{Name: "symmetric", Doc: "apply the symmetric-heap rules: import remotely read inputs, reject non-symmetric remotely written outputs", Run: symmetric},
 	{Name: "fuse", Doc: "group runs of pointwise ops (and one trailing reduction) into fusion ops", Run: fuse},
+	{Name: "kernels", Doc: "check that the target backend can compile every compute op (when Context.CheckKernel is set)", Run: checkKernels},
 	{Name: "insert-free", Doc: "free every freshly allocated value after its last use", Run: insertFree},
 }
 

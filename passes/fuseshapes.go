@@ -1,0 +1,87 @@
+package passes
+
+import "github.com/hirlab/hir/ir"
+
+// A fusion is one kernel, and a kernel walks one iteration space (the
+// broadcast of its values' local shapes, or the input of its trailing
+// reduction); see docs/CODEGEN.md. fits keeps independent ops of
+// incompatible shapes, which are consecutive but unrelated, out of one run.
+
+// fits reports whether op may join run without leaving its iteration space.
+func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
+	if len(run) == 0 {
+		return true
+	}
+	var space []int64
+	for _, r := range run {
+		s, ok := f.local(r.Results[0])
+		if !ok {
+			return false
+		}
+		if space, ok = broadcastShapes(space, s); !ok {
+			return false
+		}
+	}
+	if op.Code.IsReduction() {
+		// Every value of the run is computed per element of the
+		// reduction's input, so each must broadcast into it.
+		in, ok := f.local(op.Operands[0])
+		if !ok {
+			return false
+		}
+		for _, r := range run {
+			s, _ := f.local(r.Results[0])
+			if b, ok := broadcastShapes(in, s); !ok || !equalShapes(b, in) {
+				return false
+			}
+		}
+		return true
+	}
+	s, ok := f.local(op.Results[0])
+	if !ok {
+		return false
+	}
+	_, ok = broadcastShapes(space, s)
+	return ok
+}
+
+// local is v's local shape on the program's mesh.
+func (f *fuser) local(v *ir.Value) ([]int64, bool) {
+	t := v.Tensor()
+	if t == nil {
+		return nil, false
+	}
+	s, err := t.LocalShape(max(f.mesh, 1))
+	return s, err == nil
+}
+
+// broadcastShapes is NumPy broadcasting: right aligned, extent 1 stretches.
+func broadcastShapes(a, b []int64) ([]int64, bool) {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	out := append([]int64{}, a...)
+	off := len(a) - len(b)
+	for i, e := range b {
+		switch o := out[off+i]; {
+		case o == e, e == 1:
+		case o == 1:
+			out[off+i] = e
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+func equalShapes(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
