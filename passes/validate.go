@@ -21,6 +21,7 @@ func validate(p *ir.Program, _ *Context) error {
 	}
 	top := &freeScope{freed: map[*ir.Value]ir.Pos{}}
 	v.block(p.Body, top)
+	checkTransfers(p, v)
 	return v.errs.Err()
 }
 
