@@ -55,6 +55,7 @@ func init() {
 	// Filled here, not in the declaration, because help refers to commands.
 	commands = []*command{runCommand, checkCommand, fmtCommand, lowerCommand, rulesCommand, helpCommand}
 	commands = beforeHelp(commands, topoCommand)
+	commands = beforeHelp(commands, codegenCommand)
 }
 
 // beforeHelp inserts extra into list ahead of the help command, which
