@@ -53,6 +53,14 @@ grep -E '^Benchmark' "$out/cuda-bench.log" | while read -r name _iters rest; do
     shift 2
   done
 done
+# Compute kernels (issue 4): which cuBLAS loaded (and where Python's is, to
+# compare), what ran the kernels, and the disk kernel cache across processes.
+blas=$(grep -m1 -oE 'matmul: cuBLAS.*' "$out/cuda-tests.log" | cut -c9-220)
+pyblas=$(python3 -c 'import glob, site; print(" ".join(sorted(p for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/*/lib/libcublas.so*"))) or "none")' 2>/dev/null | cut -c1-200)
+echo "| cuBLAS (runtime) | ${blas:-no line in the test log} |"
+echo "| cuBLAS (python's site-packages) | ${pyblas:-python3 missing} |"
+echo "| kernels by implementation | $(grep -m1 -oE 'kernels by implementation: map\[[^]]*\]' "$out/cuda-tests.log" | cut -c28-) |"
+grep -oE '^METRIC kernel-cache-[a-z-]+ [0-9.]+ s' "$out/cuda-tests.log" | while read -r _ name value unit; do echo "| $name | $value $unit |"; done
 echo "| hirrun | $hirrun_status |"
 echo "| testdata goldens on cuda | $golden_status |"
 exit $(( tests_rc != 0 || bench_rc != 0 ))
