@@ -85,9 +85,10 @@ func Matmul(a, b, out Shape) (*Kernel, error) {
 	line("    %s* c = out0 + bt * %dLL;", T, m*n)
 	line("    %s acc[4][4];", acc)
 	line("#pragma unroll")
-	line("    for (int i = 0; i < 4; ++i)")
+	line("    for (int i = 0; i < 4; ++i) {")
 	line("#pragma unroll")
 	line("      for (int j = 0; j < 4; ++j) acc[i][j] = (%s)0;", acc)
+	line("    }")
 	// Entries past K (or past M and N) load as 0: a product 0×0 adds +0,
 	// which leaves every sum as it was, so the k order stays exact.
 	line("    for (long long k0 = 0; k0 < %dLL; k0 += %d) {", k, tileK)
@@ -110,9 +111,10 @@ func Matmul(a, b, out Shape) (*Kernel, error) {
 	line("#pragma unroll")
 	line("        for (int j = 0; j < 4; ++j) bv[j] = sb[kk][tx + 16 * j];")
 	line("#pragma unroll")
-	line("        for (int i = 0; i < 4; ++i)")
+	line("        for (int i = 0; i < 4; ++i) {")
 	line("#pragma unroll")
 	line("          for (int j = 0; j < 4; ++j) acc[i][j] = hir_add(acc[i][j], hir_mul(av[i], bv[j]));")
+	line("        }")
 	line("      }")
 	line("      __syncthreads();")
 	line("    }")

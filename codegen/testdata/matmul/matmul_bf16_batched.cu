@@ -1,4 +1,4 @@
-// kernel hir_d86c70d8a257d31e, strategy matmul-tiled, work 6
+// kernel hir_a6db899b7d6203bb, strategy matmul-tiled, work 6
 // param in0   const hir_bf16* __restrict__             arg 0
 // param in1   const hir_bf16* __restrict__             arg 1
 // param out0  hir_bf16* __restrict__                   arg 2
@@ -90,7 +90,7 @@ __device__ __forceinline__ hir_bf16 hir_st_bf16(float a) { hir_bf16 h; asm("cvt.
 __device__ __forceinline__ float hir_round_bf16(float a) { return hir_ld(hir_st_bf16(a)); }
 __device__ __forceinline__ float hir_round_bf16(double a) { return hir_ld(hir_st_bf16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_d86c70d8a257d31e(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_a6db899b7d6203bb(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0) {
   __shared__ float sa[16][65];
   __shared__ float sb[16][64];
   const int tx = threadIdx.x & 15;
@@ -105,9 +105,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_d86c70d8a257d31e(const hir
     hir_bf16* c = out0 + bt * 4160LL;
     float acc[4][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) acc[i][j] = (float)0;
+    }
     for (long long k0 = 0; k0 < 17LL; k0 += 16) {
       for (int e = threadIdx.x; e < 1024; e += 256) {
         const int r = e >> 4, kk = e & 15;
@@ -128,9 +129,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_d86c70d8a257d31e(const hir
 #pragma unroll
         for (int j = 0; j < 4; ++j) bv[j] = sb[kk][tx + 16 * j];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[i][j] = hir_add(acc[i][j], hir_mul(av[i], bv[j]));
+        }
       }
       __syncthreads();
     }

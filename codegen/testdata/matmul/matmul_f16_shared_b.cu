@@ -1,4 +1,4 @@
-// kernel hir_ecb4b52819a73af5, strategy matmul-tiled, work 4
+// kernel hir_0f7381a36b14a0fb, strategy matmul-tiled, work 4
 // param in0   const hir_f16* __restrict__              arg 0
 // param in1   const hir_f16* __restrict__              arg 1
 // param out0  hir_f16* __restrict__                    arg 2
@@ -90,7 +90,7 @@ __device__ __forceinline__ hir_f16 hir_st_f16(float a) { hir_f16 h; asm("cvt.rn.
 __device__ __forceinline__ float hir_round_f16(float a) { return hir_ld(hir_st_f16(a)); }
 __device__ __forceinline__ float hir_round_f16(double a) { return hir_ld(hir_st_f16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_ecb4b52819a73af5(const hir_f16* __restrict__ in0, const hir_f16* __restrict__ in1, hir_f16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_0f7381a36b14a0fb(const hir_f16* __restrict__ in0, const hir_f16* __restrict__ in1, hir_f16* __restrict__ out0) {
   __shared__ float sa[16][65];
   __shared__ float sb[16][64];
   const int tx = threadIdx.x & 15;
@@ -105,9 +105,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_ecb4b52819a73af5(const hir
     hir_f16* c = out0 + bt * 64LL;
     float acc[4][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) acc[i][j] = (float)0;
+    }
     for (long long k0 = 0; k0 < 8LL; k0 += 16) {
       for (int e = threadIdx.x; e < 1024; e += 256) {
         const int r = e >> 4, kk = e & 15;
@@ -128,9 +129,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_ecb4b52819a73af5(const hir
 #pragma unroll
         for (int j = 0; j < 4; ++j) bv[j] = sb[kk][tx + 16 * j];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[i][j] = hir_add(acc[i][j], hir_mul(av[i], bv[j]));
+        }
       }
       __syncthreads();
     }

@@ -1,4 +1,4 @@
-// kernel hir_1f0f37dbbc052914, strategy matmul-tiled, work 6
+// kernel hir_a53099ee854b07a7, strategy matmul-tiled, work 6
 // param in0   const float* __restrict__                arg 0
 // param in1   const float* __restrict__                arg 1
 // param out0  float* __restrict__                      arg 2
@@ -80,7 +80,7 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_1f0f37dbbc052914(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_a53099ee854b07a7(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0) {
   __shared__ float sa[16][65];
   __shared__ float sb[16][64];
   const int tx = threadIdx.x & 15;
@@ -95,9 +95,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_1f0f37dbbc052914(const flo
     float* c = out0 + bt * 13000LL;
     float acc[4][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) acc[i][j] = (float)0;
+    }
     for (long long k0 = 0; k0 < 70LL; k0 += 16) {
       for (int e = threadIdx.x; e < 1024; e += 256) {
         const int r = e >> 4, kk = e & 15;
@@ -118,9 +119,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_1f0f37dbbc052914(const flo
 #pragma unroll
         for (int j = 0; j < 4; ++j) bv[j] = sb[kk][tx + 16 * j];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[i][j] = hir_add(acc[i][j], hir_mul(av[i], bv[j]));
+        }
       }
       __syncthreads();
     }

@@ -1,4 +1,4 @@
-// kernel hir_9996fb235e587444, strategy matmul-tiled, work 1
+// kernel hir_2b454c8ae709e565, strategy matmul-tiled, work 1
 // param in0   const double* __restrict__               arg 0
 // param in1   const double* __restrict__               arg 1
 // param out0  double* __restrict__                     arg 2
@@ -80,7 +80,7 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_9996fb235e587444(const double* __restrict__ in0, const double* __restrict__ in1, double* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_2b454c8ae709e565(const double* __restrict__ in0, const double* __restrict__ in1, double* __restrict__ out0) {
   __shared__ double sa[16][65];
   __shared__ double sb[16][64];
   const int tx = threadIdx.x & 15;
@@ -95,9 +95,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_9996fb235e587444(const dou
     double* c = out0 + bt * 15LL;
     double acc[4][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) acc[i][j] = (double)0;
+    }
     for (long long k0 = 0; k0 < 0LL; k0 += 16) {
       for (int e = threadIdx.x; e < 1024; e += 256) {
         const int r = e >> 4, kk = e & 15;
@@ -118,9 +119,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_9996fb235e587444(const dou
 #pragma unroll
         for (int j = 0; j < 4; ++j) bv[j] = sb[kk][tx + 16 * j];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[i][j] = hir_add(acc[i][j], hir_mul(av[i], bv[j]));
+        }
       }
       __syncthreads();
     }
