@@ -1,66 +1,171 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine (see scripts/device-test): the runtime/cuda tests
-# (single-GPU, 2 and, with 4 GPUs, 4 processes), its benchmarks and, when
-# built, a hirrun smoke run; then prints one table. Logs go to $OUT.
+# Runs ON the GPU machine (see scripts/device-test), in one call of at most
+# 10 minutes: the runtime/cuda tests (single-GPU, 2 and, with 4 GPUs, 4
+# processes) and benchmarks; `hirrun topo`; every testdata program on
+# `hirrun run --backend cuda` against its CPU golden (exact, then within
+# tolerance); the too-large-tensor check; a check that no rank process or
+# socket file was left behind. Prints one table; logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=.device-bin
 out=${OUT:-/tmp/device-out}
-mkdir -p "$out"
+mkdir -p "$out/programs"
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on these machines
 
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | sed 's/^ *//; s/ / x /' | paste -sd, -)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+gpus=${gpus:-0}
+sockdir="${TMPDIR:-/tmp}/hir-$(id -u)"
+# Each step appends its row as it ends, so a call cut short by the time
+# limit still brings back the rows done so far ($OUT/summary.md).
+summary="$out/summary.md"
+printf '| item | value |\n| --- | --- |\n| device | %s (driver %s) |\n' "${device:-none}" "${driver:-?}" >"$summary"
+row() { printf '| %s | %s |\n' "$1" "$2" >>"$summary"; }
 
-timeout 420 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=400s 2>&1 | tee "$out/cuda-tests.log"
+timeout 280 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=270s 2>&1 | tee "$out/cuda-tests.log"
 tests_rc=${PIPESTATUS[0]}
-timeout 150 "$bin/cuda.test" -test.run='^$' -test.bench=. -test.benchtime=1x -test.timeout=140s 2>&1 | tee "$out/cuda-bench.log"
+timeout 90 "$bin/cuda.test" -test.run='^$' -test.bench=. -test.benchtime=1x -test.timeout=85s 2>&1 | tee "$out/cuda-bench.log"
 bench_rc=${PIPESTATUS[0]}
+count() { grep -cE "^ *--- $1" "$out/cuda-tests.log" || true; }
+row "runtime/cuda tests" "$(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped (exit $tests_rc; failed: $(grep -oE -- '--- FAIL: [A-Za-z0-9_/]+' "$out/cuda-tests.log" | sed 's/--- FAIL: //' | paste -sd' ' -))"
+row "benchmarks" "exit $bench_rc"
+# "BenchmarkX  1  123 ns/op  394.1 GB/s_copy_push..." -> one row per metric.
+grep -E '^Benchmark' "$out/cuda-bench.log" | while read -r name _iters rest; do
+  set -- $rest
+  while [ $# -ge 2 ]; do
+    case "$2" in ns/op) ;; *) row "${2#*_}" "$1 ${2%%_*}" ;; esac
+    shift 2
+  done
+done
 
-hirrun_status="not built"
-if [ -x "$bin/hirrun" ]; then
-  timeout 60 "$bin/hirrun" run --backend cuda examples/quickstart.hir >"$out/hirrun.log" 2>&1
+have_hirrun=0
+[ -x "$bin/hirrun" ] && have_hirrun=1
+
+# hirrun topo: peer access, GB/s and latency for every ordered pair of GPUs.
+topo_status="not built"
+if [ $have_hirrun = 1 ]; then
+  timeout 45 "$bin/hirrun" topo --nproc "$gpus" >"$out/topo.log" 2>&1
   rc=$?
-  hirrun_status="run --backend cuda examples/quickstart.hir: exit $rc: $(grep -v '^$' "$out/hirrun.log" | tail -1 | cut -c1-160)"
+  topo_status="exit $rc (table below)"
 fi
+row "hirrun topo" "$topo_status"
 
-# Every succeeding testdata program on CUDA, compared with its CPU golden
-# (programs with more ranks than GPUs are skipped). One line per program in
-# $out/golden-cuda.log: --- PASS/FAIL/SKIP: TestGoldenOnBackend/NAME.
+# Every testdata program with a golden, on CUDA with --nproc = its mesh,
+# compared with the golden's exit status and stdout byte for byte (and
+# stderr for goldens of failing programs). pass: identical; unsupported:
+# the run stopped at an op the CUDA runtime does not do yet; differs: ran,
+# but printed other bytes (compute may differ in the last bits: see the
+# tolerance check below); fail: anything else; skip: more ranks than GPUs
+# (or out of time).
+mesh_size() {
+  local m
+  m=$(sed -n 's/^mesh[[:space:]]*//p' "$1" | head -1)
+  case "$m" in
+    "") echo 1 ;;
+    \[*) echo "$m" | tr -cd ',' | wc -c | awk '{print $1 + 1}' ;;
+    *) echo "${m%%[^0-9]*}" ;;
+  esac
+}
+section() { # the lines of golden $1 between "-- $2 --" and the next section
+  awk -v s="-- $2 --" '$0 == s {on = 1; next} /^-- (stdout|stderr) --$/ {on = 0} on' "$1"
+}
+programs_rows=""
+declare -A programs_count=()
+if [ $have_hirrun = 1 ]; then
+  deadline=$(( $(date +%s) + 90 ))
+  for f in testdata/*.hir testdata/cuda/*.hir; do
+    golden=${f%.hir}.golden
+    [ -f "$golden" ] || continue
+    name=${f#testdata/}
+    name=${name%.hir}
+    log="$out/programs/${name//\//_}"
+    mesh=$(mesh_size "$f")
+    want_rc=$(sed -n '2s/^exit //p' "$golden")
+    # A program whose golden fails is rejected before any rank starts.
+    if [ "$mesh" -gt "$gpus" ] && [ "$want_rc" = 0 ]; then
+      status=skip detail="needs $mesh GPUs"
+    elif [ "$(date +%s)" -ge "$deadline" ]; then
+      status=skip detail="out of time (90 s for all programs)"
+    else
+      read -r -a args <<<"$(sed -n '1s#^// args:##p' "$f")"
+      t0=$(date +%s.%N)
+      timeout 30 "$bin/hirrun" run --backend cuda --nproc "$mesh" "${args[@]}" "$f" >"$log.out" 2>"$log.err"
+      rc=$?
+      secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+      section "$golden" stdout >"$log.want"
+      section "$golden" stderr >"$log.wanterr"
+      first_err=$(grep -v '^$' "$log.err" | head -1 | cut -c1-150 | tr '|' '/')
+      if [ "$rc" = "$want_rc" ] && cmp -s "$log.out" "$log.want" && { [ "$rc" = 0 ] || cmp -s "$log.err" "$log.wanterr"; }; then
+        status=pass detail="$(printf '%.1f s' "$secs")"
+      elif grep -q 'unsupported on cuda yet' "$log.err"; then
+        status=unsupported detail=$(grep -o 'unsupported on cuda yet: .*' "$log.err" | head -1 | cut -c1-110 | tr '|' '/')
+      elif [ "$rc" = 0 ] && [ "$want_rc" = 0 ]; then
+        status=differs detail="first differing line: $(diff "$log.want" "$log.out" | grep -m1 '^>' | cut -c3-120 | tr '|' '/')"
+      else
+        status=fail detail="exit $rc (want $want_rc): $first_err"
+      fi
+    fi
+    programs_count[$status]=$(( ${programs_count[$status]:-0} + 1 ))
+    programs_rows+="| $name | $status | $detail |"$'\n'
+  done
+fi
+programs_status="not built"
+if [ $have_hirrun = 1 ]; then
+  programs_status=""
+  for s in pass unsupported differs fail skip; do
+    programs_status+="${programs_count[$s]:-0} $s, "
+  done
+  programs_status="${programs_status%, } (rows below)"
+fi
+row "testdata on --backend cuda, exact" "$programs_status"
+
+# Bad input: a tensor larger than the device is a clear error on every
+# rank (size asked, device, free memory), exit 1.
+large_status="not built"
+if [ $have_hirrun = 1 ] && [ "$gpus" -ge 2 ]; then
+  timeout 30 "$bin/hirrun" run --backend cuda testdata/cuda/bad/too_large.hir >"$out/too_large.log" 2>&1
+  rc=$?
+  if [ $rc = 1 ] && grep -q 'does not fit on device' "$out/too_large.log" && grep -q ' free of ' "$out/too_large.log"; then
+    large_status="pass: $(grep -m1 -o 'does not fit on device.*' "$out/too_large.log" | cut -c1-120)"
+  else
+    large_status="FAIL: exit $rc: $(grep -v '^$' "$out/too_large.log" | head -2 | paste -sd' ' - | cut -c1-160)"
+  fi
+fi
+row "tensor too large for the device" "$large_status"
+
+# Every testdata program on CUDA against its CPU golden within the dtype's
+# tolerance (TestGoldenOnBackend; programs with more ranks than GPUs are
+# skipped). One line per program in $out/golden-cuda.log.
 golden_status="not built"
-if [ -x "$bin/hirrun.test" ] && [ -x "$bin/hirrun" ]; then
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-  (cd cmd/hirrun && HIR_GOLDEN_BACKEND=cuda HIRRUN="../../$bin/hirrun" HIR_GOLDEN_MAX_RANKS="${gpus:-0}" \
-    timeout 120 "../../$bin/hirrun.test" -test.run='^TestGoldenOnBackend$' -test.v -test.count=1 -test.timeout=110s) \
+if [ -x "$bin/hirrun.test" ] && [ $have_hirrun = 1 ]; then
+  (cd cmd/hirrun && HIR_GOLDEN_BACKEND=cuda HIRRUN="../../$bin/hirrun" HIR_GOLDEN_MAX_RANKS="$gpus" \
+    timeout 90 "../../$bin/hirrun.test" -test.run='^TestGoldenOnBackend$' -test.v -test.count=1 -test.timeout=85s) \
     >"$out/golden-cuda.log" 2>&1
   rc=$?
   gcount() { grep -cE "^ +--- $1: TestGoldenOnBackend/" "$out/golden-cuda.log" || true; }
   golden_status="$(gcount PASS) passed, $(gcount FAIL) failed, $(gcount SKIP) skipped (exit $rc; failed: $(grep -oE -- '--- FAIL: TestGoldenOnBackend/[a-z0-9_]+' "$out/golden-cuda.log" | sed 's#.*/##' | paste -sd' ' -))"
 fi
+row "testdata goldens on cuda, within tolerance" "$golden_status"
 
-count() { grep -cE "^ *--- $1" "$out/cuda-tests.log" || true; }
+# Nothing left behind: no hirrun or test process, no socket file.
+sleep 1
+leftover_procs=$(pgrep -f "$bin/(hirrun|cuda.test)" | grep -vx "$$" | wc -l)
+leftover_socks=$(find "$sockdir" -name '*.sock' 2>/dev/null | wc -l)
+
+row "left behind" "$leftover_procs processes, $leftover_socks socket files in $sockdir"
 echo
-echo "| item | value |"
-echo "| --- | --- |"
-echo "| device | ${device:-none} (driver ${driver:-?}) |"
-echo "| runtime/cuda tests | $(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped (exit $tests_rc) |"
-echo "| benchmarks | exit $bench_rc |"
-# "BenchmarkX  1  123 ns/op  394.1 GB/s_copy_push..." -> one row per metric.
-grep -E '^Benchmark' "$out/cuda-bench.log" | while read -r name _iters rest; do
-  set -- $rest
-  while [ $# -ge 2 ]; do
-    case "$2" in ns/op) ;; *) echo "| ${2#*_} | $1 ${2%%_*} |" ;; esac
-    shift 2
-  done
-done
-# Compute kernels (issue 4): which cuBLAS loaded (and where Python's is, to
-# compare), what ran the kernels, and the disk kernel cache across processes.
-blas=$(grep -m1 -oE 'matmul: cuBLAS.*' "$out/cuda-tests.log" | cut -c9-220)
-pyblas=$(python3 -c 'import glob, site; print(" ".join(sorted(p for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/*/lib/libcublas.so*"))) or "none")' 2>/dev/null | cut -c1-200)
-echo "| cuBLAS (runtime) | ${blas:-no line in the test log} |"
-echo "| cuBLAS (python's site-packages) | ${pyblas:-python3 missing} |"
-echo "| kernels by implementation | $(grep -m1 -oE 'kernels by implementation: map\[[^]]*\]' "$out/cuda-tests.log" | cut -c28-) |"
-grep -oE '^METRIC kernel-cache-[a-z-]+ [0-9.]+ s' "$out/cuda-tests.log" | while read -r _ name value unit; do echo "| $name | $value $unit |"; done
-echo "| hirrun | $hirrun_status |"
-echo "| testdata goldens on cuda | $golden_status |"
+cat "$summary"
+if [ -n "$programs_rows" ]; then
+  echo
+  echo "| program | on cuda | detail |"
+  echo "| --- | --- | --- |"
+  printf '%s' "$programs_rows"
+fi
+if [ -s "$out/topo.log" ]; then
+  echo
+  echo '```'
+  cat "$out/topo.log"
+  echo '```'
+fi
 exit $(( tests_rc != 0 || bench_rc != 0 ))

@@ -142,6 +142,10 @@ func (d *Device) tooLarge(what string, bytes int64, err error) error {
 
 func human(n uint64) string {
 	switch {
+	case n >= 1<<50:
+		return fmt.Sprintf("%.2f PiB", float64(n)/(1<<50))
+	case n >= 1<<40:
+		return fmt.Sprintf("%.2f TiB", float64(n)/(1<<40))
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:
