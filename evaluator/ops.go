@@ -87,7 +87,7 @@ func (r *rank) op(f *frame, op *ir.Op) error {
 	case ir.OpFor:
 		return r.loop(f, op)
 	case ir.OpRegister, ir.OpTransfer, ir.OpDeregister:
-		return fmt.Errorf("one-sided transfers are not implemented by the evaluator yet")
+		return r.oneSided(f, op)
 	}
 	return fmt.Errorf("the evaluator cannot run %s here", op.Code)
 }

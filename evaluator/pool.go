@@ -15,7 +15,8 @@ import (
 type pool struct {
 	dev   runtime.Device
 	free  map[poolKey][]pooled
-	all   []runtime.Buffer // every buffer allocated, in order, for close
+	all   []runtime.Buffer         // every buffer allocated, in order, for close
+	asked map[runtime.Buffer]int64 // the size each was allocated for: Size() may be rounded up (symmetric shards)
 	zeroB []byte
 }
 
@@ -32,7 +33,7 @@ type pooled struct {
 }
 
 func newPool(dev runtime.Device) *pool {
-	return &pool{dev: dev, free: map[poolKey][]pooled{}}
+	return &pool{dev: dev, free: map[poolKey][]pooled{}, asked: map[runtime.Buffer]int64{}}
 }
 
 func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Buffer, error) {
@@ -54,6 +55,7 @@ func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Bu
 		return nil, err
 	}
 	p.all = append(p.all, buf)
+	p.asked[buf] = bytes
 	return buf, nil
 }
 
@@ -71,7 +73,13 @@ func (p *pool) put(buf runtime.Buffer, s runtime.Stream) error {
 		}
 		e.ev = ev
 	}
-	k := poolKey{buf.Size(), buf.Mem()}
+	// Park it under the size get was asked for, so the same request finds
+	// it again.
+	bytes, ok := p.asked[buf]
+	if !ok {
+		bytes = buf.Size()
+	}
+	k := poolKey{bytes, buf.Mem()}
 	p.free[k] = append(p.free[k], e)
 	return nil
 }
@@ -100,5 +108,6 @@ func (p *pool) close() error {
 	}
 	p.all = nil
 	p.free = map[poolKey][]pooled{}
+	p.asked = map[runtime.Buffer]int64{}
 	return errors.Join(errs...)
 }

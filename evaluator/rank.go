@@ -3,6 +3,7 @@ package evaluator
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/hirlab/hir/host"
@@ -23,6 +24,7 @@ type rank struct {
 	kernels map[*ir.Op]runtime.Kernel
 	streams map[*ir.Op]runtime.Stream // made by `stream` ops, kept across Runs
 	comm    runtime.Stream            // where async collectives run
+	xfer    *transferState            // one-sided transfers (transfer.go), made at the first register
 
 	stats   Stats
 	opStats map[*ir.Op]*OpStat
@@ -87,12 +89,30 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 
 // releaseFrame returns to the pool whatever the program did not free itself
 // (a lowered program frees all but its outputs).
+//
+// They go back last-defined first, an order the same on every rank and
+// Run: the pool hands out last in, first out, so the next Run gives every
+// value the buffer it had (caches keyed by buffer keep hitting), and
+// same-sized symmetric buffers stay matched across ranks (map order
+// differs between ranks).
 func (r *rank) releaseFrame(f *frame) {
-	for _, s := range f.vals {
-		if s.owned != nil {
-			r.pool.put(s.owned, nil)
-			s.owned = nil
+	order := map[*ir.Value]int{}
+	r.job.prog.Walk(func(op *ir.Op) {
+		for _, res := range op.Results {
+			order[res] = len(order)
 		}
+	})
+	var vals []*ir.Value
+	for v, s := range f.vals {
+		if s.owned != nil {
+			vals = append(vals, v)
+		}
+	}
+	sort.Slice(vals, func(i, j int) bool { return order[vals[i]] > order[vals[j]] })
+	for _, v := range vals {
+		s := f.vals[v]
+		r.pool.put(s.owned, nil)
+		s.owned = nil
 	}
 }
 
@@ -266,7 +286,7 @@ func (r *rank) alloc(f *frame, t *ir.TensorType, zero bool) (*slot, error) {
 func bytesOf(dt ir.DType, shape []int64) int64 { return ir.Product(shape) * int64(dt.Size()) }
 
 func (r *rank) close() error {
-	var errs []error
+	errs := []error{r.closeTransfers()}
 	for _, s := range r.streams {
 		errs = append(errs, s.Close())
 	}
