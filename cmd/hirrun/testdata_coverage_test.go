@@ -50,9 +50,9 @@ func testdataPrograms(t *testing.T) []testdataProgram {
 	return out
 }
 
-// notYetInTestdata are ops another piece of work brings to testdata (the
-// one-sided transfers, issue 6); the evaluator cannot run them yet.
-var notYetInTestdata = map[ir.Opcode]bool{ir.OpRegister: true, ir.OpTransfer: true, ir.OpDeregister: true}
+// notYetInTestdata are ops another piece of work brings to testdata; none
+// at the moment.
+var notYetInTestdata = map[ir.Opcode]bool{}
 
 func TestTestdataCoversTheLanguage(t *testing.T) {
 	ops := map[ir.Opcode]bool{}
@@ -123,7 +123,6 @@ var passErrorsNotInTestdata = map[string]string{
 	"%s: no type rule": "an internal guard: every opcode has a rule",
 	"%s: the literal %s is not a tensor": "ir.Verify rejects a literal operand first, wherever one is not allowed",
 	"for: the index %s must be an i64 scalar, not %s": "the parser always types a for index i64",
-	"%s: %s is not a registration handle (make one with register)": "one-sided transfers (issue 6) bring their own testdata",
 }
 
 // TestTestdataCoversEveryPassError finds every message the type checker,

@@ -327,6 +327,29 @@ var references = map[string]reference{
 			return map[string]tens{"y": y, "z": pw(ir.F32, func(v ...float64) float64 { return v[0] * v[0] }, y)}
 		})
 	},
+	"transfer_ring": func(c *refCtx) []map[string]tens {
+		xs := c.allLocal("x")
+		D := c.D
+		return c.each(func(r int) map[string]tens {
+			// A read of the right neighbour's shard; the left neighbour's write.
+			return map[string]tens{"left": xs[(r+1)%D], "box": xs[(r+D-1)%D]}
+		})
+	},
+	"transfer_pair": func(c *refCtx) []map[string]tens {
+		xs := c.allLocal("x")
+		return c.each(func(r int) map[string]tens {
+			// Three rounds of acc = the peer's acc + 1, each rounded to f32:
+			// the value crosses over three times, so it ends with the peer's x.
+			acc := []tens{xs[0], xs[1]}
+			for range 3 {
+				acc = []tens{
+					pw(ir.F32, func(v ...float64) float64 { return f32(v[0] + 1) }, acc[1]),
+					pw(ir.F32, func(v ...float64) float64 { return f32(v[0] + 1) }, acc[0]),
+				}
+			}
+			return map[string]tens{"acc": acc[r]}
+		})
+	},
 	"all_gather_ring": func(c *refCtx) []map[string]tens {
 		return c.each(func(int) map[string]tens { return map[string]tens{"g": c.in["x"]} })
 	},
