@@ -168,4 +168,10 @@ if [ -s "$out/topo.log" ]; then
   cat "$out/topo.log"
   echo '```'
 fi
+# One-sided transfers (BenchmarkTransferAcrossProcesses writes it): GB/s
+# of READ/WRITE next to the plain copy, 4 KiB .. 1 GiB, and small-transfer
+# latency post to completion.
+if [ -s "$out/transfer-bench.md" ]; then
+  cat "$out/transfer-bench.md"
+fi
 exit $(( tests_rc != 0 || bench_rc != 0 ))
