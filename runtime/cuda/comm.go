@@ -2,20 +2,22 @@ package cuda
 
 import "github.com/hirlab/hir/runtime"
 
-// Collectives and point-to-point transfers come with the collectives issue.
+// Collectives run as symmetric-memory kernels (collective.go, the kernels
+// in collective_kernels.go, the signal pads in signal.go) or through NCCL
+// (coll_nccl.go); send and recv through per-pair inboxes (p2p.go).
 
+// Collective runs c on stream s; see docs/COLLECTIVES.md.
 func (d *Device) Collective(c *runtime.CollectiveCall, s runtime.Stream) error {
-	name := "collective"
-	if c != nil {
-		name = c.Op.String()
-	}
-	return unsupported("collectives (" + name + ")")
+	return d.collective(c, s)
 }
 
+// Send sends t to peer, ordered on s: matched with peer's k-th Recv from
+// this rank.
 func (d *Device) Send(t runtime.Tensor, peer int, s runtime.Stream) error {
-	return unsupported("send")
+	return d.p2pTransfer(t, peer, s, true)
 }
 
+// Recv receives into t the next tensor peer sent to this rank.
 func (d *Device) Recv(t runtime.Tensor, peer int, s runtime.Stream) error {
-	return unsupported("recv")
+	return d.p2pTransfer(t, peer, s, false)
 }

@@ -217,6 +217,7 @@ type Device struct {
 	copyErr    error
 
 	compute computeState // compiled compute kernels and the BLAS handle (compute.go)
+	comm    commState    // collectives: signal pads, kernels, NCCL, p2p inboxes (signal.go)
 
 	// Counters of live driver objects; teardown must bring them to zero.
 	liveHandles      atomic.Int64 // cuMemCreate / import, not yet released
@@ -394,6 +395,7 @@ func (d *Device) close() error {
 	var errs []error
 	if d.ctx != 0 {
 		errs = append(errs, d.withCtx(d.drv.ctxSynchronize))
+		errs = append(errs, d.closeComm())
 		for _, b := range bufs {
 			errs = append(errs, d.release(b))
 		}

@@ -60,8 +60,10 @@ func (d *Device) stream(rs runtime.Stream) (*stream, error) {
 	return s, nil
 }
 
+// Synchronize waits for the stream; a collective that timed out on this
+// device (its kernel gave up waiting for a peer) is reported here.
 func (s *stream) Synchronize() error {
-	return s.dev.withCtx(func() error { return s.dev.drv.call("cuStreamSynchronize", s.h) })
+	return s.dev.commCheck(s.dev.withCtx(func() error { return s.dev.drv.call("cuStreamSynchronize", s.h) }))
 }
 
 func (s *stream) Record(re runtime.Event) error {
@@ -149,7 +151,7 @@ func (d *Device) event(re runtime.Event) (*event, error) {
 }
 
 func (e *event) Synchronize() error {
-	return e.dev.withCtx(func() error { return e.dev.drv.call("cuEventSynchronize", e.h) })
+	return e.dev.commCheck(e.dev.withCtx(func() error { return e.dev.drv.call("cuEventSynchronize", e.h) }))
 }
 
 // Query reports whether the event's point has passed; an error (other

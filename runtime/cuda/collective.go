@@ -1,0 +1,783 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/store"
+)
+
+// collPlan is one collective, validated, with its algorithm resolved.
+type collPlan struct {
+	op           ir.Opcode
+	algo         string // as called
+	impl         string // what runs: one_shot, two_shot, ring, copy_engine, nccl
+	reduce       string
+	root         int
+	axis, concat int
+	dt           ir.DType
+	es           int64
+	in, out      runtime.Tensor
+	inB, outB    *buffer
+	inPtr        uint64 // local addresses
+	outPtr       uint64
+	access       ir.RemoteAccess // of impl
+	desc         string          // what every rank must agree on
+	what         string          // for messages
+}
+
+// autoOneShotMax is the largest all_reduce auto runs one_shot for; above
+// it auto runs two_shot where the output is symmetric (one_shot reads the
+// whole input of every peer, two_shot a 1/D share). Defaults measured
+// elsewhere may replace it (HIR_COLL_AUTO_ONESHOT_MAX, bytes).
+var autoOneShotMax = int64(512 << 10)
+
+func init() {
+	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_AUTO_ONESHOT_MAX"), 10, 64); err == nil && v >= 0 {
+		autoOneShotMax = v
+	}
+}
+
+// collBlocks is the most blocks a collective kernel launches
+// (HIR_COLL_BLOCKS overrides the default, up to the pads' 64).
+func collBlocks() int {
+	if v, err := strconv.Atoi(os.Getenv("HIR_COLL_BLOCKS")); err == nil && v > 0 {
+		return min(v, maxBlocks)
+	}
+	return 32
+}
+
+const collThreads = 512
+
+// gridFor is the grid for units of work (4 per thread before a second
+// block is worth it), at most collBlocks().
+func gridFor(units int64) uint32 {
+	g := (units + collThreads*4 - 1) / (collThreads * 4)
+	return uint32(max(1, min(g, int64(collBlocks()))))
+}
+
+// blockLayout is block k of extent ext along axis of a contiguous tensor
+// of shape full: the run of elements per outer index and the pitch
+// between runs; contiguous (run 0) when nothing lies outside the axis.
+func blockLayout(full []int64, axis int, ext int64) (off1 int64, l lay) {
+	outer := ir.Product(full[:axis])
+	inner := ir.Product(full[axis+1:])
+	run := ext * inner
+	if outer == 1 {
+		return run, lay{}
+	}
+	return run, lay{Run: run, Pitch: full[axis] * inner}
+}
+
+func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
+	D := d.opts.WorldSize
+	algo := c.Algo
+	if algo == "" {
+		algo = "auto"
+	}
+	p := &collPlan{op: c.Op, algo: algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: c.In, out: c.Out}
+	name := fmt.Sprintf("%s algo=%s", c.Op, algo)
+	fail := func(format string, args ...any) (*collPlan, error) {
+		return nil, fmt.Errorf("cuda: rank %d: %s: %s", d.opts.Rank, name, fmt.Sprintf(format, args...))
+	}
+	if !c.Op.IsCollective() {
+		return fail("%s is not a collective", c.Op)
+	}
+	if _, ok := ir.LookupRule(c.Op, algo); !ok {
+		return fail("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Algorithms(c.Op), ", "))
+	}
+	var err error
+	if p.inB, err = d.own(c.In.Buf); err != nil {
+		return fail("input: %v", err)
+	}
+	if p.outB, err = d.own(c.Out.Buf); err != nil {
+		return fail("output: %v", err)
+	}
+	if c.In.DType != c.Out.DType {
+		return fail("input is %s but output is %s", c.In.DType, c.Out.DType)
+	}
+	p.dt, p.es = c.In.DType, int64(c.In.DType.Size())
+	if p.es == 0 {
+		return fail("dtype %v has no size", p.dt)
+	}
+	if !c.In.IsContiguous() || !c.Out.IsContiguous() {
+		return fail("input and output must be contiguous (got strides %v and %v); copy a strided view into a contiguous tensor first", c.In.Strides, c.Out.Strides)
+	}
+	if p.inPtr, err = d.span(c.In, "collective input"); err != nil {
+		return fail("%v", err)
+	}
+	if p.outPtr, err = d.span(c.Out, "collective output"); err != nil {
+		return fail("%v", err)
+	}
+	switch c.Op {
+	case ir.OpAllReduce, ir.OpReduceScatter, ir.OpReduce:
+		if p.reduce == "" {
+			p.reduce = "sum"
+		}
+		if _, ok := reduceOpCodes[p.reduce]; !ok {
+			return fail("unknown reduce op %q (want one of %s)", p.reduce, strings.Join(ir.ReduceOpWords, ", "))
+		}
+		if _, ok := reduceDTypes[p.dt]; !ok {
+			return fail("cannot reduce %s tensors (op=%s); reductions take f32, f16, bf16, f64, i32 or i64", p.dt, p.reduce)
+		}
+		if p.reduce == "avg" && !p.dt.IsFloat() {
+			return fail("op=avg needs a float dtype, not %s", p.dt)
+		}
+	default:
+		p.reduce = ""
+	}
+	switch c.Op {
+	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
+		if c.Root < 0 || c.Root >= D {
+			return fail("root %d out of range [0, %d)", c.Root, D)
+		}
+	default:
+		p.root = 0
+	}
+	in, out := c.In.Shape, c.Out.Shape
+	scaled := func(big, small []int64, a int) bool {
+		if len(big) != len(small) || a < 0 || a >= len(small) {
+			return false
+		}
+		for i := range big {
+			want := small[i]
+			if i == a {
+				want *= int64(D)
+			}
+			if big[i] != want {
+				return false
+			}
+		}
+		return true
+	}
+	switch c.Op {
+	case ir.OpAllGather, ir.OpGather:
+		if !scaled(out, in, c.Axis) {
+			return fail("output shape %v is not the input's %v with axis %d times %d", out, in, c.Axis, D)
+		}
+		p.concat = 0
+	case ir.OpReduceScatter, ir.OpScatter:
+		if !scaled(in, out, c.Axis) {
+			return fail("input shape %v is not the output's %v with axis %d times %d", in, out, c.Axis, D)
+		}
+		p.concat = 0
+	case ir.OpAllToAll:
+		a, b := c.ConcatAxis, c.Axis
+		ok := len(out) == len(in) && a != b && a >= 0 && b >= 0 && a < len(in) && b < len(in)
+		for i := 0; ok && i < len(in); i++ {
+			switch i {
+			case a:
+				ok = out[i] == in[i]*int64(D)
+			case b:
+				ok = out[i]*int64(D) == in[i]
+			default:
+				ok = out[i] == in[i]
+			}
+		}
+		if !ok {
+			return fail("input %v and output %v do not fit a split of axis %d and a concat on axis %d over %d ranks", in, out, b, a, D)
+		}
+	default:
+		if !equalShapes(in, out) {
+			return fail("input shape %v and output shape %v differ", in, out)
+		}
+		p.axis, p.concat = 0, 0
+	}
+	p.impl = d.resolveAlgo(p)
+	p.access, _ = ir.LookupRule(c.Op, p.impl)
+	if p.impl == "ring" && (c.Op == ir.OpAllReduce || c.Op == ir.OpReduceScatter) {
+		p.access = ir.RemoteAccess{}
+	}
+	if p.access.ReadsInput && p.inB.kind != kindSym {
+		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.id, p.inB.mem, kindName(p.inB.kind))
+	}
+	if p.access.WritesOutput && p.outB.kind != kindSym {
+		return fail("it writes its output on peers, so the output must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.outB.id, p.outB.mem, kindName(p.outB.kind))
+	}
+	describe := func(t runtime.Tensor, b *buffer, remote bool) string {
+		s := fmt.Sprint(t.Shape)
+		if remote {
+			s += fmt.Sprintf("@sym#%d+%d", b.sym.seq, t.Offset)
+		}
+		return s
+	}
+	p.desc = fmt.Sprintf("%s algo=%s impl=%s %s in=%s out=%s op=%s root=%d axis=%d concat=%d", p.op, p.algo, p.impl, p.dt,
+		describe(c.In, p.inB, p.access.ReadsInput), describe(c.Out, p.outB, p.access.WritesOutput), p.reduce, p.root, p.axis, p.concat)
+	return p, nil
+}
+
+func equalShapes(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func kindName(k bufKind) string {
+	return [...]string{"a global allocation", "pinned host memory", "a symmetric shard", "a peer's shard", "a contiguous view"}[k]
+}
+
+// resolveAlgo picks what auto runs, from the compiled-in table: one_shot
+// everywhere, except all_reduce above autoOneShotMax with a symmetric
+// output, which runs two_shot (same rank-order result, 1/D of the loads).
+func (d *Device) resolveAlgo(p *collPlan) string {
+	if p.algo != "auto" {
+		return p.algo
+	}
+	if p.op == ir.OpAllReduce && p.in.Bytes() > autoOneShotMax && p.outB.kind == kindSym {
+		return "two_shot"
+	}
+	return "one_shot"
+}
+
+// Collective runs c on stream s: the symmetric-memory kernels of
+// docs/COLLECTIVES.md, or NCCL for algo=nccl.
+func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
+	if c == nil {
+		return fmt.Errorf("cuda: rank %d: collective: nil call", d.opts.Rank)
+	}
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	// Every rank reaches its first collective at the same point: make the
+	// pads there, before anything that could fail on one rank only.
+	cs, err := d.commReady()
+	if err != nil {
+		return err
+	}
+	if err := d.faultErr(); err != nil {
+		return err
+	}
+	p, err := d.planCollective(c)
+	if err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	ch, err := cs.channel(s, d.opts.Rank)
+	cs.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	seq := cs.seq.Add(1)
+	p.what = fmt.Sprintf("%s algo=%s %s%v", p.op, p.algo, p.dt, p.in.Shape)
+	if p.reduce != "" {
+		p.what += " op=" + p.reduce
+	}
+	p.what += fmt.Sprintf(" (collective #%d, stream channel %d)", seq, ch.idx)
+	p.desc += fmt.Sprintf(" channel=%d", ch.idx)
+	if err := d.agree(cs, p); err != nil {
+		return err
+	}
+	if p.in.NumElements() == 0 && p.out.NumElements() == 0 {
+		return nil
+	}
+	if d.opts.WorldSize == 1 {
+		// One rank: every collective is a copy (reduce ops of one value
+		// are the value, avg included).
+		return d.Copy(p.out, p.in, s)
+	}
+	var runErr error
+	switch p.impl {
+	case "nccl":
+		runErr = d.runNCCL(p, s)
+	case "copy_engine":
+		runErr = d.runCopyEngine(cs, ch, p, s)
+	case "ring":
+		if p.op == ir.OpAllGather {
+			runErr = d.runAllGatherRing(cs, ch, p, s)
+		} else {
+			runErr = d.runRing(cs, ch, p, s)
+		}
+	default:
+		runErr = d.runSymmetric(cs, ch, p, s)
+	}
+	if runErr != nil {
+		return fmt.Errorf("cuda: rank %d: %s: %w", d.opts.Rank, p.what, runErr)
+	}
+	return nil
+}
+
+// agree checks, on the first call of each distinct call, that every rank
+// called the same collective with the same shapes and dtype (and, for
+// tensors peers touch, the same place in the same symmetric allocation):
+// the descriptors travel through the job's store. A rank that does not
+// come is named after the timeout. Later calls of the same descriptor
+// trust the check and only meet in the kernels.
+func (d *Device) agree(cs *commState, p *collPlan) error {
+	world, rank := d.opts.WorldSize, d.opts.Rank
+	if world == 1 {
+		return nil
+	}
+	cs.mu.Lock()
+	done := cs.checked[p.desc]
+	n := cs.nchecks
+	if !done {
+		cs.nchecks++
+	}
+	cs.mu.Unlock()
+	if done {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	defer cancel()
+	raw, err := store.ExchangeAll(ctx, d.opts.Store, fmt.Sprintf("cuda/coll/check/%d", n), rank, world, []byte(p.desc), d.opts.Timeout)
+	if err != nil {
+		err = fmt.Errorf("cuda: rank %d: %s: the ranks did not all arrive to check this call (new call #%d on this rank): %w; every rank must run the same collectives in the same order", rank, p.what, n, err)
+		d.setFault(err)
+		return err
+	}
+	var diff []string
+	for r, b := range raw {
+		if string(b) != p.desc {
+			diff = append(diff, fmt.Sprintf("rank %d called %s", r, b))
+		}
+	}
+	if len(diff) > 0 {
+		err := fmt.Errorf("cuda: rank %d: %s: the ranks called different collectives: rank %d called %s; %s", rank, p.what, rank, p.desc, strings.Join(diff, "; "))
+		d.setFault(err)
+		return err
+	}
+	cs.mu.Lock()
+	cs.checked[p.desc] = true
+	cs.mu.Unlock()
+	return nil
+}
+
+// peerPtrs is where tensor t (in this rank's shard b) lies in every
+// rank's shard, as mapped here; for a tensor not touched remotely only
+// this rank's entry is set.
+func (d *Device) peerPtrs(b *buffer, t runtime.Tensor, remote bool) (out [maxRanks]uint64) {
+	if !remote {
+		out[d.opts.Rank] = b.ptr + uint64(t.Offset)
+		return out
+	}
+	for r, m := range b.sym.maps {
+		out[r] = m.ptr + uint64(t.Offset)
+	}
+	return out
+}
+
+func (d *Device) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs {
+	return collArgs{Pad: cs.padsFor(ch), Status: cs.status.ptr, Base: base, TimeoutNS: uint64(d.opts.Timeout.Nanoseconds()),
+		Rank: int32(d.opts.Rank), World: int32(d.opts.WorldSize), Channel: int32(ch.idx)}
+}
+
+func (d *Device) launchColl(cs *commState, module, name string, src func() (string, error), grid uint32, a *collArgs, s *stream) error {
+	f, err := d.commFunction(&cs.mods, module, name, src)
+	if err != nil {
+		return err
+	}
+	return d.LaunchFunction(f, Dim3{X: grid}, Dim3{X: collThreads}, 0, s, a.bytes())
+}
+
+func moveFunction(cs *commState, d *Device, name string) (*Function, error) {
+	return d.commFunction(&cs.mods, "hir_comm_move", name, func() (string, error) { return moveModuleSource(), nil })
+}
+
+func (d *Device) launchMove(cs *commState, name string, grid uint32, a *collArgs, s *stream) error {
+	f, err := moveFunction(cs, d, name)
+	if err != nil {
+		return err
+	}
+	return d.LaunchFunction(f, Dim3{X: grid}, Dim3{X: collThreads}, 0, s, a.bytes())
+}
+
+func (d *Device) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *stream) error {
+	dt := p.dt
+	return d.launchColl(cs, "hir_comm_reduce_"+dt.String(), reduceKernelName(dt, p.reduce, vec),
+		func() (string, error) { return reduceModuleSource(dt) }, grid, a, s)
+}
+
+// overlaps reports whether two tensors share bytes.
+func overlaps(a runtime.Tensor, ab *buffer, b runtime.Tensor, bb *buffer) bool {
+	if ab.ptr+uint64(a.Offset) >= bb.ptr+uint64(b.Offset)+uint64(b.Bytes()) {
+		return false
+	}
+	return bb.ptr+uint64(b.Offset) < ab.ptr+uint64(a.Offset)+uint64(a.Bytes())
+}
+
+// reduceSpec is one launch of the reduce kernel, in elements: every
+// rank's source (layout ls) reduced into the targets (layout ld).
+type reduceSpec struct {
+	src     [maxRanks]uint64
+	ls      lay
+	dst     []uint64
+	ld      lay
+	n       int64 // elements this rank reduces
+	gridN   int64 // elements that size the grid (the same on every rank)
+	tmp     bool  // the output aliases the input: stage through a temporary
+}
+
+// runReduce launches the reduce kernel for spec: the 16-byte vector
+// instance where every address and layout allows it, else the scalar one.
+func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, s *stream) error {
+	D := d.opts.WorldSize
+	es := p.es
+	V := 16 / es
+	aligned := func(x uint64) bool { return x%16 == 0 }
+	vec := true
+	for r := 0; r < D; r++ {
+		vec = vec && aligned(sp.src[r])
+	}
+	for _, t := range sp.dst {
+		vec = vec && aligned(t)
+	}
+	for _, l := range []lay{sp.ls, sp.ld} {
+		if l.Run != 0 {
+			vec = vec && l.Run%V == 0 && l.Pitch%V == 0
+		}
+	}
+	a := d.baseArgs(cs, ch, 0)
+	a.Src = sp.src
+	for i, t := range sp.dst {
+		a.Dst[i] = t
+	}
+	a.NOut = int32(len(sp.dst))
+	a.Ls, a.Ld = sp.ls, sp.ld
+	units := sp.n
+	if vec {
+		units = sp.n / V
+		a.Ls, a.Ld = lay{sp.ls.Run / V, sp.ls.Pitch / V}, lay{sp.ld.Run / V, sp.ld.Pitch / V}
+		a.TailStart, a.TailEnd = units*V, sp.n
+	}
+	a.N = units
+	// The grid depends only on what every rank agrees on (never on this
+	// rank's alignment): blocks meet their peers' blocks of the same index.
+	grid := gridFor(max(1, (sp.gridN*es+15)/16))
+	launch := func() error {
+		cs.mu.Lock()
+		a.Base = ch.reserve(2, p.what)
+		cs.mu.Unlock()
+		return d.launchReduce(cs, p, vec, grid, &a, s)
+	}
+	if !sp.tmp {
+		return launch()
+	}
+	a.Mode |= modeTmp
+	return d.staged(int(max(sp.n*es, 16)), s, func(tmp uint64) error {
+		a.Work = tmp
+		return launch()
+	})
+}
+
+// copySpec is one launch of the copy kernel, in elements: task t copies n
+// elements from src[t] (layout ls) to dst[t] (layout ld).
+type copySpec struct {
+	src, dst []uint64
+	ls, ld   lay
+	n        int64
+}
+
+func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec, gridN int64, s *stream) error {
+	es := p.es
+	vec := true
+	for i := range sp.src {
+		vec = vec && sp.src[i]%16 == 0 && sp.dst[i]%16 == 0
+	}
+	for _, l := range []lay{sp.ls, sp.ld} {
+		if l.Run != 0 {
+			vec = vec && (l.Run*es)%16 == 0 && (l.Pitch*es)%16 == 0
+		}
+	}
+	a := d.baseArgs(cs, ch, 0)
+	copy(a.Src[:], sp.src)
+	copy(a.Dst[:], sp.dst)
+	a.NTask = int32(len(sp.src))
+	name := fmt.Sprintf("hir_copy_s%d", es)
+	gridUnits := gridN * es / 16
+	if vec {
+		name = "hir_copy_v16"
+		bytes := sp.n * es
+		a.N = bytes / 16
+		a.TailStart, a.TailEnd = a.N*16, bytes
+		a.Ls = lay{sp.ls.Run * es / 16, sp.ls.Pitch * es / 16}
+		a.Ld = lay{sp.ld.Run * es / 16, sp.ld.Pitch * es / 16}
+	} else {
+		a.N = sp.n
+		a.Ls, a.Ld = sp.ls, sp.ld
+	}
+	cs.mu.Lock()
+	a.Base = ch.reserve(2, p.what)
+	cs.mu.Unlock()
+	return d.launchMove(cs, name, gridFor(max(gridUnits, 1)), &a, s)
+}
+
+// runSymmetric runs the one_shot and two_shot algorithms.
+func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+	D, r := d.opts.WorldSize, d.opts.Rank
+	es := p.es
+	ins := d.peerPtrs(p.inB, p.in, p.access.ReadsInput)
+	outs := d.peerPtrs(p.outB, p.out, p.access.WritesOutput)
+	nIn, nOut := p.in.NumElements(), p.out.NumElements()
+	alias := overlaps(p.in, p.inB, p.out, p.outB)
+	switch p.op {
+	case ir.OpAllReduce:
+		if p.impl == "two_shot" {
+			// Chunk c of the flat tensor, bounds rounded to 16 bytes so
+			// every chunk moves as vectors; each element is still reduced
+			// in rank order, as one_shot does.
+			align := 16 / es
+			bound := func(c int) int64 {
+				if c == D {
+					return nIn
+				}
+				return nIn * int64(c) / int64(D) / align * align
+			}
+			var widest int64
+			for c := 0; c < D; c++ {
+				widest = max(widest, bound(c+1)-bound(c))
+			}
+			lo, hi := bound(r), bound(r+1)
+			sp := reduceSpec{n: hi - lo, gridN: widest}
+			for q := 0; q < D; q++ {
+				sp.src[q] = ins[q] + uint64(lo*es)
+				sp.dst = append(sp.dst, outs[q]+uint64(lo*es))
+			}
+			return d.runReduce(cs, ch, p, sp, s)
+		}
+		sp := reduceSpec{src: ins, dst: []uint64{p.outPtr}, n: nIn, gridN: nIn, tmp: alias}
+		return d.runReduce(cs, ch, p, sp, s)
+	case ir.OpReduce:
+		sp := reduceSpec{src: ins, gridN: nIn, tmp: alias}
+		if r == p.root {
+			sp.dst, sp.n = []uint64{p.outPtr}, nIn
+		}
+		return d.runReduce(cs, ch, p, sp, s)
+	case ir.OpReduceScatter:
+		run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		sp := reduceSpec{ls: l, dst: []uint64{p.outPtr}, n: nOut, gridN: nOut, tmp: alias}
+		for q := 0; q < D; q++ {
+			sp.src[q] = ins[q] + uint64(int64(r)*run*es)
+		}
+		return d.runReduce(cs, ch, p, sp, s)
+	case ir.OpAllGather:
+		run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+		sp := copySpec{ld: l, n: nIn}
+		for q := 0; q < D; q++ {
+			sp.src = append(sp.src, p.inPtr)
+			sp.dst = append(sp.dst, outs[q]+uint64(int64(r)*run*es))
+		}
+		return d.runCopy(cs, ch, p, sp, nIn*int64(D), s)
+	case ir.OpAllToAll:
+		a, b := p.concat, p.axis
+		runS, ls := blockLayout(p.in.Shape, b, p.out.Shape[b])
+		runD, ld := blockLayout(p.out.Shape, a, p.in.Shape[a])
+		blk := nIn / int64(D)
+		sp := copySpec{ls: ls, ld: ld, n: blk}
+		for q := 0; q < D; q++ {
+			sp.src = append(sp.src, p.inPtr+uint64(int64(q)*runS*es))
+			sp.dst = append(sp.dst, outs[q]+uint64(int64(r)*runD*es))
+		}
+		return d.runCopy(cs, ch, p, sp, nIn, s)
+	case ir.OpBroadcast:
+		sp := copySpec{src: []uint64{ins[p.root]}, dst: []uint64{p.outPtr}, n: nIn}
+		return d.runCopy(cs, ch, p, sp, nIn, s)
+	case ir.OpScatter:
+		run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		sp := copySpec{src: []uint64{ins[p.root] + uint64(int64(r)*run*es)}, dst: []uint64{p.outPtr}, ls: l, n: nOut}
+		return d.runCopy(cs, ch, p, sp, nOut, s)
+	case ir.OpGather:
+		run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+		sp := copySpec{ld: l, n: nIn}
+		if r == p.root {
+			for q := 0; q < D; q++ {
+				sp.src = append(sp.src, ins[q])
+				sp.dst = append(sp.dst, p.outPtr+uint64(int64(q)*run*es))
+			}
+		}
+		return d.runCopy(cs, ch, p, sp, nIn*int64(D), s)
+	}
+	return fmt.Errorf("no %s algorithm for %s", p.impl, p.op)
+}
+
+// runAllGatherRing: blocks travel round the ring, written straight into
+// the right neighbour's (symmetric) output.
+func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+	D := d.opts.WorldSize
+	es := p.es
+	outs := d.peerPtrs(p.outB, p.out, true)
+	run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+	nIn := p.in.NumElements()
+	a := d.baseArgs(cs, ch, 0)
+	a.Src[0] = p.inPtr
+	a.Dst = outs
+	a.Seg = run * es
+	vec := p.inPtr%16 == 0
+	for q := 0; q < D; q++ {
+		vec = vec && outs[q]%16 == 0
+	}
+	if l.Run != 0 {
+		vec = vec && (l.Run*es)%16 == 0 && (l.Pitch*es)%16 == 0 && a.Seg%16 == 0
+	} else {
+		vec = vec && a.Seg%16 == 0
+	}
+	name := fmt.Sprintf("hir_ag_ring_s%d", es)
+	if vec {
+		name = "hir_ag_ring_v16"
+		bytes := nIn * es
+		a.N = bytes / 16
+		a.TailStart, a.TailEnd = a.N*16, bytes
+		a.Ld = lay{l.Run * es / 16, l.Pitch * es / 16}
+	} else {
+		a.N, a.Ld = nIn, l
+	}
+	grid := gridFor(max(nIn*es/16, 1))
+	cs.mu.Lock()
+	a.Base = ch.reserve(uint64(max(2, D)), p.what)
+	cs.mu.Unlock()
+	return d.launchMove(cs, name, grid, &a, s)
+}
+
+// barrierKernel meets every rank on stream s (one block).
+func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *stream) error {
+	a := d.baseArgs(cs, ch, 0)
+	cs.mu.Lock()
+	a.Base = ch.reserve(1, what)
+	cs.mu.Unlock()
+	return d.launchMove(cs, "hir_barrier", 1, &a, s)
+}
+
+// runCopyEngine: all_gather through the copy engines: a barrier (every
+// input is ready), one cuMemcpy per rank from its shard through the
+// contiguous view, a barrier (nobody changes its input while a peer reads).
+func (d *Device) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+	view, err := d.ContiguousView(p.inB)
+	if err != nil {
+		return err
+	}
+	if err := d.barrierKernel(cs, ch, p.what, s); err != nil {
+		return err
+	}
+	D := d.opts.WorldSize
+	run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+	for q := 0; q < D; q++ {
+		src := runtime.Tensor{Buf: view, Offset: int64(q)*p.inB.size + p.in.Offset, DType: p.dt, Shape: p.in.Shape}
+		dst := runtime.Tensor{Buf: p.outB, Offset: p.out.Offset + int64(q)*run*p.es, DType: p.dt, Shape: p.in.Shape}
+		if l.Run != 0 {
+			dst.Strides = runtime.ContiguousStrides(p.out.Shape)
+		}
+		if err := d.Copy(dst, src, s); err != nil {
+			return err
+		}
+	}
+	return d.barrierKernel(cs, ch, p.what, s)
+}
+
+// ringStage is ch's ring staging (symmetric: made, collectively, on the
+// channel's first ring).
+func (d *Device) ringStage(cs *commState, ch *commChannel) ([maxRanks]uint64, error) {
+	var out [maxRanks]uint64
+	if ch.stage == nil {
+		b, err := d.allocSymmetric(ringStagingSize)
+		if err != nil {
+			return out, fmt.Errorf("ring staging: %w", err)
+		}
+		ch.stage = b
+		for _, m := range b.sym.maps {
+			ch.stagePtrs = append(ch.stagePtrs, m.ptr)
+		}
+	}
+	copy(out[:], ch.stagePtrs)
+	return out, nil
+}
+
+// ringBlocks is the ring's grid (its staging holds two slots per block).
+const ringBlocks = 16
+
+// runRing runs all_reduce and reduce_scatter as a ring over a local work
+// array (the output for all_reduce, a packed copy of the input for
+// reduce_scatter), through the neighbours' staging.
+func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+	D, r := d.opts.WorldSize, d.opts.Rank
+	es := p.es
+	stage, err := d.ringStage(cs, ch)
+	if err != nil {
+		return err
+	}
+	a := d.baseArgs(cs, ch, 0)
+	a.Stage = stage
+	a.Seg = ringSlotBytes / es
+	var total int64
+	if p.op == ir.OpAllReduce {
+		total = p.in.NumElements()
+		for c := 0; c <= D; c++ {
+			a.Chunk[c] = total * int64(c) / int64(D)
+		}
+		a.Mode = modeAllGather
+	} else {
+		nOut := p.out.NumElements()
+		total = nOut * int64(D)
+		for c := 0; c <= D; c++ {
+			a.Chunk[c] = nOut * int64(c)
+		}
+	}
+	var widest int64
+	for c := 0; c < D; c++ {
+		widest = max(widest, a.Chunk[c+1]-a.Chunk[c])
+	}
+	part := (widest + ringBlocks - 1) / ringBlocks
+	a.NSeg = max(1, (part+a.Seg-1)/a.Seg)
+	transfers := uint64(a.NSeg) * uint64(D-1)
+	if a.Mode&modeAllGather != 0 {
+		transfers *= 2
+	}
+	dt := p.dt
+	run := func(work uint64) error {
+		a.Work = work
+		cs.mu.Lock()
+		a.Base = ch.reserve(transfers+1, p.what)
+		cs.mu.Unlock()
+		return d.launchColl(cs, "hir_comm_reduce_"+dt.String(), ringKernelName(dt, p.reduce),
+			func() (string, error) { return reduceModuleSource(dt) }, ringBlocks, &a, s)
+	}
+	if p.op == ir.OpAllReduce {
+		if p.outPtr != p.inPtr {
+			if overlaps(p.in, p.inB, p.out, p.outB) {
+				return fmt.Errorf("the output partly overlaps the input")
+			}
+			if err := d.Copy(p.out, p.in, s); err != nil {
+				return err
+			}
+		}
+		return run(p.outPtr)
+	}
+	// reduce_scatter: pack the input's blocks along the axis one after
+	// another, run the ring's first half, keep chunk r.
+	return d.staged(int(total*es), s, func(tmp uint64) error {
+		work := d.tempBuffer(tmp, total*es)
+		nOut := p.out.NumElements()
+		runLen, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		for c := 0; c < D; c++ {
+			src := runtime.Tensor{Buf: p.inB, Offset: p.in.Offset + int64(c)*runLen*es, DType: p.dt, Shape: p.out.Shape}
+			if l.Run != 0 {
+				src.Strides = runtime.ContiguousStrides(p.in.Shape)
+			}
+			dst := runtime.Tensor{Buf: work, Offset: int64(c) * nOut * es, DType: p.dt, Shape: p.out.Shape}
+			if err := d.Copy(dst, src, s); err != nil {
+				return err
+			}
+		}
+		if err := run(tmp); err != nil {
+			return err
+		}
+		return d.Copy(p.out, runtime.Tensor{Buf: work, Offset: int64(r) * nOut * es, DType: p.dt, Shape: p.out.Shape}, s)
+	})
+}
+
+// tempBuffer wraps a stream-ordered temporary (cuMemAllocAsync) as a
+// buffer Copy accepts; it is not tracked (staged frees it).
+func (d *Device) tempBuffer(ptr uint64, size int64) *buffer {
+	return &buffer{dev: d, size: size, mem: ir.Global, kind: kindGlobal, ptr: ptr, owner: d.opts.Rank}
+}
+

@@ -1,0 +1,779 @@
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// The collective kernels: CUDA C compiled with NVRTC on first use, one
+// module for data movement (copies, the all_gather ring, barriers,
+// point-to-point) and one per reduced dtype (one instantiation per reduce
+// op). Every kernel takes one collArgs by value; its layout is checked on
+// both sides (static_assert in the source, collArgsLayout in Go).
+//
+// Memory model. Cross-rank ordering goes through signal pads in symmetric
+// memory: a block finishes its loads and stores, meets at __syncthreads,
+// and one thread per peer does fence.acq_rel.sys then a relaxed system-
+// scope store of a counter value into the peer's pad; the peer spins with
+// relaxed system-scope loads on its own pad until the value is reached,
+// fences (acq_rel, sys) and releases its block with __syncthreads. Values
+// only grow (the host hands every launch a fresh range, base+1..), so a
+// flag left by an earlier collective can never satisfy a later wait. Every
+// spin is bounded: past the timeout the waiting thread writes what it
+// waited for into host-mapped status memory and the block gives up.
+
+// Pad geometry (mirrored in the source below).
+const (
+	maxRanks    = 16 // symmetric-memory collectives handle up to 16 ranks
+	maxBlocks   = 64 // blocks per collective launch (signal slots per plane)
+	numPlanes   = 3  // barrier, data, ack
+	maxChannels = 16 // streams that may run collectives concurrently
+	planeBytes  = maxBlocks * maxRanks * 8
+	channelPad  = numPlanes * planeBytes
+	// Status words: [0] any fault; then one word per (channel, block, peer)
+	// for the collective channels and two p2p channels (send, recv).
+	statusChannels = maxChannels + 2
+	statusWords    = 1 + statusChannels*maxBlocks*maxRanks
+	chanP2PSend    = maxChannels
+	chanP2PRecv    = maxChannels + 1
+)
+
+// Kernel mode bits (collArgs.Mode).
+const (
+	modeTmp       = 1 // reduce: write to Work, end barrier, then copy Work to the outputs
+	modeAllGather = 8 // ring: run the all-gather half after the reduce-scatter half
+)
+
+// Point-to-point inbox geometry: one inbox per ordered pair, in the
+// receiver's memory.
+const (
+	p2pBlocks    = 16
+	p2pSlot      = 256 << 10
+	p2pChunk     = p2pBlocks * p2pSlot // bytes moved per handshake
+	p2pHeader    = 4096
+	p2pInboxSize = p2pHeader + 2*p2pChunk
+)
+
+// Ring staging: per channel and rank, two slots per block.
+const (
+	ringSlotBytes   = 128 << 10
+	ringStagingSize = maxBlocks * 2 * ringSlotBytes
+)
+
+// lay is a block of a tensor in units (elements or 16-byte vectors): unit
+// i lies at (i/Run)*Pitch + i%Run; Run == 0 means contiguous.
+type lay struct{ Run, Pitch int64 }
+
+// collArgs is the kernel argument, byte for byte the CollArgs of the
+// source. Addresses are device addresses in this process.
+type collArgs struct {
+	Src       [maxRanks]uint64
+	Dst       [maxRanks]uint64
+	Pad       [maxRanks]uint64 // each rank's signal pad for this channel
+	Stage     [maxRanks]uint64 // ring: each rank's staging for this channel
+	Status    uint64           // host-mapped status words
+	Work      uint64           // local scratch (modeTmp) or the ring's work array
+	Base      uint64           // signal values base+1.. are this launch's
+	TimeoutNS uint64
+	N         int64 // units per task (per block for the all_gather ring)
+	TailStart int64 // copy kernels: bytes; reduce kernel: elements
+	TailEnd   int64
+	Seg       int64 // ring: elements per segment; all_gather ring: bytes between output blocks
+	NSeg      int64
+	Chunk     [maxRanks + 1]int64 // ring chunk bounds, in elements
+	Ls, Ld    lay
+	Rank      int32
+	World     int32
+	Channel   int32
+	NTask     int32
+	Mode      int32
+	NOut      int32
+	Peer      int32
+	Xtra      int32
+}
+
+const collArgsSize = 784
+
+func (a *collArgs) bytes() []byte {
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))...)
+}
+
+// collectiveSource is the common part of every module.
+const collectiveSource = `
+typedef unsigned long long u64;
+typedef long long i64;
+#define MAXR 16
+#define MAXB 64
+#define PL_BAR 0
+#define PL_DATA 1
+#define PL_ACK 2
+#define STATUS_SIZE_MISMATCH 3
+#define MODE_TMP 1
+#define MODE_ALLGATHER 8
+#define P2P_BLOCKS 16
+#define P2P_SLOT (256 * 1024)
+#define P2P_HEADER 4096
+#define CH_P2P_SEND 16
+#define CH_P2P_RECV 17
+
+struct Lay { i64 run, pitch; };
+
+struct CollArgs {
+  u64 src[MAXR];
+  u64 dst[MAXR];
+  u64 pad[MAXR];
+  u64 stage[MAXR];
+  u64 status;
+  u64 work;
+  u64 base;
+  u64 timeout_ns;
+  i64 n;
+  i64 tail_start;
+  i64 tail_end;
+  i64 seg;
+  i64 nseg;
+  i64 chunk[MAXR + 1];
+  Lay ls, ld;
+  int rank, world, channel, ntask;
+  int mode, nout, peer, xtra;
+};
+%LAYOUT_ASSERTS%
+
+__device__ __forceinline__ i64 imin(i64 a, i64 b) { return a < b ? a : b; }
+
+// ---- system-scope memory operations (PTX) ----
+__device__ __forceinline__ u64 ld_relaxed_sys(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ u64 gtimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A peer's release: everything this block did before (the caller's
+// __syncthreads orders the other threads' accesses before this thread's
+// fence) becomes visible to whoever sees v.
+__device__ __forceinline__ void put_signal(u64* p, u64 v) {
+  fence_sys();
+  st_relaxed_sys(p, v);
+}
+
+// report records a wait that timed out: the value waited for, tagged with
+// the plane, in this (channel, block, peer)'s status word; then word 0.
+__device__ void report(const CollArgs& a, int channel, int plane, int peer, u64 want) {
+  volatile u64* st = (volatile u64*)a.status;
+  st[1 + ((u64)channel * MAXB + blockIdx.x) * MAXR + peer] = ((u64)(plane + 1) << 56) | (want & ((1ull << 56) - 1));
+  __threadfence_system();
+  st[0] = 1;
+  __threadfence_system();
+}
+
+// wait_ge spins until *p >= want, or the timeout passes (then it reports
+// and returns false). It also gives up early once another wait of this
+// rank has already failed (status word 0), looked at now and then only,
+// since that is host memory.
+__device__ bool wait_ge(const CollArgs& a, const u64* p, u64 want, int channel, int plane, int peer) {
+  if (ld_relaxed_sys(p) >= want) { fence_sys(); return true; }
+  u64 t0 = gtimer(), tcheck = t0;
+  for (unsigned spin = 1;; spin++) {
+    if (ld_relaxed_sys(p) >= want) { fence_sys(); return true; }
+    if ((spin & 127) == 0) {
+      u64 now = gtimer();
+      if (now - t0 > a.timeout_ns) { report(a, channel, plane, peer, want); return false; }
+      if (now - tcheck > 200000) {
+        tcheck = now;
+        if (*(volatile u64*)a.status != 0) return false;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ u64* slot(u64 pad, int plane, int blk, int peer) {
+  return (u64*)(pad + (((u64)plane * MAXB + blk) * MAXR + peer) * 8);
+}
+
+// barrier: block b of every rank reaches it before block b of any rank
+// passes. Thread t < world signals peer t and waits for it.
+__device__ bool barrier(const CollArgs& a, u64 v) {
+  __syncthreads();
+  bool ok = true;
+  int t = threadIdx.x;
+  if (t < a.world && t != a.rank) {
+    put_signal(slot(a.pad[t], PL_BAR, blockIdx.x, a.rank), v);
+    ok = wait_ge(a, slot(a.pad[a.rank], PL_BAR, blockIdx.x, t), v, a.channel, PL_BAR, t);
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// signal_peer / wait_peer: one thread of the block, point to point.
+__device__ bool wait_peer(const CollArgs& a, int plane, int from, u64 v) {
+  __syncthreads();
+  bool ok = true;
+  if (threadIdx.x == 0) ok = wait_ge(a, slot(a.pad[a.rank], plane, blockIdx.x, from), v, a.channel, plane, from);
+  return __syncthreads_and(ok) != 0;
+}
+__device__ void signal_peer(const CollArgs& a, int plane, int to, u64 v) {
+  __syncthreads();
+  if (threadIdx.x == 0) put_signal(slot(a.pad[to], plane, blockIdx.x, a.rank), v);
+}
+
+__device__ __forceinline__ i64 lay(const Lay& L, i64 i) {
+  return L.run == 0 ? i : (i / L.run) * L.pitch + (i % L.run);
+}
+
+// copy_units copies units [lo, hi) of a block from src (layout ls) to dst
+// (layout ld), thread by thread of the calling block, four at a time for
+// memory-level parallelism.
+template <typename U>
+__device__ __forceinline__ void copy_units(u64 dst, const Lay& ld, u64 src, const Lay& ls, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  i64 i = lo + tid;
+  for (; i + 3 * nthr < hi; i += 4 * nthr) {
+    U v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) v[u] = ((const U*)src)[lay(ls, i + u * nthr)];
+#pragma unroll
+    for (int u = 0; u < 4; u++) ((U*)dst)[lay(ld, i + u * nthr)] = v[u];
+  }
+  for (; i < hi; i += nthr) ((U*)dst)[lay(ld, i)] = ((const U*)src)[lay(ls, i)];
+}
+
+__device__ __forceinline__ void copy_bytes(u64 dst, u64 src, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  for (i64 i = lo + tid; i < hi; i += nthr) ((unsigned char*)dst)[i] = ((const unsigned char*)src)[i];
+}
+
+// ---- data movement ----
+
+// hir_copy: start barrier, task t copies n units from src[t] (ls) to
+// dst[t] (ld) plus bytes [tail_start, tail_end) of contiguous tasks, end
+// barrier. Used by all_gather one_shot, all_to_all, broadcast, scatter
+// and gather. Blocks start on different tasks so that peers' links are
+// used at once.
+template <typename U>
+__device__ void copy_kernel(const CollArgs& a) {
+  if (!barrier(a, a.base + 1)) return;
+  i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int k = 0; k < a.ntask; k++) {
+    int t = (blockIdx.x + k) % a.ntask;
+    copy_units<U>(a.dst[t], a.ld, a.src[t], a.ls, 0, a.n, tid, nthr);
+    copy_bytes(a.dst[t], a.src[t], a.tail_start, a.tail_end, tid, nthr);
+  }
+  barrier(a, a.base + 2);
+}
+
+// hir_ag_ring: all_gather around the ring into the peers' outputs. Each
+// block moves its slice [n*b/G, n*(b+1)/G) of every rank's block (plus
+// the byte tail, in the last block): it writes its own block into its own
+// output and its right neighbour's, then forwards what its left neighbour
+// wrote, signalling the right neighbour after each block.
+template <typename U>
+__device__ void ag_ring_kernel(const CollArgs& a) {
+  if (!barrier(a, a.base + 1)) return;
+  int D = a.world, r = a.rank, right = (r + 1) % D, left = (r + D - 1) % D;
+  i64 G = gridDim.x, b = blockIdx.x;
+  i64 lo = a.n * b / G, hi = a.n * (b + 1) / G;
+  bool tail = b == G - 1;
+  i64 stride = a.seg; // bytes between blocks of the output
+  u64 mine = a.dst[r], next = a.dst[right];
+  Lay contig = {0, 0};
+  copy_units<U>(mine + r * stride, a.ld, a.src[0], contig, lo, hi, threadIdx.x, blockDim.x);
+  if (tail) copy_bytes(mine + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+  if (D == 1) return;
+  copy_units<U>(next + r * stride, a.ld, a.src[0], contig, lo, hi, threadIdx.x, blockDim.x);
+  if (tail) copy_bytes(next + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+  signal_peer(a, PL_DATA, right, a.base + 1);
+  for (int s = 1; s < D - 1; s++) {
+    if (!wait_peer(a, PL_DATA, left, a.base + s)) return;
+    int c = (r - s + D) % D;
+    copy_units<U>(next + c * stride, a.ld, mine + c * stride, a.ld, lo, hi, threadIdx.x, blockDim.x);
+    if (tail) copy_bytes(next + c * stride, mine + c * stride, a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+    signal_peer(a, PL_DATA, right, a.base + s + 1);
+  }
+  wait_peer(a, PL_DATA, left, a.base + D - 1);
+}
+
+extern "C" __global__ void hir_barrier(const __grid_constant__ CollArgs a) { barrier(a, a.base + 1); }
+
+extern "C" __global__ void __launch_bounds__(512) hir_copy_v16(const __grid_constant__ CollArgs a) { copy_kernel<uint4>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s1(const __grid_constant__ CollArgs a) { copy_kernel<unsigned char>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s2(const __grid_constant__ CollArgs a) { copy_kernel<unsigned short>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s4(const __grid_constant__ CollArgs a) { copy_kernel<unsigned int>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s8(const __grid_constant__ CollArgs a) { copy_kernel<u64>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_v16(const __grid_constant__ CollArgs a) { ag_ring_kernel<uint4>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s1(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned char>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s2(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned short>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s4(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned int>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s8(const __grid_constant__ CollArgs a) { ag_ring_kernel<u64>(a); }
+
+// ---- point to point ----
+// The inbox of a pair lives in the receiver's memory: data flags (one per
+// block) at 0, ack flags at 256, message sizes [block][slot] at 512, and
+// two staging slots per block from P2P_HEADER on. Transfer g of the pair
+// (counted across messages by both sides) uses slot g % 2 of each block.
+
+__device__ __forceinline__ u64* p2p_data(u64 inbox, int b) { return (u64*)(inbox + 8 * b); }
+__device__ __forceinline__ u64* p2p_ack(u64 inbox, int b) { return (u64*)(inbox + 256 + 8 * b); }
+__device__ __forceinline__ u64* p2p_size(u64 inbox, int b, int q) { return (u64*)(inbox + 512 + 16 * b + 8 * q); }
+__device__ __forceinline__ u64 p2p_stage(u64 inbox, int b, int q) { return inbox + P2P_HEADER + ((u64)b * 2 + q) * P2P_SLOT; }
+
+__device__ __forceinline__ void copy_span(u64 dst, u64 src, i64 n) {
+  i64 nv = 0;
+  if (((dst | src) & 15) == 0) {
+    nv = n / 16;
+    Lay c = {0, 0};
+    copy_units<uint4>(dst, c, src, c, 0, nv, threadIdx.x, blockDim.x);
+  }
+  copy_bytes(dst, src, nv * 16, n, threadIdx.x, blockDim.x);
+}
+
+// hir_p2p_send: src[0] the tensor, dst[0] the receiver's inbox (mapped
+// here), tail_end the message's bytes, n its transfers, base the pair's
+// transfer count before it, peer the receiver.
+extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_constant__ CollArgs a) {
+  int b = blockIdx.x;
+  u64 inbox = a.dst[0];
+  for (i64 j = 0; j < a.n; j++) {
+    u64 g = a.base + j;
+    int q = (int)(g & 1);
+    i64 lo = j * (i64)P2P_BLOCKS * P2P_SLOT + (i64)b * P2P_SLOT;
+    i64 hi = imin(lo + (i64)P2P_SLOT, a.tail_end);
+    bool ok = true;
+    __syncthreads();
+    if (threadIdx.x == 0 && g >= 2) ok = wait_ge(a, p2p_ack(inbox, b), g - 1, CH_P2P_SEND, PL_ACK, a.peer);
+    if (!__syncthreads_and(ok)) return;
+    if (hi > lo) copy_span(p2p_stage(inbox, b, q), a.src[0] + lo, hi - lo);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      st_relaxed_sys(p2p_size(inbox, b, q), (u64)a.tail_end);
+      put_signal(p2p_data(inbox, b), g + 1);
+    }
+  }
+}
+
+// hir_p2p_recv: src[0] this rank's inbox for the sender, dst[0] the
+// tensor; the rest as for send (peer is the sender).
+extern "C" __global__ void __launch_bounds__(512) hir_p2p_recv(const __grid_constant__ CollArgs a) {
+  int b = blockIdx.x;
+  u64 inbox = a.src[0];
+  for (i64 j = 0; j < a.n; j++) {
+    u64 g = a.base + j;
+    int q = (int)(g & 1);
+    i64 lo = j * (i64)P2P_BLOCKS * P2P_SLOT + (i64)b * P2P_SLOT;
+    i64 hi = imin(lo + (i64)P2P_SLOT, a.tail_end);
+    bool ok = true;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      ok = wait_ge(a, p2p_data(inbox, b), g + 1, CH_P2P_RECV, PL_DATA, a.peer);
+      if (ok) {
+        u64 sent = ld_relaxed_sys(p2p_size(inbox, b, q));
+        if (sent != (u64)a.tail_end) {
+          report(a, CH_P2P_RECV, STATUS_SIZE_MISMATCH, a.peer, sent);
+          ok = false;
+        }
+      }
+    }
+    if (!__syncthreads_and(ok)) return;
+    if (hi > lo) copy_span(a.dst[0] + lo, p2p_stage(inbox, b, q), hi - lo);
+    __syncthreads();
+    if (threadIdx.x == 0) put_signal(p2p_ack(inbox, b), g + 1);
+  }
+}
+`
+
+// reduceSource is the per-dtype part: storage type T, compute type C, the
+// reduce ops, and the reducing kernels (instantiated per op below).
+const reduceSource = `
+// ---- numerics: as the CPU runtime computes (docs/SEMANTICS.md) ----
+// f16/bf16 compute in f32 and round to nearest even when stored (the
+// same bit manipulations as host.F32ToBF16/F32ToF16, NaNs included);
+// f32 in f32, f64 in f64; ints wrap. max/min propagate NaN (as the
+// quiet NaN the CPU runtime produces) and order -0 below +0.
+struct bf16_t { unsigned short x; };
+struct f16_t { unsigned short x; };
+
+__device__ __forceinline__ float load_c(bf16_t v) { return __uint_as_float(((unsigned)v.x) << 16); }
+__device__ __forceinline__ float load_c(f16_t v) {
+  unsigned h = v.x;
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)
+    return __uint_as_float(((h & 0x8000u) << 16) | 0x7f800000u | ((h & 0x3ffu) << 13));
+  float f;
+  unsigned short hs = v.x;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(hs));
+  return f;
+}
+__device__ __forceinline__ float load_c(float v) { return v; }
+__device__ __forceinline__ double load_c(double v) { return v; }
+__device__ __forceinline__ int load_c(int v) { return v; }
+__device__ __forceinline__ long long load_c(long long v) { return v; }
+
+template <typename T> struct Store;
+template <> struct Store<bf16_t> {
+  static __device__ __forceinline__ bf16_t st(float f) {
+    unsigned b = __float_as_uint(f);
+    bf16_t r;
+    if (f != f) { r.x = (unsigned short)((b >> 16) | 0x40u); return r; }
+    b += 0x7fffu + ((b >> 16) & 1u);
+    r.x = (unsigned short)(b >> 16);
+    return r;
+  }
+};
+template <> struct Store<f16_t> {
+  static __device__ __forceinline__ f16_t st(float f) {
+    f16_t r;
+    unsigned b = __float_as_uint(f);
+    if (f != f) { r.x = (unsigned short)(((b >> 16) & 0x8000u) | 0x7e00u | ((b >> 13) & 0x3ffu)); return r; }
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    r.x = h;
+    return r;
+  }
+};
+template <> struct Store<float> { static __device__ __forceinline__ float st(float f) { return f; } };
+template <> struct Store<double> { static __device__ __forceinline__ double st(double f) { return f; } };
+template <> struct Store<int> { static __device__ __forceinline__ int st(int f) { return f; } };
+template <> struct Store<long long> { static __device__ __forceinline__ long long st(long long f) { return f; } };
+
+#define OP_SUM 0
+#define OP_PROD 1
+#define OP_MAX 2
+#define OP_MIN 3
+#define OP_AVG 4
+
+__device__ __forceinline__ float qnan(float) { return __uint_as_float(0x7fc00000u); }
+__device__ __forceinline__ double qnan(double) { return __longlong_as_double(0x7ff8000000000001ll); }
+__device__ __forceinline__ bool neg_bit(float x) { return (__float_as_uint(x) >> 31) != 0; }
+__device__ __forceinline__ bool neg_bit(double x) { return __double_as_longlong(x) < 0; }
+
+template <typename C> __device__ __forceinline__ C fmax_h(C a, C b) {
+  if (a != a || b != b) return qnan(a);
+  if (a > b) return a;
+  if (b > a) return b;
+  return neg_bit(a) ? b : a;
+}
+template <typename C> __device__ __forceinline__ C fmin_h(C a, C b) {
+  if (a != a || b != b) return qnan(a);
+  if (a < b) return a;
+  if (b < a) return b;
+  return neg_bit(a) ? a : b;
+}
+
+template <int OP> struct Combine {
+  static __device__ __forceinline__ float f(float a, float b) {
+    if (OP == OP_SUM || OP == OP_AVG) return a + b;
+    if (OP == OP_PROD) return a * b;
+    if (OP == OP_MAX) return fmax_h(a, b);
+    return fmin_h(a, b);
+  }
+  static __device__ __forceinline__ double f(double a, double b) {
+    if (OP == OP_SUM || OP == OP_AVG) return a + b;
+    if (OP == OP_PROD) return a * b;
+    if (OP == OP_MAX) return fmax_h(a, b);
+    return fmin_h(a, b);
+  }
+  static __device__ __forceinline__ int f(int a, int b) {
+    if (OP == OP_SUM || OP == OP_AVG) return (int)((unsigned)a + (unsigned)b);
+    if (OP == OP_PROD) return (int)((unsigned)a * (unsigned)b);
+    if (OP == OP_MAX) return a > b ? a : b;
+    return a < b ? a : b;
+  }
+  static __device__ __forceinline__ long long f(long long a, long long b) {
+    if (OP == OP_SUM || OP == OP_AVG) return (long long)((u64)a + (u64)b);
+    if (OP == OP_PROD) return (long long)((u64)a * (u64)b);
+    if (OP == OP_MAX) return a > b ? a : b;
+    return a < b ? a : b;
+  }
+};
+
+template <int OP> __device__ __forceinline__ float finish(float x, int D) { return OP == OP_AVG ? x / (float)D : x; }
+template <int OP> __device__ __forceinline__ double finish(double x, int D) { return OP == OP_AVG ? x / (double)D : x; }
+template <int OP> __device__ __forceinline__ int finish(int x, int) { return x; }
+template <int OP> __device__ __forceinline__ long long finish(long long x, int) { return x; }
+
+// VecT is V elements of T: a 16-byte vector (loaded and stored as one
+// uint4, so the compiler emits 128-bit accesses) or one element.
+template <typename T, int V> struct VecT {
+  union { uint4 u; T e[V]; };
+  static __device__ __forceinline__ VecT load(u64 base, i64 i) { VecT v; v.u = ((const uint4*)base)[i]; return v; }
+  __device__ __forceinline__ void store(u64 base, i64 i) const { ((uint4*)base)[i] = u; }
+};
+template <typename T> struct VecT<T, 1> {
+  T e[1];
+  static __device__ __forceinline__ VecT load(u64 base, i64 i) { VecT v; v.e[0] = ((const T*)base)[i]; return v; }
+  __device__ __forceinline__ void store(u64 base, i64 i) const { ((T*)base)[i] = e[0]; }
+};
+
+// reduce_unit: unit i of every rank's input (layout ls), reduced in rank
+// order 0..D-1 and finished (avg); result stored to the NOut targets
+// (layout ld), or to work (MODE_TMP).
+template <typename T, typename CT, int OP, int V>
+__device__ __forceinline__ void reduce_unit(const CollArgs& a, i64 i) {
+  typedef VecT<T, V> U;
+  i64 si = lay(a.ls, i);
+  U x = U::load(a.src[0], si);
+  CT acc[V];
+#pragma unroll
+  for (int e = 0; e < V; e++) acc[e] = load_c(x.e[e]);
+  for (int p = 1; p < a.world; p++) {
+    U y = U::load(a.src[p], si);
+#pragma unroll
+    for (int e = 0; e < V; e++) acc[e] = Combine<OP>::f(acc[e], (CT)load_c(y.e[e]));
+  }
+  U out;
+#pragma unroll
+  for (int e = 0; e < V; e++) out.e[e] = Store<T>::st(finish<OP>(acc[e], a.world));
+  if (a.mode & MODE_TMP) {
+    out.store(a.work, i);
+  } else {
+    i64 di = lay(a.ld, i);
+    for (int t = 0; t < a.nout; t++) out.store(a.dst[t], di);
+  }
+}
+
+// hir_reduce: start barrier; units [0, n) (vectors of V) and elements
+// [tail_start, tail_end) of every rank's input reduced; end barrier (in
+// MODE_TMP the results wait in work and are copied out after it, since
+// the output aliases the input). one_shot all_reduce, reduce_scatter,
+// reduce: src = every rank's input, one target; two_shot: src = every
+// rank's chunk r, dst = chunk r of every rank's output.
+template <typename T, typename CT, int OP, int V>
+__device__ void reduce_kernel(const CollArgs& a) {
+  if (!barrier(a, a.base + 1)) return;
+  i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  i64 i = tid;
+  for (; i + nthr < a.n; i += 2 * nthr) {
+    reduce_unit<T, CT, OP, V>(a, i);
+    reduce_unit<T, CT, OP, V>(a, i + nthr);
+  }
+  for (; i < a.n; i += nthr) reduce_unit<T, CT, OP, V>(a, i);
+  for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) reduce_unit<T, CT, OP, 1>(a, e);
+  if (!barrier(a, a.base + 2)) return;
+  if (a.mode & MODE_TMP) {
+    typedef VecT<T, V> U;
+    for (i64 j = tid; j < a.n; j += nthr) {
+      U v = U::load(a.work, j);
+      i64 di = lay(a.ld, j);
+      for (int t = 0; t < a.nout; t++) v.store(a.dst[t], di);
+    }
+    for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) {
+      T v = ((const T*)a.work)[e];
+      for (int t = 0; t < a.nout; t++) ((T*)a.dst[t])[e] = v;
+    }
+  }
+}
+
+// hir_ring: the ring of docs/RUNTIME.md over a local work array, chunk c
+// = [chunk[c], chunk[c+1]) elements, through the neighbours' staging:
+// D-1 reduce-scatter steps (chunk c reduced in ring order c+1, c+2, ...,
+// partials stored as T at every hop) and, with MODE_ALLGATHER, D-1
+// all-gather steps. Each block moves its part of every chunk, in
+// segments of seg elements (nseg of them), two staging slots per block,
+// a data flag per transfer and an ack before a slot is reused.
+template <typename T, typename CT, int OP>
+__device__ void ring_kernel(const CollArgs& a) {
+  int D = a.world, r = a.rank, right = (r + 1) % D, left = (r + D - 1) % D;
+  int b = blockIdx.x, G = gridDim.x;
+  T* work = (T*)a.work;
+  bool gather = (a.mode & MODE_ALLGATHER) != 0;
+  u64 t = 0; // transfers so far (this block)
+  auto range = [&](int c, i64 k, i64* lo, i64* hi) {
+    i64 c0 = a.chunk[c], len = a.chunk[c + 1] - c0;
+    i64 plo = c0 + len * b / G, phi = c0 + len * (b + 1) / G;
+    *lo = imin(plo + k * a.seg, phi);
+    *hi = imin(*lo + a.seg, phi);
+  };
+  auto send = [&](int c, i64 k) -> bool {
+    i64 lo, hi;
+    range(c, k, &lo, &hi);
+    if (t >= 2 && !wait_peer(a, PL_ACK, right, a.base + t - 1)) return false;
+    T* st = (T*)(a.stage[right] + ((u64)b * 2 + (t & 1)) * a.seg * sizeof(T));
+    for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) st[i - lo] = work[i];
+    signal_peer(a, PL_DATA, right, a.base + t + 1);
+    return true;
+  };
+  auto recv = [&](int c, i64 k, bool reduce) -> bool {
+    i64 lo, hi;
+    range(c, k, &lo, &hi);
+    if (!wait_peer(a, PL_DATA, left, a.base + t + 1)) return false;
+    const T* st = (const T*)(a.stage[r] + ((u64)b * 2 + (t & 1)) * a.seg * sizeof(T));
+    for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      if (reduce) work[i] = Store<T>::st(Combine<OP>::f((CT)load_c(st[i - lo]), (CT)load_c(work[i])));
+      else work[i] = st[i - lo];
+    }
+    signal_peer(a, PL_ACK, left, a.base + t + 1);
+    t++;
+    return true;
+  };
+  for (i64 k = 0; k < a.nseg; k++) {
+    for (int s = 0; s < D - 1; s++) {
+      if (!send((r - s - 1 + 2 * D) % D, k)) return;
+      if (!recv((r - s - 2 + 2 * D) % D, k, true)) return;
+    }
+    if (OP == OP_AVG) {
+      i64 lo, hi;
+      range(r, k, &lo, &hi);
+      __syncthreads();
+      for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) work[i] = Store<T>::st(finish<OP>((CT)load_c(work[i]), D));
+      __syncthreads();
+    }
+    if (!gather) continue;
+    for (int s = 0; s < D - 1; s++) {
+      if (!send((r - s + D) % D, k)) return;
+      if (!recv((r - s - 1 + D) % D, k, false)) return;
+    }
+  }
+  // Every slot of the right neighbour is free again before the next launch.
+  if (t > 0) wait_peer(a, PL_ACK, right, a.base + t);
+}
+`
+
+// reduceDTypes are the dtypes with reducing kernels, with their CUDA
+// storage and compute types.
+var reduceDTypes = map[ir.DType][2]string{
+	ir.F32:  {"float", "float"},
+	ir.F16:  {"f16_t", "float"},
+	ir.BF16: {"bf16_t", "float"},
+	ir.F64:  {"double", "double"},
+	ir.I32:  {"int", "int"},
+	ir.I64:  {"long long", "long long"},
+}
+
+var reduceOpCodes = map[string]int{"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+
+// reduceModuleSource is the source of dt's reducing module: every reduce
+// op (avg for floats only), each as a vector (16-byte) and a scalar reduce
+// kernel and a ring kernel.
+func reduceModuleSource(dt ir.DType) (string, error) {
+	ty, ok := reduceDTypes[dt]
+	if !ok {
+		return "", fmt.Errorf("no reducing kernels for %v", dt)
+	}
+	var b strings.Builder
+	b.WriteString(commonSource())
+	b.WriteString(reduceSource)
+	v := 16 / dt.Size()
+	for _, op := range ir.ReduceOpWords {
+		if op == "avg" && !dt.IsFloat() {
+			continue
+		}
+		code := reduceOpCodes[op]
+		fmt.Fprintf(&b, "extern \"C\" __global__ void __launch_bounds__(512) %s(const __grid_constant__ CollArgs a) { reduce_kernel<%s, %s, %d, %d>(a); }\n",
+			reduceKernelName(dt, op, true), ty[0], ty[1], code, v)
+		fmt.Fprintf(&b, "extern \"C\" __global__ void __launch_bounds__(512) %s(const __grid_constant__ CollArgs a) { reduce_kernel<%s, %s, %d, 1>(a); }\n",
+			reduceKernelName(dt, op, false), ty[0], ty[1], code)
+		fmt.Fprintf(&b, "extern \"C\" __global__ void __launch_bounds__(512) %s(const __grid_constant__ CollArgs a) { ring_kernel<%s, %s, %d>(a); }\n",
+			ringKernelName(dt, op), ty[0], ty[1], code)
+	}
+	return b.String(), nil
+}
+
+func reduceKernelName(dt ir.DType, op string, vec bool) string {
+	if vec {
+		return fmt.Sprintf("hir_reduce_%s_%s_v", dt, op)
+	}
+	return fmt.Sprintf("hir_reduce_%s_%s_s", dt, op)
+}
+
+func ringKernelName(dt ir.DType, op string) string { return fmt.Sprintf("hir_ring_%s_%s", dt, op) }
+
+// moveModuleSource is the data-movement module's source.
+func moveModuleSource() string { return commonSource() }
+
+// commonSource is collectiveSource with static_asserts that pin CollArgs
+// to collArgs's layout as Go lays it out, field by field.
+func commonSource() string {
+	var a collArgs
+	var b strings.Builder
+	fmt.Fprintf(&b, "static_assert(sizeof(CollArgs) == %d, \"CollArgs size\");\n", unsafe.Sizeof(a))
+	for _, f := range []struct {
+		name string
+		off  uintptr
+	}{
+		{"src", unsafe.Offsetof(a.Src)}, {"dst", unsafe.Offsetof(a.Dst)}, {"pad", unsafe.Offsetof(a.Pad)},
+		{"stage", unsafe.Offsetof(a.Stage)}, {"status", unsafe.Offsetof(a.Status)}, {"work", unsafe.Offsetof(a.Work)},
+		{"base", unsafe.Offsetof(a.Base)}, {"timeout_ns", unsafe.Offsetof(a.TimeoutNS)}, {"n", unsafe.Offsetof(a.N)},
+		{"tail_start", unsafe.Offsetof(a.TailStart)}, {"tail_end", unsafe.Offsetof(a.TailEnd)}, {"seg", unsafe.Offsetof(a.Seg)},
+		{"nseg", unsafe.Offsetof(a.NSeg)}, {"chunk", unsafe.Offsetof(a.Chunk)}, {"ls", unsafe.Offsetof(a.Ls)},
+		{"ld", unsafe.Offsetof(a.Ld)}, {"rank", unsafe.Offsetof(a.Rank)}, {"world", unsafe.Offsetof(a.World)},
+		{"channel", unsafe.Offsetof(a.Channel)}, {"ntask", unsafe.Offsetof(a.NTask)}, {"mode", unsafe.Offsetof(a.Mode)},
+		{"nout", unsafe.Offsetof(a.NOut)}, {"peer", unsafe.Offsetof(a.Peer)}, {"xtra", unsafe.Offsetof(a.Xtra)},
+	} {
+		fmt.Fprintf(&b, "static_assert(__builtin_offsetof(CollArgs, %s) == %d, \"CollArgs.%s\");\n", f.name, f.off, f.name)
+	}
+	return strings.Replace(collectiveSource, "%LAYOUT_ASSERTS%", b.String(), 1)
+}
+
+// commModules compiles (once per device) and caches the modules.
+type commModules struct {
+	mu   sync.Mutex
+	mods map[string]*Module
+	errs map[string]error
+	fns  map[string]*Function
+}
+
+// function returns kernel name of module key, compiling the module on
+// first use. src makes the module's source.
+func (d *Device) commFunction(cm *commModules, key, name string, src func() (string, error)) (*Function, error) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	if f, ok := cm.fns[name]; ok {
+		return f, nil
+	}
+	m, ok := cm.mods[key]
+	if !ok {
+		if err, failed := cm.errs[key]; failed {
+			return nil, err
+		}
+		text, err := src()
+		if err == nil {
+			m, err = d.loadCached(text, key+".cu")
+		}
+		if err != nil {
+			cm.errs[key] = err
+			return nil, err
+		}
+		cm.mods[key] = m
+	}
+	f, err := m.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	cm.fns[name] = f
+	return f, nil
+}
+
+// collNVRTCOptions are the options every collective module compiles with:
+// IEEE division and no contraction, so results match the CPU runtime.
+var collNVRTCOptions = []string{"--fmad=false", "--prec-div=true", "--prec-sqrt=true"}
+
+// loadCached compiles src for this device through the kernel cache
+// (kernelcache.go: memory, then disk, then NVRTC), so the ranks of a job
+// and later runs do not compile again; a cached image the driver refuses
+// is compiled anew.
+func (d *Device) loadCached(src, name string) (*Module, error) {
+	cc := d.info.ComputeCapability
+	key := imageKey(src, cc, collNVRTCOptions, nvrtcVersionOnce())
+	for attempt := 0; ; attempt++ {
+		img, from, err := cachedImage(key, src, name, cc, collNVRTCOptions, attempt > 0)
+		if err != nil {
+			return nil, &SourceError{Kernel: name, SourcePath: saveSource(strings.TrimSuffix(name, ".cu"), src), Err: err}
+		}
+		m, err := d.LoadModule(img)
+		if err == nil {
+			return m, nil
+		}
+		if from == "nvrtc" || attempt > 0 {
+			return nil, err
+		}
+		forgetImage(key)
+	}
+}

@@ -1,0 +1,93 @@
+package cuda
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/hirlab/hir/ir"
+)
+
+func TestCollArgsLayout(t *testing.T) {
+	var a collArgs
+	if unsafe.Sizeof(a) != collArgsSize {
+		t.Fatalf("collArgs is %d bytes, want %d", unsafe.Sizeof(a), collArgsSize)
+	}
+	if got := len(a.bytes()); got != collArgsSize {
+		t.Fatalf("bytes() gives %d bytes", got)
+	}
+	if unsafe.Offsetof(a.Chunk) != 584 || unsafe.Offsetof(a.Rank) != 752 {
+		t.Errorf("offsets: chunk %d rank %d", unsafe.Offsetof(a.Chunk), unsafe.Offsetof(a.Rank))
+	}
+	if statusWords*8 > 1<<20 || maxChannels*channelPad > 1<<20 {
+		t.Errorf("status %d bytes, pads %d bytes", statusWords*8, maxChannels*channelPad)
+	}
+}
+
+// clangShim gives clang (CUDA mode, without a CUDA installation) what NVRTC
+// provides implicitly, so the kernels can be type-checked here.
+const clangShim = `
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#define __grid_constant__
+#include <__clang_cuda_builtin_vars.h>
+struct __attribute__((aligned(16))) uint4 { unsigned int x, y, z, w; };
+__device__ inline int __syncthreads_and(int p) { return __nvvm_bar0_and(p); }
+__device__ inline void __threadfence_system() { __nvvm_membar_sys(); }
+__device__ inline float __uint_as_float(unsigned x) { return __nvvm_bitcast_i2f((int)x); }
+__device__ inline unsigned __float_as_uint(float x) { return (unsigned)__nvvm_bitcast_f2i(x); }
+__device__ inline double __longlong_as_double(long long x) { return __nvvm_bitcast_ll2d(x); }
+__device__ inline long long __double_as_longlong(double x) { return __nvvm_bitcast_d2ll(x); }
+`
+
+// TestCollectiveSourcesCompileWithClang type-checks every collective
+// module with clang's CUDA front end where clang is installed (the GPU
+// machine compiles them with NVRTC; this catches mistakes before that).
+func TestCollectiveSourcesCompileWithClang(t *testing.T) {
+	clang, err := exec.LookPath("clang")
+	if err != nil {
+		t.Skip("clang is not installed")
+	}
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "shim.h")
+	if err := os.WriteFile(shim, []byte(clangShim), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srcs := map[string]string{"move": moveModuleSource()}
+	for dt := range reduceDTypes {
+		s, err := reduceModuleSource(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs[dt.String()] = s
+	}
+	for name, src := range srcs {
+		path := filepath.Join(dir, name+".cu")
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(clang, "-x", "cuda", "--cuda-gpu-arch=sm_80", "-nocudainc", "-nocudalib",
+			"--cuda-device-only", "-std=c++17", "-include", shim, "-S", "-o", filepath.Join(dir, name+".ptx"), path).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: %v\n%s", name, err, out)
+			continue
+		}
+		ptx, _ := os.ReadFile(filepath.Join(dir, name+".ptx"))
+		for _, want := range []string{"ld.relaxed.sys.global.u64", "st.relaxed.sys.global.u64", "fence.acq_rel.sys", "%globaltimer"} {
+			if !strings.Contains(string(ptx), want) {
+				t.Errorf("%s: PTX lacks %s", name, want)
+			}
+		}
+		if name != "move" && !strings.Contains(string(ptx), ".entry hir_reduce_") {
+			t.Errorf("%s: PTX has no reduce entry", name)
+		}
+	}
+	_ = ir.F32
+}

@@ -1,0 +1,270 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// Send and Recv. Each ordered pair (sender a, receiver b) has an inbox in
+// b's memory: flags and two staging slots per block (collective_kernels.go
+// lays it out). The sender's kernel copies the tensor into the inbox a
+// chunk at a time and raises a data flag; the receiver's kernel waits for
+// it, checks the size, copies the chunk out and acks, which frees the slot.
+// Inboxes are made pairwise, not collectively: at its first send or recv
+// with a peer a rank makes its own inbox for that peer, passes its fd over
+// the fd-exchange socket, and maps the peer's inbox for it once that
+// arrives. Only those two ranks take part, so other ranks need not be
+// there.
+
+// p2pKey is the fd-exchange key of inboxes (symmetric allocations use
+// their sequence numbers, far below).
+const p2pKey = 1 << 62
+
+type p2pPair struct {
+	peer int
+	// Our inbox (peer writes it, we receive from it) and the peer's
+	// inbox for us, mapped here.
+	in, out     p2pMapping
+	sendG, recv uint64 // transfers so far, each way
+}
+
+type p2pMapping struct {
+	handle uint64
+	m      mapping
+}
+
+// pair returns the pair with peer, setting it up on first use.
+func (d *Device) pair(peer int) (*p2pPair, error) {
+	c := &d.comm
+	c.p2pMu.Lock()
+	defer c.p2pMu.Unlock()
+	if p := c.p2p[peer]; p != nil {
+		return p, nil
+	}
+	if c.p2p == nil {
+		c.p2p = map[int]*p2pPair{}
+	}
+	p := &p2pPair{peer: peer}
+	err := d.makeInbox(p)
+	if err == nil {
+		if peer == d.opts.Rank {
+			p.out = p2pMapping{m: p.in.m} // our own inbox: nothing more to map
+		} else {
+			err = d.mapPeerInbox(p)
+		}
+	}
+	if err != nil {
+		d.unmapPair(p)
+		return nil, fmt.Errorf("cuda: rank %d: setting up transfers with rank %d: %w", d.opts.Rank, peer, err)
+	}
+	c.p2p[peer] = p
+	return p, nil
+}
+
+func (d *Device) inboxSize() uint64 {
+	g := d.granularity
+	return (uint64(p2pInboxSize) + g - 1) / g * g
+}
+
+// makeInbox creates, zeroes and maps this rank's inbox for p.peer and
+// sends its fd to the peer.
+func (d *Device) makeInbox(p *p2pPair) error {
+	size := d.inboxSize()
+	fd := -1
+	err := d.withCtx(func() error {
+		prop := d.allocProp(handleTypePosix)
+		h, err := d.drv.memCreate(size, &prop)
+		if err != nil {
+			return d.tooLarge("point-to-point inbox", int64(size), err)
+		}
+		p.in.handle = h
+		d.liveHandles.Add(1)
+		if p.in.m, err = d.mapLocal(h, size); err != nil {
+			return err
+		}
+		if err := d.drv.call("cuMemsetD8", uintptr(p.in.m.ptr), 0, uintptr(size)); err != nil {
+			return err
+		}
+		if err := d.drv.ctxSynchronize(); err != nil {
+			return err
+		}
+		if p.peer == d.opts.Rank {
+			return nil
+		}
+		if fd, err = d.drv.exportPosixFD(h); err != nil {
+			return err
+		}
+		d.openFDs.Add(1)
+		return nil
+	})
+	if fd >= 0 {
+		if err == nil {
+			err = d.fdx.send(p.peer, p2pKey, fd)
+		}
+		syscall.Close(fd)
+		d.openFDs.Add(-1)
+	}
+	return err
+}
+
+// mapPeerInbox imports the peer's inbox for this rank and maps it.
+func (d *Device) mapPeerInbox(p *p2pPair) error {
+	fd, err := d.fdx.recv(p.peer, p2pKey, d.opts.Timeout, fmt.Sprintf("the first transfer with rank %d", p.peer))
+	if err != nil {
+		return err
+	}
+	d.openFDs.Add(1)
+	defer func() { syscall.Close(fd); d.openFDs.Add(-1) }()
+	return d.withCtx(func() error {
+		h, err := d.drv.importPosixFD(fd)
+		if err != nil {
+			return err
+		}
+		p.out.handle = h
+		d.liveHandles.Add(1)
+		p.out.m, err = d.mapLocal(h, d.inboxSize())
+		return err
+	})
+}
+
+// mapLocal reserves a range, maps h there and opens it to this device.
+// Runs under withCtx.
+func (d *Device) mapLocal(h, size uint64) (mapping, error) {
+	ptr, err := d.drv.addressReserve(size, d.granularity)
+	if err != nil {
+		return mapping{}, err
+	}
+	d.liveReservations.Add(1)
+	if err := d.drv.memMap(ptr, size, h); err != nil {
+		d.drv.addressFree(ptr, size)
+		d.liveReservations.Add(-1)
+		return mapping{}, err
+	}
+	d.liveMappings.Add(1)
+	m := mapping{ptr, size}
+	if err := d.drv.setAccess(ptr, size, d.dev); err != nil {
+		d.unmap(m)
+		return mapping{}, err
+	}
+	return m, nil
+}
+
+func (d *Device) unmap(m mapping) error {
+	if m.ptr == 0 {
+		return nil
+	}
+	err := errors.Join(d.drv.memUnmap(m.ptr, m.size), d.drv.addressFree(m.ptr, m.size))
+	d.liveMappings.Add(-1)
+	d.liveReservations.Add(-1)
+	return err
+}
+
+func (d *Device) unmapPair(p *p2pPair) error {
+	var errs []error
+	errs = append(errs, d.withCtx(func() error {
+		var errs []error
+		for _, x := range []*p2pMapping{&p.out, &p.in} {
+			if x.handle == 0 {
+				continue // the self pair's out shares in's mapping
+			}
+			errs = append(errs, d.unmap(x.m), d.drv.memRelease(x.handle))
+			d.liveHandles.Add(-1)
+			*x = p2pMapping{}
+		}
+		return errors.Join(errs...)
+	}))
+	return errors.Join(errs...)
+}
+
+// releaseP2P unmaps every pair (the device's work has finished: callers
+// synchronise first).
+func (d *Device) releaseP2P() error {
+	c := &d.comm
+	c.p2pMu.Lock()
+	defer c.p2pMu.Unlock()
+	var errs []error
+	if len(c.p2p) > 0 {
+		errs = append(errs, d.withCtx(d.drv.ctxSynchronize))
+	}
+	for peer, p := range c.p2p {
+		errs = append(errs, d.unmapPair(p))
+		delete(c.p2p, peer)
+	}
+	return errors.Join(errs...)
+}
+
+// p2pTransfer enqueues a send of t to peer, or a recv of t from it, on s.
+func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, sending bool) error {
+	verb := "recv from"
+	if sending {
+		verb = "send to"
+	}
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	if peer < 0 || peer >= d.opts.WorldSize {
+		return fmt.Errorf("cuda: rank %d: %s rank %d: out of range [0, %d)", d.opts.Rank, verb, peer, d.opts.WorldSize)
+	}
+	ptr, err := d.span(t, verb)
+	if err != nil {
+		return err
+	}
+	if err := d.ensureStatus(); err != nil {
+		return err
+	}
+	if err := d.faultErr(); err != nil {
+		return err
+	}
+	p, err := d.pair(peer)
+	if err != nil {
+		return err
+	}
+	bytes := t.Bytes()
+	if !t.IsContiguous() {
+		// Move a packed copy: pack before a send, unpack after a recv.
+		return d.staged(int(max(bytes, 16)), s, func(tmp uint64) error {
+			packed := runtime.Tensor{Buf: d.tempBuffer(tmp, bytes), DType: t.DType, Shape: t.Shape}
+			if sending {
+				if err := d.Copy(packed, t, s); err != nil {
+					return err
+				}
+				return d.launchP2P(p, tmp, bytes, s, true)
+			}
+			if err := d.launchP2P(p, tmp, bytes, s, false); err != nil {
+				return err
+			}
+			return d.Copy(t, packed, s)
+		})
+	}
+	return d.launchP2P(p, ptr, bytes, s, sending)
+}
+
+func (d *Device) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *stream, sending bool) error {
+	c := &d.comm
+	chunks := max(1, (bytes+p2pChunk-1)/p2pChunk)
+	a := collArgs{Status: c.status.ptr, TimeoutNS: uint64(d.opts.Timeout.Nanoseconds()), N: chunks, TailEnd: bytes,
+		Rank: int32(d.opts.Rank), World: int32(d.opts.WorldSize), Peer: int32(p.peer)}
+	name := "hir_p2p_recv"
+	c.p2pMu.Lock()
+	if sending {
+		name = "hir_p2p_send"
+		a.Src[0], a.Dst[0], a.Base = ptr, p.out.m.ptr, p.sendG
+		p.sendG += uint64(chunks)
+	} else {
+		a.Src[0], a.Dst[0], a.Base = p.in.m.ptr, ptr, p.recv
+		p.recv += uint64(chunks)
+	}
+	c.p2pMu.Unlock()
+	f, err := moveFunction(c, d, name)
+	if err != nil {
+		return err
+	}
+	return d.LaunchFunction(f, Dim3{X: p2pBlocks}, Dim3{X: collThreads}, 0, s, a.bytes())
+}
+
+var _ = ir.Global

@@ -1,0 +1,330 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime/nccl"
+)
+
+// commState is what a device keeps for collectives: the signal pads (one
+// symmetric allocation, made at the first collective, which every rank
+// reaches at the same point), the host-mapped status words kernels report
+// timeouts in, one channel per stream that runs collectives, the compiled
+// kernels, the cross-rank checks already done, the NCCL communicator and
+// the point-to-point inboxes.
+type commState struct {
+	mu      sync.Mutex
+	ready   bool
+	pad     *buffer  // maxChannels × channelPad bytes per rank
+	padPtrs []uint64 // each rank's pad as mapped here
+	status  *buffer  // statusWords words of pinned, device-mapped host memory
+	words   []uint64 // the same words as the host sees them
+
+	chans    map[*stream]*commChannel
+	chanList []*commChannel
+	checked  map[string]bool // call descriptors every rank agreed on
+	nchecks  int
+	seq      atomic.Uint64 // collectives launched, for messages
+
+	fault atomic.Pointer[error] // sticky: a collective timed out or failed
+
+	mods commModules
+
+	ncclComm *nccl.Comm
+	ncclErr  error
+	ncclInit bool
+
+	p2pMu sync.Mutex
+	p2p   map[int]*p2pPair
+}
+
+// commChannel orders the collectives of one stream: its own pad region
+// (so collectives on different streams never share signal slots) and
+// epoch (the signal values handed out so far), and the staging its ring
+// kernels use.
+type commChannel struct {
+	idx       int
+	epoch     uint64
+	log       []launchRecord
+	stage     *buffer // ring staging, symmetric, made on the channel's first ring
+	stagePtrs []uint64
+}
+
+// launchRecord remembers which collective owns signal values (lo, hi], so
+// a timed-out wait can be named.
+type launchRecord struct {
+	lo, hi uint64
+	what   string
+	start  time.Time
+}
+
+const launchLogSize = 512
+
+// commReady makes the comm state on first use: collective (every rank
+// calls it at its first collective).
+func (d *Device) commReady() (*commState, error) {
+	c := &d.comm
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ready {
+		return c, nil
+	}
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	if d.opts.WorldSize > maxRanks {
+		return nil, fmt.Errorf("cuda: symmetric-memory collectives handle up to %d ranks, not %d: use algo=nccl", maxRanks, d.opts.WorldSize)
+	}
+	if err := d.ensureStatusLocked(); err != nil {
+		return nil, err
+	}
+	pad, err := d.allocSymmetric(int64(maxChannels * channelPad))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: rank %d: allocating the collectives' signal pads: %w", d.opts.Rank, err)
+	}
+	ptrs := make([]uint64, len(pad.sym.maps))
+	for r, m := range pad.sym.maps {
+		ptrs[r] = m.ptr
+	}
+	c.pad, c.padPtrs = pad, ptrs
+	c.chans = map[*stream]*commChannel{}
+	c.checked = map[string]bool{}
+	c.ready = true
+	return c, nil
+}
+
+// ensureStatus makes, locally, what point-to-point transfers need too:
+// the status words kernels report in and the kernel table.
+func (d *Device) ensureStatus() error {
+	d.comm.mu.Lock()
+	defer d.comm.mu.Unlock()
+	return d.ensureStatusLocked()
+}
+
+func (d *Device) ensureStatusLocked() error {
+	c := &d.comm
+	if c.status != nil {
+		return nil
+	}
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	sb, err := d.Alloc(statusWords*8, ir.Host)
+	if err != nil {
+		return fmt.Errorf("cuda: rank %d: allocating the collectives' status words: %w", d.opts.Rank, err)
+	}
+	st := sb.(*buffer)
+	c.status = st
+	c.words = unsafe.Slice((*uint64)(st.host), statusWords)
+	c.mods = commModules{mods: map[string]*Module{}, errs: map[string]error{}, fns: map[string]*Function{}}
+	return nil
+}
+
+// channel returns s's channel, assigning the next free one on first use.
+// Every rank runs the same collectives on matching streams in the same
+// order, so channel numbers agree across ranks. Called with c.mu held.
+func (c *commState) channel(s *stream, rank int) (*commChannel, error) {
+	if ch, ok := c.chans[s]; ok {
+		return ch, nil
+	}
+	if len(c.chanList) >= maxChannels {
+		return nil, fmt.Errorf("cuda: rank %d: collectives ran on more than %d streams; symmetric-memory collectives have %d channels", rank, maxChannels, maxChannels)
+	}
+	ch := &commChannel{idx: len(c.chanList)}
+	c.chans[s] = ch
+	c.chanList = append(c.chanList, ch)
+	return ch, nil
+}
+
+// padsFor is every rank's pad region of channel ch, as mapped here.
+func (c *commState) padsFor(ch *commChannel) (out [maxRanks]uint64) {
+	for r, p := range c.padPtrs {
+		out[r] = p + uint64(ch.idx*channelPad)
+	}
+	return out
+}
+
+// reserve hands a launch the signal values base+1..base+k of ch and
+// records them. Called with c.mu held.
+func (ch *commChannel) reserve(k uint64, what string) uint64 {
+	base := ch.epoch
+	ch.epoch += k
+	if len(ch.log) >= launchLogSize {
+		ch.log = append(ch.log[:0], ch.log[launchLogSize/2:]...)
+	}
+	ch.log = append(ch.log, launchRecord{lo: base, hi: base + k, what: what, start: time.Now()})
+	return base
+}
+
+// faultErr is the sticky error of this device's collectives, nil while
+// none failed. It reads the status words (host memory the kernels write
+// when a wait times out), so it costs a load when all is well.
+func (d *Device) faultErr() error {
+	c := &d.comm
+	if p := c.fault.Load(); p != nil {
+		return *p
+	}
+	if c.words == nil || atomic.LoadUint64(&c.words[0]) == 0 {
+		return nil
+	}
+	err := d.describeFault()
+	c.fault.CompareAndSwap(nil, &err)
+	return *c.fault.Load()
+}
+
+// setFault makes err the sticky collective error (the first one wins).
+func (d *Device) setFault(err error) {
+	d.comm.fault.CompareAndSwap(nil, &err)
+}
+
+// ErrCollectiveTimeout matches the error of a collective whose kernel
+// waited too long for a peer.
+var ErrCollectiveTimeout = errors.New("collective timed out")
+
+// describeFault names every wait that timed out: the collective, the
+// block and the rank that never signalled.
+func (d *Device) describeFault() error {
+	c := &d.comm
+	type miss struct {
+		ch, blk, peer int
+		plane         uint64
+		want          uint64
+	}
+	var misses []miss
+	for i := 1; i < len(c.words); i++ {
+		v := atomic.LoadUint64(&c.words[i])
+		if v == 0 {
+			continue
+		}
+		k := i - 1
+		misses = append(misses, miss{ch: k / (maxBlocks * maxRanks), blk: k / maxRanks % maxBlocks, peer: k % maxRanks,
+			plane: v>>56 - 1, want: v & (1<<56 - 1)})
+	}
+	if len(misses) == 0 {
+		return fmt.Errorf("cuda: rank %d: %w (no detail recorded)", d.opts.Rank, ErrCollectiveTimeout)
+	}
+	sort.Slice(misses, func(i, j int) bool { return misses[i].peer < misses[j].peer })
+	timeout := d.opts.Timeout
+	var parts []string
+	missing := map[int]bool{}
+	seen := map[string]bool{}
+	for _, m := range misses {
+		var what string
+		switch {
+		case m.ch == chanP2PRecv && m.plane == 3:
+			what = fmt.Sprintf("recv from rank %d: it sent %d bytes, but this recv expects a different size", m.peer, m.want)
+		case m.ch == chanP2PSend:
+			what = fmt.Sprintf("send to rank %d: rank %d did not take the data (transfer %d) within %v; is it receiving from rank %d?", m.peer, m.peer, m.want, timeout, d.opts.Rank)
+		case m.ch == chanP2PRecv:
+			what = fmt.Sprintf("recv from rank %d: nothing arrived (transfer %d) within %v; is rank %d sending to rank %d?", m.peer, m.want-1, timeout, m.peer, d.opts.Rank)
+		default:
+			missing[m.peer] = true
+			what = fmt.Sprintf("%s: waited %v for rank %d (block %d, %s signal %d)", c.launchFor(m.ch, m.want), timeout, m.peer, m.blk,
+				[]string{"barrier", "data", "ack"}[min(m.plane, 2)], m.want)
+		}
+		if !seen[what] {
+			seen[what] = true
+			parts = append(parts, what)
+		}
+	}
+	if len(parts) > 4 {
+		parts = append(parts[:4], fmt.Sprintf("and %d more", len(parts)-4))
+	}
+	msg := strings.Join(parts, "; ")
+	if len(missing) > 0 {
+		var ranks []string
+		for r := range missing {
+			ranks = append(ranks, fmt.Sprint(r))
+		}
+		sort.Strings(ranks)
+		msg += fmt.Sprintf(". Rank(s) %s never reached this collective: every rank must run the same collectives in the same order (did a rank fail, exit, or take another branch?)", strings.Join(ranks, ", "))
+	}
+	return fmt.Errorf("cuda: rank %d: %w: %s", d.opts.Rank, ErrCollectiveTimeout, msg)
+}
+
+// launchFor names the collective of channel ch that owns signal value v.
+func (c *commState) launchFor(ch int, v uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch < len(c.chanList) {
+		for i := len(c.chanList[ch].log) - 1; i >= 0; i-- {
+			r := c.chanList[ch].log[i]
+			if v > r.lo && v <= r.hi {
+				return r.what
+			}
+		}
+	}
+	return fmt.Sprintf("a collective on channel %d", ch)
+}
+
+// commCheck decorates a stream or event synchronisation: when a
+// collective on this device timed out, that is the error to report.
+func (d *Device) commCheck(err error) error {
+	if ferr := d.faultErr(); ferr != nil {
+		if err == nil {
+			return ferr
+		}
+		return errors.Join(ferr, err)
+	}
+	return err
+}
+
+// ReleaseComm frees what collectives allocated: the signal pads (a
+// collective free: every rank calls it), the ring staging, the status
+// words, the point-to-point inboxes and the NCCL communicator. The next
+// collective makes them again. Tests call it before checking for leaks.
+func (d *Device) ReleaseComm() error {
+	return d.releaseComm(true)
+}
+
+// closeComm is ReleaseComm without the collective step (Runtime.Close).
+func (d *Device) closeComm() error { return d.releaseComm(false) }
+
+func (d *Device) releaseComm(collective bool) error {
+	c := &d.comm
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	if c.ncclComm != nil {
+		errs = append(errs, d.withCtx(func() error {
+			if collective {
+				return c.ncclComm.Destroy()
+			}
+			return c.ncclComm.Abort()
+		}))
+		c.ncclComm, c.ncclInit, c.ncclErr = nil, false, nil
+	}
+	errs = append(errs, d.releaseP2P())
+	free := d.release
+	if collective {
+		free = func(b *buffer) error { return d.Free(b) }
+	}
+	for _, ch := range c.chanList {
+		if ch.stage != nil {
+			errs = append(errs, free(ch.stage))
+		}
+	}
+	if c.pad != nil {
+		errs = append(errs, free(c.pad))
+	}
+	if c.status != nil {
+		errs = append(errs, d.release(c.status))
+	}
+	for _, m := range c.mods.mods {
+		errs = append(errs, m.Unload())
+	}
+	// Back to the state before the first collective (the locks stay).
+	c.ready, c.pad, c.padPtrs, c.status, c.words = false, nil, nil, nil, nil
+	c.chans, c.chanList, c.checked, c.nchecks = nil, nil, nil, 0
+	c.mods = commModules{}
+	c.fault.Store(nil)
+	return errors.Join(errs...)
+}
