@@ -410,13 +410,13 @@ func overlaps(a runtime.Tensor, ab *buffer, b runtime.Tensor, bb *buffer) bool {
 // reduceSpec is one launch of the reduce kernel, in elements: every
 // rank's source (layout ls) reduced into the targets (layout ld).
 type reduceSpec struct {
-	src     [maxRanks]uint64
-	ls      lay
-	dst     []uint64
-	ld      lay
-	n       int64 // elements this rank reduces
-	gridN   int64 // elements that size the grid (the same on every rank)
-	tmp     bool  // the output aliases the input: stage through a temporary
+	src   [maxRanks]uint64
+	ls    lay
+	dst   []uint64
+	ld    lay
+	n     int64 // elements this rank reduces
+	gridN int64 // elements that size the grid (the same on every rank)
+	tmp   bool  // the output aliases the input: stage through a temporary
 }
 
 // runReduce launches the reduce kernel for spec: the 16-byte vector
@@ -780,4 +780,3 @@ func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream)
 func (d *Device) tempBuffer(ptr uint64, size int64) *buffer {
 	return &buffer{dev: d, size: size, mem: ir.Global, kind: kindGlobal, ptr: ptr, owner: d.opts.Rank}
 }
-
