@@ -495,13 +495,15 @@ func (d *Device) Free(rb runtime.Buffer) error {
 	}
 	if b.kind == kindSym {
 		// Work queued on any stream may still touch the shard or its
-		// mappings; peers may still use ours through theirs.
+		// mappings. Peers need not be waited for: each holds its own
+		// imported handle to our shard, and the driver keeps physical
+		// memory alive until every handle is released and every mapping
+		// unmapped. So, as on the CPU runtime, every rank frees each
+		// symmetric buffer, in any order and without meeting the others
+		// (a barrier per allocation deadlocked ranks that freed two
+		// symmetric buffers in different orders).
 		if err := d.withCtx(d.drv.ctxSynchronize); err != nil {
-			return fmt.Errorf("cuda: rank %d: free: %w", d.opts.Rank, err)
-		}
-		if err := d.storeBarrier(fmt.Sprintf("cuda/free/%d", b.sym.seq)); err != nil {
-			// A peer that is gone no longer needs our shard: free it anyway.
-			return errors.Join(fmt.Errorf("cuda: rank %d: free of symmetric alloc #%d: %w", d.opts.Rank, b.sym.seq, err), d.release(b))
+			return errors.Join(fmt.Errorf("cuda: rank %d: free: %w", d.opts.Rank, err), d.release(b))
 		}
 	}
 	return d.release(b)
