@@ -10,6 +10,8 @@ import (
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/parser"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
 )
 
 const ringTransfers = `
@@ -85,4 +87,31 @@ output %acc
 			require.Equal(t, float64(float32(in.At(int64(next)*2+c)+1)), rr.Outputs["acc"].At(c), "rank %d", rr.Rank)
 		}
 	}
+}
+
+// noOneSided is a backend whose devices lack runtime.OneSided: the
+// program fails at its first register with the probe's reason.
+type noOneSided struct{ runtime.Runtime }
+
+type plainDevice struct{ runtime.Device }
+
+func (n noOneSided) Device(rank int) (runtime.Device, error) {
+	d, err := n.Runtime.Device(rank)
+	return plainDevice{d}, err
+}
+
+func TestTransferUnavailable(t *testing.T) {
+	prog, err := parser.Parse("ring.hir", []byte(ringTransfers))
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	inner, err := runtime.Open("sim", runtime.Config{WorldSize: 4})
+	require.NoError(t, err)
+	defer inner.Close()
+	rt := noOneSided{inner}
+	j, err := evaluator.NewJob(prog, rt, evaluator.Options{})
+	require.NoError(t, err)
+	_, err = j.Run(map[string]*host.Array{"x": host.Random(ir.I64, shape(4, 3), 1)})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "ring.hir:4:6: register: one-sided transfers are unavailable: the device (evaluator_test.plainDevice) does not implement runtime.OneSided (the sim backend)")
+	require.NoError(t, j.Close())
 }
