@@ -266,8 +266,8 @@ func TestRankOfAJobOfAnotherSize(t *testing.T) {
 }
 
 // rankProcs starts the ranks by hand, as torchrun would: rank 0 serves
-// the store at MASTER_PORT+1.
-func rankProcs(t *testing.T, world int, args []string, env ...string) []*exec.Cmd {
+// the store at MASTER_PORT+1. env, if not nil, gives a rank more variables.
+func rankProcs(t *testing.T, world int, args []string, env func(rank int) []string) []*exec.Cmd {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -280,7 +280,9 @@ func rankProcs(t *testing.T, world int, args []string, env ...string) []*exec.Cm
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), envAsHirrun+"=1", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world),
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port-1), "HIR_STORE_TOKEN=by-hand")
-		cmd.Env = append(cmd.Env, env...)
+		if env != nil {
+			cmd.Env = append(cmd.Env, env(r)...)
+		}
 		cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, &bytes.Buffer{}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -293,7 +295,7 @@ func rankProcs(t *testing.T, world int, args []string, env ...string) []*exec.Cm
 func TestRanksStartedByAnotherLauncher(t *testing.T) {
 	t.Chdir("../..")
 	want := goldenStdout(t, "testdata/pointwise.golden")
-	cmds := rankProcs(t, 2, []string{"run", "--backend", "simproc", "--input", "x=random:seed=1", "testdata/pointwise.hir"})
+	cmds := rankProcs(t, 2, []string{"run", "--backend", "simproc", "--input", "x=random:seed=1", "testdata/pointwise.hir"}, nil)
 	for r, cmd := range cmds {
 		err := cmd.Wait()
 		stdout, stderr := cmd.Stdout.(*bytes.Buffer).String(), cmd.Stderr.(*bytes.Buffer).String()
@@ -314,7 +316,7 @@ func TestRanksStartedByAnotherLauncher(t *testing.T) {
 func TestRankFailureReachesPeersStartedByAnotherLauncher(t *testing.T) {
 	prog := writeProgram(t, "p.hir", threeRankSrc)
 	start := time.Now()
-	cmds := rankProcs(t, 3, []string{"run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random", "--timeout", "60s"}, envRankMode+"=fail-1")
+	cmds := rankProcs(t, 3, []string{"run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random", "--timeout", "60s"}, func(int) []string { return []string{envRankMode + "=fail-1"} })
 	for r, cmd := range cmds {
 		err := cmd.Wait()
 		stderr := cmd.Stderr.(*bytes.Buffer).String()
@@ -475,4 +477,38 @@ func TestCUDAWithoutGPU(t *testing.T) {
 	}
 	r := hirrun("topo", "extra")
 	expectCode(t, r, exitUsage)
+}
+
+// A rank that presents another job's token is turned away by the store;
+// the others name it when their wait for it times out.
+func TestRankWithAWrongToken(t *testing.T) {
+	prog := writeProgram(t, "p.hir", threeRankSrc)
+	cmds := rankProcs(t, 3, []string{"run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random", "--timeout", "3s"},
+		func(r int) []string {
+			if r == 2 {
+				return []string{"HIR_STORE_TOKEN=not-this-job"}
+			}
+			return nil
+		})
+	for r, cmd := range cmds {
+		err := cmd.Wait()
+		stderr := cmd.Stderr.(*bytes.Buffer).String()
+		// Rank 0, serving the store, names rank 2 and leaves, taking the
+		// store: rank 1 may learn either way.
+		var want []string
+		switch r {
+		case 0:
+			want = []string{"rank 2", "timed out after 3s"}
+		case 2:
+			want = []string{"rejected the job token"}
+		}
+		if err == nil {
+			t.Errorf("rank %d succeeded", r)
+		}
+		for _, w := range want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("rank %d: stderr lacks %q:\n%s", r, w, stderr)
+			}
+		}
+	}
 }
