@@ -256,11 +256,11 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	if err != nil {
 		return err
 	}
-	if err := d.faultErr(); err != nil {
-		return err
-	}
 	p, err := d.planCollective(c)
 	if err != nil {
+		return err
+	}
+	if err := d.faultErr(); err != nil {
 		return err
 	}
 	cs.mu.Lock()
@@ -333,9 +333,8 @@ func (d *Device) agree(cs *commState, p *collPlan) error {
 	defer cancel()
 	raw, err := store.ExchangeAll(ctx, d.opts.Store, fmt.Sprintf("cuda/coll/check/%d", n), rank, world, []byte(p.desc), d.opts.Timeout)
 	if err != nil {
-		err = fmt.Errorf("cuda: rank %d: %s: the ranks did not all arrive to check this call (new call #%d on this rank): %w; every rank must run the same collectives in the same order", rank, p.what, n, err)
-		d.setFault(err)
-		return err
+		// Nothing was launched, so the pads are still in step: not sticky.
+		return fmt.Errorf("cuda: rank %d: %s: the ranks did not all arrive to check this call (new call #%d on this rank): %w; every rank must run the same collectives in the same order", rank, p.what, n, err)
 	}
 	var diff []string
 	for r, b := range raw {
@@ -344,9 +343,7 @@ func (d *Device) agree(cs *commState, p *collPlan) error {
 		}
 	}
 	if len(diff) > 0 {
-		err := fmt.Errorf("cuda: rank %d: %s: the ranks called different collectives: rank %d called %s; %s", rank, p.what, rank, p.desc, strings.Join(diff, "; "))
-		d.setFault(err)
-		return err
+		return fmt.Errorf("cuda: rank %d: %s: the ranks called different collectives: rank %d called %s; %s", rank, p.what, rank, p.desc, strings.Join(diff, "; "))
 	}
 	cs.mu.Lock()
 	cs.checked[p.desc] = true

@@ -1,0 +1,742 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+	_ "github.com/hirlab/hir/runtime/sim"
+)
+
+// Multi-process collective tests: each rank runs every case on its GPU and
+// compares with the CPU runtime (sim), which every rank runs in-process
+// over all ranks' inputs (it knows them: inputs come from seeds). Outputs
+// are poisoned before each call, calls are enqueued back to back with
+// fresh inputs (no host synchronisation between them), and every call's
+// output is checked. Failures print as
+//
+//	FAIL all_reduce algo=two_shot bf16 [1003] op=sum iter 7: element 12: got 0x3f80 want 0x3f81 (...)
+//
+// one line per failing case, then a summary line per rank.
+
+func init() {
+	scenarios["coll"] = collScenario
+	scenarios["coll-big"] = collBigScenario
+	scenarios["coll-missing"] = collMissingScenario
+	scenarios["coll-mismatch"] = collMismatchScenario
+	scenarios["coll-p2p"] = collP2PScenario
+}
+
+func TestCollectives2(t *testing.T) {
+	needGPUs(t, 2)
+	checkRanks(t, runRanks(t, 2, "coll"))
+}
+
+func TestCollectives4(t *testing.T) {
+	needGPUs(t, 4)
+	checkRanks(t, runRanks(t, 4, "coll"))
+}
+
+func TestCollectivesOver1GiB(t *testing.T) {
+	needGPUs(t, 2)
+	checkRanks(t, runRanks(t, 2, "coll-big"))
+}
+
+func TestCollectiveMissingRankTimesOut(t *testing.T) {
+	needGPUs(t, 2)
+	checkRanks(t, runRanks(t, 2, "coll-missing"))
+}
+
+func TestCollectiveMismatchedShapes(t *testing.T) {
+	needGPUs(t, 2)
+	checkRanks(t, runRanks(t, 2, "coll-mismatch"))
+}
+
+func TestSendRecv(t *testing.T) {
+	needGPUs(t, 2)
+	checkRanks(t, runRanks(t, 2, "coll-p2p"))
+}
+
+// openColl opens the rank with a short timeout, so a hang shows quickly.
+func openColl(timeout time.Duration) (*Runtime, *Device, error) {
+	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
+	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: timeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	crt := rt.(*Runtime)
+	return crt, crt.dev, nil
+}
+
+// collCase is one collective call, with shapes as the ranks see them.
+type collCase struct {
+	op        ir.Opcode
+	algo, red string
+	dt        ir.DType
+	root      int
+	axis, cat int
+	in, out   []int64
+	iters     int
+	alias     bool // the output is the input (in-place)
+}
+
+func (c collCase) String() string {
+	s := fmt.Sprintf("%s algo=%s %s in=%v out=%v", c.op, c.algo, c.dt, c.in, c.out)
+	if c.red != "" {
+		s += " op=" + c.red
+	}
+	if c.op == ir.OpBroadcast || c.op == ir.OpReduce || c.op == ir.OpGather || c.op == ir.OpScatter {
+		s += fmt.Sprintf(" root=%d", c.root)
+	}
+	if c.axis != 0 || c.cat != 0 {
+		s += fmt.Sprintf(" axis=%d concat=%d", c.axis, c.cat)
+	}
+	if c.alias {
+		s += " in-place"
+	}
+	return s
+}
+
+func (c collCase) call() runtime.CollectiveCall {
+	return runtime.CollectiveCall{Op: c.op, Algo: c.algo, ReduceOp: c.red, Root: c.root, Axis: c.axis, ConcatAxis: c.cat}
+}
+
+// mems: symmetric where the algorithm (as called) touches the tensor
+// remotely, else global, so the rules are what the test relies on; nccl
+// and ring cases get global memory on purpose.
+func (c collCase) mems() (in, out ir.MemoryType) {
+	acc, _ := ir.LookupRule(c.op, c.algo)
+	in, out = ir.Global, ir.Global
+	if acc.ReadsInput || c.alias {
+		in = ir.Symmetric
+	}
+	if acc.WritesOutput || c.alias {
+		out = ir.Symmetric
+	}
+	if c.algo == "auto" && c.op == ir.OpAllReduce {
+		out = ir.Symmetric // lets auto pick two_shot for large tensors
+	}
+	return in, out
+}
+
+func scaledShape(s []int64, axis int, k int64) []int64 {
+	out := append([]int64(nil), s...)
+	out[axis] *= k
+	return out
+}
+
+// collCases is the matrix each world size runs.
+func collCases(D int) []collCase {
+	var cs []collCase
+	d := int64(D)
+	flat := [][]int64{{1}, {1003}, {65541}}
+	// all_reduce: every algorithm x dtype x reduce op at an awkward size,
+	// then sizes for sum, and in-place.
+	for _, algo := range []string{"one_shot", "two_shot", "ring", "auto", "nccl"} {
+		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.F64, ir.I32, ir.I64} {
+			for _, red := range []string{"sum", "max", "min", "avg", "prod"} {
+				if red == "avg" && !dt.IsFloat() {
+					continue
+				}
+				cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: red, dt: dt, in: []int64{1003}, out: []int64{1003}, iters: 8})
+			}
+		}
+		for _, dt := range []ir.DType{ir.F32, ir.BF16} {
+			for _, sh := range flat {
+				cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: dt, in: sh, out: sh, iters: 100})
+			}
+		}
+		if algo != "nccl" {
+			cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: ir.BF16, in: []int64{4099}, out: []int64{4099}, iters: 20, alias: true})
+		}
+	}
+	// reduce_scatter.
+	for _, algo := range []string{"one_shot", "ring", "auto", "nccl"} {
+		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.I32} {
+			for _, red := range []string{"sum", "max", "avg"} {
+				if red == "avg" && !dt.IsFloat() {
+					red = "min"
+				}
+				cs = append(cs, collCase{op: ir.OpReduceScatter, algo: algo, red: red, dt: dt, in: []int64{1003 * d}, out: []int64{1003}, iters: 8})
+			}
+		}
+		for _, sh := range [][]int64{{1}, {65541}, {3, 5}} {
+			axis := len(sh) - 1
+			cs = append(cs, collCase{op: ir.OpReduceScatter, algo: algo, red: "sum", dt: ir.BF16, axis: axis, in: scaledShape(sh, axis, d), out: sh, iters: 100})
+		}
+	}
+	// all_gather.
+	for _, algo := range []string{"one_shot", "ring", "copy_engine", "auto", "nccl"} {
+		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.I64, ir.Bool} {
+			for _, sh := range [][]int64{{1}, {1003}, {65541}, {3, 5}} {
+				axis := len(sh) - 1
+				iters := 20
+				if dt == ir.BF16 {
+					iters = 100
+				}
+				cs = append(cs, collCase{op: ir.OpAllGather, algo: algo, dt: dt, axis: axis, in: sh, out: scaledShape(sh, axis, d), iters: iters})
+			}
+		}
+	}
+	// all_to_all: split axis 1 concatenated on 0, and the reverse.
+	for _, algo := range []string{"one_shot", "auto", "nccl"} {
+		for _, dt := range []ir.DType{ir.F32, ir.BF16} {
+			cs = append(cs, collCase{op: ir.OpAllToAll, algo: algo, dt: dt, axis: 1, cat: 0, in: []int64{4, 3 * d}, out: []int64{4 * d, 3}, iters: 50})
+			cs = append(cs, collCase{op: ir.OpAllToAll, algo: algo, dt: dt, axis: 0, cat: 1, in: []int64{7 * d, 3}, out: []int64{7, 3 * d}, iters: 50})
+			cs = append(cs, collCase{op: ir.OpAllToAll, algo: algo, dt: dt, axis: 0, cat: 1, in: []int64{1001 * d, 1}, out: []int64{1001, d}, iters: 20})
+		}
+	}
+	// rooted collectives.
+	for _, algo := range []string{"one_shot", "nccl"} {
+		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.I32} {
+			for _, root := range []int{0, D - 1} {
+				cs = append(cs,
+					collCase{op: ir.OpBroadcast, algo: algo, dt: dt, root: root, in: []int64{1003}, out: []int64{1003}, iters: 20},
+					collCase{op: ir.OpReduce, algo: algo, red: "sum", dt: dt, root: root, in: []int64{1003}, out: []int64{1003}, iters: 20},
+					collCase{op: ir.OpGather, algo: algo, dt: dt, root: root, in: []int64{1003}, out: []int64{1003 * d}, iters: 20},
+					collCase{op: ir.OpScatter, algo: algo, dt: dt, root: root, in: []int64{1003 * d}, out: []int64{1003}, iters: 20},
+					collCase{op: ir.OpGather, algo: algo, dt: dt, root: root, axis: 1, in: []int64{3, 5}, out: []int64{3, 5 * d}, iters: 10},
+				)
+			}
+		}
+	}
+	return cs
+}
+
+// collInput is rank r's input of input set k of case c.
+func collInput(c collCase, k, r int) *host.Array {
+	seed := uint64(k*1000003+r*7919) ^ uint64(len(c.String()))*2654435761
+	return host.Random(c.dt, c.in, seed)
+}
+
+// poisonByte fills outputs before a call: NaN for floats, -1 for ints.
+const poisonByte = 0xff
+
+// simResults runs case c on the CPU runtime over every rank's inputs and
+// returns each rank's output.
+func simResults(c collCase, inputs []*host.Array) ([][]byte, error) {
+	D := len(inputs)
+	rt, err := runtime.Open("sim", runtime.Config{WorldSize: D, Timeout: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	inMem, outMem := c.mems()
+	outs := make([][]byte, D)
+	errs := make([]error, D)
+	var wg sync.WaitGroup
+	for r := 0; r < D; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = func() error {
+				dev, err := rt.Device(r)
+				if err != nil {
+					return err
+				}
+				es := int64(c.dt.Size())
+				inB, err := dev.Alloc(ir.Product(c.in)*es, inMem)
+				if err != nil {
+					return err
+				}
+				in := runtime.Tensor{Buf: inB, DType: c.dt, Shape: c.in}
+				out := runtime.Tensor{Buf: inB, DType: c.dt, Shape: c.out}
+				if !c.alias {
+					outB, err := dev.Alloc(ir.Product(c.out)*es, outMem)
+					if err != nil {
+						return err
+					}
+					out.Buf = outB
+				}
+				s := dev.DefaultStream()
+				if !c.alias {
+					if err := dev.CopyFromHost(out, bytes.Repeat([]byte{poisonByte}, int(out.Bytes())), s); err != nil {
+						return err
+					}
+				}
+				if err := dev.CopyFromHost(in, inputs[r].Data, s); err != nil {
+					return err
+				}
+				call := c.call()
+				call.Algo = simAlgo(c)
+				call.In, call.Out = in, out
+				if err := dev.Collective(&call, s); err != nil {
+					return err
+				}
+				outs[r] = make([]byte, out.Bytes())
+				if err := dev.CopyToHost(outs[r], out, s); err != nil {
+					return err
+				}
+				return s.Synchronize()
+			}()
+		}(r)
+	}
+	wg.Wait()
+	return outs, errors.Join(errs...)
+}
+
+// simAlgo is the algorithm whose CPU result the GPU must match: the same
+// one, except auto (the GPU may pick two_shot: the same rank order).
+func simAlgo(c collCase) string {
+	if c.algo == "auto" {
+		return "one_shot"
+	}
+	return c.algo
+}
+
+// exactFor says whether the GPU must match the CPU bit for bit; NCCL's
+// float sums run in its own order, so those are compared with a tolerance.
+func exactFor(c collCase) bool {
+	if c.algo != "nccl" || !c.dt.IsFloat() {
+		return true
+	}
+	return c.red == "" || c.red == "max" || c.red == "min"
+}
+
+func collTolerance(dt ir.DType) float64 {
+	switch dt {
+	case ir.BF16:
+		return 2e-2
+	case ir.F16:
+		return 4e-3
+	case ir.F32:
+		return 1e-5
+	}
+	return 1e-12
+}
+
+// compareColl compares a GPU output with the CPU's: bits (NaNs equal as
+// NaNs), or values within the dtype's tolerance.
+func compareColl(c collCase, got, want []byte) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d bytes, want %d", len(got), len(want))
+	}
+	if bytes.Equal(got, want) {
+		return nil
+	}
+	es := c.dt.Size()
+	n := len(got) / es
+	ga := &host.Array{DType: c.dt, Shape: []int64{int64(n)}, Data: got}
+	wa := &host.Array{DType: c.dt, Shape: []int64{int64(n)}, Data: want}
+	exact := exactFor(c)
+	bad, first := 0, -1
+	for i := 0; i < n; i++ {
+		if bytes.Equal(got[i*es:(i+1)*es], want[i*es:(i+1)*es]) {
+			continue
+		}
+		g, w := ga.At(int64(i)), wa.At(int64(i))
+		if g != g && w != w {
+			continue
+		}
+		if !exact && math.Abs(g-w) <= collTolerance(c.dt)*(1+math.Abs(w))*float64(4) {
+			continue
+		}
+		bad++
+		if first < 0 {
+			first = i
+		}
+	}
+	if bad == 0 {
+		return nil
+	}
+	i := first
+	return fmt.Errorf("%d of %d elements differ; first at %d: got %v (bits %x) want %v (bits %x)%s",
+		bad, n, i, ga.At(int64(i)), got[i*es:(i+1)*es], wa.At(int64(i)), want[i*es:(i+1)*es], poisonNote(got[i*es:(i+1)*es]))
+}
+
+func poisonNote(b []byte) string {
+	for _, x := range b {
+		if x != poisonByte {
+			return ""
+		}
+	}
+	return " (still the poison: nothing was written there)"
+}
+
+// runCollCase runs case c iters times on the GPU, back to back, and checks
+// every result. All ranks run the same cases in the same order.
+func runCollCase(d *Device, c collCase) error {
+	D, rank := d.WorldSize(), d.Rank()
+	const sets = 4
+	want := make([][][]byte, sets)
+	ins := make([][]byte, sets)
+	for k := 0; k < sets; k++ {
+		inputs := make([]*host.Array, D)
+		for r := range inputs {
+			inputs[r] = collInput(c, k, r)
+		}
+		ins[k] = inputs[rank].Data
+		res, err := simResults(c, inputs)
+		if err != nil {
+			return fmt.Errorf("CPU reference: %w", err)
+		}
+		want[k] = res
+	}
+	inMem, outMem := c.mems()
+	es := int64(c.dt.Size())
+	inB, err := d.Alloc(ir.Product(c.in)*es, inMem)
+	if err != nil {
+		return err
+	}
+	defer d.Free(inB)
+	in := runtime.Tensor{Buf: inB, DType: c.dt, Shape: c.in}
+	out := runtime.Tensor{Buf: inB, DType: c.dt, Shape: c.out}
+	if !c.alias {
+		outB, err := d.Alloc(ir.Product(c.out)*es, outMem)
+		if err != nil {
+			return err
+		}
+		defer d.Free(outB)
+		out.Buf = outB
+	}
+	s := d.DefaultStream()
+	outPtr, _ := d.span(out, "test output")
+	got := make([][]byte, c.iters)
+	for it := 0; it < c.iters; it++ {
+		if !c.alias {
+			if err := d.withCtx(func() error {
+				return d.drv.call("cuMemsetD8Async", uintptr(outPtr), poisonByte, uintptr(out.Bytes()), d.def.h)
+			}); err != nil {
+				return err
+			}
+		}
+		if err := d.CopyFromHost(in, ins[it%sets], s); err != nil {
+			return err
+		}
+		call := c.call()
+		call.In, call.Out = in, out
+		if err := d.Collective(&call, s); err != nil {
+			return err
+		}
+		got[it] = make([]byte, out.Bytes())
+		if err := d.CopyToHost(got[it], out, s); err != nil {
+			return err
+		}
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	var errs []string
+	for it := range got {
+		if err := compareColl(c, got[it], want[it%sets][rank]); err != nil {
+			errs = append(errs, fmt.Sprintf("iter %d (input set %d): %v", it, it%sets, err))
+		}
+	}
+	if len(errs) > 0 {
+		if len(errs) > 3 {
+			errs = append(errs[:3], fmt.Sprintf("... %d of %d iterations wrong", len(errs), c.iters))
+		}
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func collScenario() error {
+	rt, d, err := openColl(20 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	rank := d.Rank()
+	ver, nerr := NCCLVersion()
+	if rank == 0 {
+		fmt.Printf("rank 0: NCCL: %s %v\n", ver, nerr)
+	}
+	cases := collCases(d.WorldSize())
+	failed := 0
+	byOp := map[string][2]int{}
+	start := time.Now()
+	for _, c := range cases {
+		if c.algo == "nccl" && nerr != nil {
+			continue
+		}
+		key := fmt.Sprintf("%s algo=%s", c.op, c.algo)
+		cnt := byOp[key]
+		cnt[0]++
+		if err := runCollCase(d, c); err != nil {
+			failed++
+			cnt[1]++
+			fmt.Printf("FAIL rank %d: %s: %v\n", rank, c, err)
+			if ferr := d.faultErr(); ferr != nil {
+				// A timed-out kernel leaves the pads out of step: stop here.
+				return fmt.Errorf("stopping after a collective fault: %v", ferr)
+			}
+		}
+		byOp[key] = cnt
+	}
+	for k, v := range byOp {
+		if rank == 0 || v[1] > 0 {
+			fmt.Printf("rank %d: %-32s %3d cases, %d failed\n", rank, k, v[0], v[1])
+		}
+	}
+	fmt.Printf("rank %d: %d cases in %v, %d failed\n", rank, len(cases), time.Since(start).Round(time.Millisecond), failed)
+	if err := d.ReleaseComm(); err != nil {
+		return err
+	}
+	if st := d.Stats(); st.Allocations != 0 || st.Handles != 0 || st.Mappings != 0 || st.Reservations != 0 {
+		return fmt.Errorf("leaked after ReleaseComm: %+v", st)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d cases failed", failed)
+	}
+	return nil
+}
+
+// collBigScenario: tensors over 1 GiB (two_shot all_reduce, one_shot
+// all_gather), with inputs whose sums are exact so the reference is
+// computed directly.
+func collBigScenario() error {
+	rt, d, err := openColl(60 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	D, rank := d.WorldSize(), d.Rank()
+	val := func(i int64, p int) float32 { return float32((i*7+int64(p)*13)%17 - 8) }
+	s := d.DefaultStream()
+	check := func(name string, got []byte, want func(i int64) float32, es int) error {
+		n := int64(len(got) / es)
+		for i := int64(0); i < n; i++ {
+			var g float32
+			if es == 2 {
+				g = host.BF16ToF32(binary.LittleEndian.Uint16(got[2*i:]))
+			} else {
+				g = math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:]))
+			}
+			if w := want(i); g != w {
+				return fmt.Errorf("%s: element %d of %d: got %v want %v", name, i, n, g, w)
+			}
+		}
+		fmt.Printf("rank %d: %s: %d elements correct\n", rank, name, n)
+		return nil
+	}
+	// all_reduce two_shot, bf16, 1.2 GB.
+	{
+		n := int64(600_000_003)
+		b, err := d.Alloc(2*n, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		o, err := d.Alloc(2*n, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		data := make([]byte, 2*n)
+		for i := int64(0); i < n; i++ {
+			binary.LittleEndian.PutUint16(data[2*i:], host.F32ToBF16(val(i, rank)))
+		}
+		in := runtime.Tensor{Buf: b, DType: ir.BF16, Shape: []int64{n}}
+		out := runtime.Tensor{Buf: o, DType: ir.BF16, Shape: []int64{n}}
+		if err := d.CopyFromHost(in, data, s); err != nil {
+			return err
+		}
+		for it := 0; it < 2; it++ {
+			if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "two_shot", ReduceOp: "sum", In: in, Out: out}, s); err != nil {
+				return err
+			}
+		}
+		if err := d.CopyToHost(data, out, s); err != nil {
+			return err
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		if err := check("all_reduce two_shot bf16[600000003]", data, func(i int64) float32 {
+			var t float32
+			for p := 0; p < D; p++ {
+				t += val(i, p)
+			}
+			return t
+		}, 2); err != nil {
+			return err
+		}
+		d.Free(b)
+		d.Free(o)
+	}
+	// all_gather one_shot, f32, output over 1 GiB.
+	{
+		n := int64(1<<30)/4/int64(D) + 5
+		b, err := d.Alloc(4*n, ir.Global)
+		if err != nil {
+			return err
+		}
+		o, err := d.Alloc(4*n*int64(D), ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		data := make([]byte, 4*n)
+		for i := int64(0); i < n; i++ {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(val(i, rank)))
+		}
+		in := runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{n}}
+		out := runtime.Tensor{Buf: o, DType: ir.F32, Shape: []int64{n * int64(D)}}
+		if err := d.CopyFromHost(in, data, s); err != nil {
+			return err
+		}
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "one_shot", In: in, Out: out}, s); err != nil {
+			return err
+		}
+		all := make([]byte, out.Bytes())
+		if err := d.CopyToHost(all, out, s); err != nil {
+			return err
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("all_gather one_shot f32[%d]", n*int64(D)), all, func(i int64) float32 { return val(i%n, int(i/n)) }, 4); err != nil {
+			return err
+		}
+		d.Free(b)
+		d.Free(o)
+	}
+	return d.ReleaseComm()
+}
+
+// collMissingScenario: both ranks run an all_reduce; then rank 1 skips the
+// second one. Rank 0's kernel must give up after the timeout and its
+// stream synchronisation must name rank 1.
+func collMissingScenario() error {
+	rt, d, err := openColl(3 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	rank := d.Rank()
+	b, err := d.Alloc(4096, ir.Symmetric)
+	if err != nil {
+		return err
+	}
+	o, err := d.Alloc(4096, ir.Global)
+	if err != nil {
+		return err
+	}
+	call := runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum",
+		In: runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{1024}}, Out: runtime.Tensor{Buf: o, DType: ir.F32, Shape: []int64{1024}}}
+	s := d.DefaultStream()
+	if err := d.Collective(&call, s); err != nil {
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if rank == 1 {
+		// Skip the collective; wait until rank 0 has seen its error.
+		return d.opts.Store.Wait(ctx, []string{"test/missing/done"}, time.Minute)
+	}
+	start := time.Now()
+	if err := d.Collective(&call, s); err != nil {
+		return fmt.Errorf("the call itself failed: %v", err)
+	}
+	err = s.Synchronize()
+	d.opts.Store.Set(ctx, "test/missing/done", []byte("1"))
+	if err == nil {
+		return fmt.Errorf("a collective rank 1 never joined succeeded")
+	}
+	fmt.Printf("rank 0: failed after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+	if !errors.Is(err, ErrCollectiveTimeout) || !strings.Contains(err.Error(), "rank 1") {
+		return fmt.Errorf("the error does not name the missing rank: %v", err)
+	}
+	if err := d.Collective(&call, s); err == nil || !errors.Is(err, ErrCollectiveTimeout) {
+		return fmt.Errorf("a collective after the fault: %v, want the sticky timeout", err)
+	}
+	return nil
+}
+
+// collMismatchScenario: the ranks call all_reduce with different shapes,
+// then with different dtypes, and get an error naming both calls; an
+// unsupported reduce op is refused before anything runs.
+func collMismatchScenario() error {
+	rt, d, err := openColl(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	rank := d.Rank()
+	b, err := d.Alloc(8192, ir.Symmetric)
+	if err != nil {
+		return err
+	}
+	n := int64(1000 + rank)
+	call := runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum",
+		In: runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{n}}, Out: runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{n}}}
+	err = d.Collective(&call, nil)
+	fmt.Printf("rank %d: mismatched shapes: %v\n", rank, err)
+	if err == nil || !strings.Contains(err.Error(), "different collectives") || !strings.Contains(err.Error(), "f32[1000]") && !strings.Contains(err.Error(), "[1000]") {
+		return fmt.Errorf("mismatched shapes: got %v", err)
+	}
+	bad := call
+	bad.In.DType, bad.Out.DType, bad.ReduceOp = ir.I32, ir.I32, "avg"
+	bad.In.Shape, bad.Out.Shape = []int64{1000}, []int64{1000}
+	err = d.Collective(&bad, nil)
+	fmt.Printf("rank %d: avg of i32: %v\n", rank, err)
+	if err == nil || !strings.Contains(err.Error(), "avg needs a float dtype") {
+		return fmt.Errorf("avg of i32: got %v", err)
+	}
+	return nil
+}
+
+// collP2PScenario: a ring shift (small, on one stream; large, with sends
+// and receives on two streams), then a size mismatch.
+func collP2PScenario() error {
+	rt, d, err := openColl(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	D, rank := d.WorldSize(), d.Rank()
+	right, left := (rank+1)%D, (rank+D-1)%D
+	s := d.DefaultStream()
+	s2, err := d.NewStream()
+	if err != nil {
+		return err
+	}
+	for _, n := range []int64{1, 1003, 5_000_001} {
+		src, _ := d.Alloc(4*n, ir.Global)
+		dst, _ := d.Alloc(4*n, ir.Global)
+		mine := host.Random(ir.F32, []int64{n}, uint64(rank)+1)
+		theirs := host.Random(ir.F32, []int64{n}, uint64(left)+1)
+		st := runtime.Tensor{Buf: src, DType: ir.F32, Shape: []int64{n}}
+		dt := runtime.Tensor{Buf: dst, DType: ir.F32, Shape: []int64{n}}
+		if err := d.CopyFromHost(st, mine.Data, s); err != nil {
+			return err
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		for it := 0; it < 3; it++ {
+			if err := d.Send(st, right, s); err != nil {
+				return err
+			}
+			if err := d.Recv(dt, left, s2); err != nil {
+				return err
+			}
+		}
+		got := make([]byte, dt.Bytes())
+		if err := d.CopyToHost(got, dt, s2); err != nil {
+			return err
+		}
+		if err := errors.Join(s.Synchronize(), s2.Synchronize()); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, theirs.Data) {
+			return fmt.Errorf("recv of f32[%d] from rank %d: wrong data", n, left)
+		}
+		fmt.Printf("rank %d: send/recv f32[%d] ring shift OK\n", rank, n)
+		d.Free(src)
+		d.Free(dst)
+	}
+	return d.ReleaseComm()
+}

@@ -1,0 +1,202 @@
+package cuda
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// Planning needs no GPU: these tests run everywhere, on a Device with
+// hand-made buffers (addresses only; nothing is dereferenced).
+
+func fakeDevice(rank, world int) *Device {
+	return &Device{opts: Options{Rank: rank, WorldSize: world, Timeout: time.Second}, live: map[uint64]*buffer{}}
+}
+
+func fakeBuf(d *Device, size int64, mem ir.MemoryType) *buffer {
+	b := &buffer{dev: d, size: size, mem: mem, kind: kindGlobal, ptr: 0x7f0000000000 + uint64(d.nextID.Add(1))<<32, owner: d.opts.Rank}
+	b.id = d.nextID.Load()
+	if mem == ir.Symmetric {
+		b.kind = kindSym
+		a := &symAlloc{seq: 3, size: uint64(size)}
+		for r := 0; r < d.opts.WorldSize; r++ {
+			a.maps = append(a.maps, mapping{ptr: b.ptr + uint64(r)<<28, size: uint64(size)})
+		}
+		b.sym = a
+	}
+	return b
+}
+
+func tensor(b *buffer, dt ir.DType, shape ...int64) runtime.Tensor {
+	return runtime.Tensor{Buf: b, DType: dt, Shape: shape}
+}
+
+func TestPlanRejectsBadCalls(t *testing.T) {
+	d := fakeDevice(1, 4)
+	sym := fakeBuf(d, 1<<20, ir.Symmetric)
+	glob := fakeBuf(d, 1<<20, ir.Global)
+	cases := []struct {
+		name string
+		call runtime.CollectiveCall
+		want string
+	}{
+		{"avg of ints", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "avg", In: tensor(sym, ir.I32, 8), Out: tensor(glob, ir.I32, 8)}, "op=avg needs a float dtype, not i32"},
+		{"bool sum", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum", In: tensor(sym, ir.Bool, 8), Out: tensor(glob, ir.Bool, 8)}, "cannot reduce bool tensors"},
+		{"unknown reduce", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "xor", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, `unknown reduce op "xor"`},
+		{"unknown algo", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "three_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, `no algorithm "three_shot"`},
+		{"dtype", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.BF16, 8)}, "input is f32 but output is bf16"},
+		{"shape", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 9)}, "differ"},
+		{"gather shape", runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "one_shot", In: tensor(glob, ir.F32, 8), Out: tensor(sym, ir.F32, 24)}, "not the input's [8] with axis 0 times 4"},
+		{"root", runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: "one_shot", Root: 4, In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "root 4 out of range"},
+		{"remote write to global", runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "one_shot", In: tensor(glob, ir.F32, 8), Out: tensor(glob, ir.F32, 32)}, "writes its output on peers"},
+		{"remote read of global", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: tensor(glob, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "reads its input from peers"},
+		{"two_shot output", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "two_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "writes its output on peers"},
+		{"strided", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", In: runtime.Tensor{Buf: glob, DType: ir.F32, Shape: []int64{4}, Strides: []int64{2}}, Out: tensor(glob, ir.F32, 4)}, "must be contiguous"},
+		{"out of bounds", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", In: tensor(glob, ir.F32, 1<<20), Out: tensor(glob, ir.F32, 1<<20)}, "reaches bytes"},
+		{"all_to_all", runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: "one_shot", Axis: 1, ConcatAxis: 0, In: tensor(sym, ir.F32, 2, 6), Out: tensor(sym, ir.F32, 8, 2)}, "do not fit"},
+	}
+	for _, c := range cases {
+		_, err := d.planCollective(&c.call)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error with %q", c.name, err, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), "rank 1") {
+			t.Errorf("%s: the error does not name the rank: %v", c.name, err)
+		}
+	}
+}
+
+func TestPlanAuto(t *testing.T) {
+	d := fakeDevice(0, 2)
+	sym := fakeBuf(d, 64<<20, ir.Symmetric)
+	sym2 := fakeBuf(d, 64<<20, ir.Symmetric)
+	glob := fakeBuf(d, 64<<20, ir.Global)
+	for _, c := range []struct {
+		out  *buffer
+		n    int64
+		want string
+	}{
+		{sym2, 1024, "one_shot"},
+		{sym2, 4 << 20, "two_shot"},
+		{glob, 4 << 20, "one_shot"},
+	} {
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "auto", In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.impl != c.want {
+			t.Errorf("auto for bf16[%d] into %v: %s, want %s", c.n, c.out.mem, p.impl, c.want)
+		}
+	}
+}
+
+// Every rank must describe the same call the same way, and a different
+// shape must change the description.
+func TestPlanDescriptorIsRankIndependent(t *testing.T) {
+	plan := func(rank int, n int64) string {
+		d := fakeDevice(rank, 2)
+		sym := fakeBuf(d, 1<<20, ir.Symmetric)
+		glob := fakeBuf(d, 1<<20, ir.Global)
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "max",
+			In: runtime.Tensor{Buf: sym, Offset: 64, DType: ir.F32, Shape: []int64{n}}, Out: tensor(glob, ir.F32, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.desc
+	}
+	if a, b := plan(0, 100), plan(1, 100); a != b {
+		t.Errorf("rank 0 says %q, rank 1 %q", a, b)
+	}
+	if a, b := plan(0, 100), plan(1, 101); a == b {
+		t.Errorf("different shapes, same descriptor %q", a)
+	}
+	if !strings.Contains(plan(0, 100), "@sym#3+64") {
+		t.Errorf("the descriptor does not place the remotely read input: %q", plan(0, 100))
+	}
+}
+
+// blockLayout's (first unit offset, run, pitch) must address block p along
+// an axis exactly as a brute-force walk over the block's indices does.
+func TestBlockLayoutMatchesIndexing(t *testing.T) {
+	shapes := [][]int64{{12}, {6, 4}, {3, 8, 5}, {2, 3, 4, 6}, {1, 6, 1}}
+	for _, full := range shapes {
+		for axis := range full {
+			for _, D := range []int64{1, 2, 3} {
+				if full[axis]%D != 0 {
+					continue
+				}
+				ext := full[axis] / D
+				strides := runtime.ContiguousStrides(full)
+				block := append([]int64(nil), full...)
+				block[axis] = ext
+				n := ir.Product(block)
+				run, l := blockLayout(full, axis, ext)
+				for p := int64(0); p < D; p++ {
+					idx := make([]int64, len(block))
+					for i := int64(0); i < n; i++ {
+						// The i-th element of the block in row-major order.
+						rem := i
+						for k := len(block) - 1; k >= 0; k-- {
+							idx[k] = rem % block[k]
+							rem /= block[k]
+						}
+						want := p * ext * strides[axis]
+						for k := range idx {
+							want += idx[k] * strides[k]
+						}
+						got := p*run + i
+						if l.Run != 0 {
+							got = p*run + (i/l.Run)*l.Pitch + i%l.Run
+						}
+						if got != want {
+							t.Fatalf("shape %v axis %d D %d block %d element %d: offset %d, want %d", full, axis, D, p, i, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// The ring kernel's segments must cover every element of every chunk
+// exactly once, whatever the block count.
+func TestRingSegmentsCoverChunks(t *testing.T) {
+	for _, n := range []int64{1, 7, 1003, 100_000} {
+		for _, D := range []int64{2, 3, 4} {
+			seg := int64(ringSlotBytes / 4)
+			var widest int64
+			bounds := make([]int64, D+1)
+			for c := int64(0); c <= D; c++ {
+				bounds[c] = n * c / D
+			}
+			for c := int64(0); c < D; c++ {
+				widest = max(widest, bounds[c+1]-bounds[c])
+			}
+			part := (widest + ringBlocks - 1) / ringBlocks
+			nseg := max(1, (part+seg-1)/seg)
+			seen := make([]int, n)
+			for c := int64(0); c < D; c++ {
+				c0, ln := bounds[c], bounds[c+1]-bounds[c]
+				for b := int64(0); b < ringBlocks; b++ {
+					plo, phi := c0+ln*b/ringBlocks, c0+ln*(b+1)/ringBlocks
+					for k := int64(0); k < nseg; k++ {
+						lo := min(plo+k*seg, phi)
+						hi := min(lo+seg, phi)
+						for i := lo; i < hi; i++ {
+							seen[i]++
+						}
+					}
+				}
+			}
+			for i, s := range seen {
+				if s != 1 {
+					t.Fatalf("n=%d D=%d: element %d covered %d times", n, D, i, s)
+				}
+			}
+		}
+	}
+}
