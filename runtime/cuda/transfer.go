@@ -163,6 +163,8 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 	})
 }
 
-// Err is nil: a peer cannot free its shard while this rank holds its own
-// (symmetric Free is collective), and copy failures are the stream's.
+// Err is nil: this rank's import of the peer's shard keeps that memory
+// alive even after the peer frees its own handle (so a late read sees
+// stale bytes, not a fault: Deregister's protocol is what orders it), and
+// copy failures are the stream's.
 func (c *peerCopy) Err() error { return nil }
