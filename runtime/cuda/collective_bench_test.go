@@ -1,0 +1,276 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// BenchmarkCollectives times our kernels and NCCL side by side on 2 GPUs
+// (and 4 where there are 4): latency per call from 8 KiB to 1 MiB and bus
+// bandwidth from 16 MiB to 1 GiB, bf16, for all_reduce, all_gather,
+// reduce_scatter and all_to_all. Sizes follow nccl-tests: the all_reduce
+// buffer, all_gather's output, reduce_scatter's input, all_to_all's
+// buffer. Bus bandwidth is nccl-tests': size/time × 2(D−1)/D for
+// all_reduce, × (D−1)/D for the others. Each figure is the slowest rank's
+// mean over back-to-back calls timed with CUDA events after a barrier.
+// It prints one table and reports the goal figures as metrics.
+
+func init() { scenarios["coll-bench"] = collBenchScenario }
+
+type benchRow struct {
+	op   ir.Opcode
+	algo string
+}
+
+var benchRows = []benchRow{
+	{ir.OpAllReduce, "one_shot"}, {ir.OpAllReduce, "two_shot"}, {ir.OpAllReduce, "nccl"},
+	{ir.OpAllGather, "one_shot"}, {ir.OpAllGather, "copy_engine"}, {ir.OpAllGather, "nccl"},
+	{ir.OpReduceScatter, "one_shot"}, {ir.OpReduceScatter, "nccl"},
+	{ir.OpAllToAll, "one_shot"}, {ir.OpAllToAll, "nccl"},
+}
+
+var benchSizes = []int64{8 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30}
+
+func benchIters(size int64) int {
+	switch {
+	case size <= 1<<20:
+		return 200
+	case size <= 16<<20:
+		return 50
+	case size <= 256<<20:
+		return 20
+	}
+	return 10
+}
+
+func sizeName(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+func collBenchScenario() error {
+	rt, d, err := openColl(60 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	D, rank := d.WorldSize(), d.Rank()
+	_, ncclErr := NCCLVersion()
+	s := d.DefaultStream()
+	e0, _ := d.NewEvent()
+	e1, _ := d.NewEvent()
+	defer e0.Close()
+	defer e1.Close()
+	for _, size := range benchSizes {
+		// One pair of buffers per size, reused by every row.
+		elems := size / 2
+		inB, err := d.Alloc(size, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		outB, err := d.Alloc(size, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		for _, row := range benchRows {
+			if row.algo == "nccl" && ncclErr != nil {
+				continue
+			}
+			in := runtime.Tensor{Buf: inB, DType: ir.BF16, Shape: []int64{elems}}
+			out := runtime.Tensor{Buf: outB, DType: ir.BF16, Shape: []int64{elems}}
+			call := runtime.CollectiveCall{Op: row.op, Algo: row.algo, ReduceOp: "sum"}
+			switch row.op {
+			case ir.OpAllGather:
+				in.Shape = []int64{elems / int64(D)}
+			case ir.OpReduceScatter:
+				out.Shape = []int64{elems / int64(D)}
+				call.Axis = 0
+			case ir.OpAllToAll:
+				// [1, D·k] split on axis 1, concatenated on axis 0.
+				in.Shape = []int64{1, elems}
+				out.Shape = []int64{int64(D), elems / int64(D)}
+				call.Axis, call.ConcatAxis = 1, 0
+			}
+			call.In, call.Out = in, out
+			iters := benchIters(size)
+			for w := 0; w < 5; w++ {
+				if err := d.Collective(&call, s); err != nil {
+					return fmt.Errorf("%s algo=%s %s: %w", row.op, row.algo, sizeName(size), err)
+				}
+			}
+			if err := d.Barrier(s); err != nil {
+				return err
+			}
+			s.Record(e0)
+			for i := 0; i < iters; i++ {
+				if err := d.Collective(&call, s); err != nil {
+					return err
+				}
+			}
+			s.Record(e1)
+			if err := e1.Synchronize(); err != nil {
+				return err
+			}
+			ms, err := ElapsedMillis(e0, e1)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("COLLBENCH %s %s %d %d %.3f\n", row.op, row.algo, size, rank, float64(ms)*1e3/float64(iters))
+		}
+		if err := d.Free(outB); err != nil {
+			return err
+		}
+		if err := d.Free(inB); err != nil {
+			return err
+		}
+	}
+	return d.ReleaseComm()
+}
+
+type benchKey struct {
+	op, algo string
+	size     int64
+}
+
+// collBenchTable turns the ranks' COLLBENCH lines into the table (slowest
+// rank per figure) and the goal metrics.
+func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
+	us := map[benchKey]float64{}
+	for _, r := range runs {
+		for _, line := range strings.Split(r.output, "\n") {
+			f := strings.Fields(line)
+			if len(f) != 6 || f[0] != "COLLBENCH" {
+				continue
+			}
+			size, _ := strconv.ParseInt(f[3], 10, 64)
+			v, _ := strconv.ParseFloat(f[5], 64)
+			k := benchKey{f[1], f[2], size}
+			us[k] = max(us[k], v)
+		}
+	}
+	busbw := func(k benchKey, t float64) float64 {
+		factor := float64(D-1) / float64(D)
+		if k.op == "all_reduce" {
+			factor *= 2
+		}
+		return float64(k.size) / (t * 1e-6) * factor / 1e9
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\ncollectives on %d GPUs, bf16 (sizes as nccl-tests: µs per call up to 1 MiB, bus bandwidth in GB/s from 16 MiB)\n", D)
+	fmt.Fprintf(&b, "| collective | size |")
+	algos := benchRows
+	for _, op := range []string{"all_reduce", "all_gather", "reduce_scatter", "all_to_all"} {
+		var cols []string
+		for _, row := range algos {
+			if row.op.String() == op {
+				cols = append(cols, row.algo)
+			}
+		}
+		fmt.Fprintf(&b, "\n| %s | size | %s |\n|---|---|%s\n", op, strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+		for _, size := range benchSizes {
+			fmt.Fprintf(&b, "| %s | %s |", op, sizeName(size))
+			for _, a := range cols {
+				k := benchKey{op, a, size}
+				t, ok := us[k]
+				switch {
+				case !ok:
+					fmt.Fprintf(&b, " - |")
+				case size <= 1<<20:
+					fmt.Fprintf(&b, " %.1f µs |", t)
+				default:
+					fmt.Fprintf(&b, " %.0f GB/s (%.0f µs) |", busbw(k, t), t)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	m := map[string]float64{}
+	best := func(op string, size int64, algos ...string) (float64, string) {
+		bt, ba := 0.0, ""
+		for _, a := range algos {
+			if t, ok := us[benchKey{op, a, size}]; ok && (ba == "" || t < bt) {
+				bt, ba = t, a
+			}
+		}
+		return bt, ba
+	}
+	if t, a := best("all_reduce", 8<<10, "one_shot", "two_shot"); a != "" {
+		m[fmt.Sprintf("us_x%d_allreduce_8KiB_ours_%s", D, a)] = t
+	}
+	if t, ok := us[benchKey{"all_reduce", "nccl", 8 << 10}]; ok {
+		m[fmt.Sprintf("us_x%d_allreduce_8KiB_nccl", D)] = t
+	}
+	for _, g := range []struct {
+		op    string
+		ours  []string
+		short string
+	}{
+		{"all_reduce", []string{"one_shot", "two_shot"}, "allreduce"},
+		{"all_gather", []string{"one_shot", "copy_engine"}, "allgather"},
+		{"reduce_scatter", []string{"one_shot"}, "reducescatter"},
+		{"all_to_all", []string{"one_shot"}, "alltoall"},
+	} {
+		if t, a := best(g.op, 1<<30, g.ours...); a != "" {
+			m[fmt.Sprintf("GB/s_x%d_%s_1GiB_ours_%s", D, g.short, a)] = busbw(benchKey{g.op, a, 1 << 30}, t)
+		}
+		if t, ok := us[benchKey{g.op, "nccl", 1 << 30}]; ok {
+			m[fmt.Sprintf("GB/s_x%d_%s_1GiB_nccl", D, g.short)] = busbw(benchKey{g.op, "nccl", 1 << 30}, t)
+		}
+	}
+	return b.String(), m
+}
+
+func BenchmarkCollectives(b *testing.B) {
+	needCollGPUs(b, 2)
+	worlds := []int{2}
+	if len(Probe().Devices) >= 4 {
+		worlds = append(worlds, 4)
+	}
+	for _, D := range worlds {
+		runs := runRanks(b, D, "coll-bench")
+		for _, r := range runs {
+			if r.code != 0 {
+				b.Fatalf("rank %d exited with %d:\n%s", r.rank, r.code, r.output)
+			}
+		}
+		table, m := collBenchTable(runs, D)
+		fmt.Fprint(os.Stdout, table)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			b.ReportMetric(m[k], k)
+		}
+	}
+}
+
+func TestCollBenchTableFormat(t *testing.T) {
+	runs := []rankRun{{rank: 0, output: "COLLBENCH all_reduce two_shot 8192 0 9.5\nCOLLBENCH all_reduce two_shot 1073741824 0 6000\n"},
+		{rank: 1, output: "COLLBENCH all_reduce two_shot 8192 1 10.5\nCOLLBENCH all_reduce nccl 1073741824 1 7000\n"}}
+	table, m := collBenchTable(runs, 2)
+	if !strings.Contains(table, "| all_reduce | 8KiB | - | 10.5 µs | - |") {
+		t.Errorf("table:\n%s", table)
+	}
+	if v := m["us_x2_allreduce_8KiB_ours_two_shot"]; v != 10.5 {
+		t.Errorf("metrics %v", m)
+	}
+	// 1 GiB in 6000 µs: 178.96 GB/s algorithm bandwidth, ×2×1/2 for D=2.
+	if v := m["GB/s_x2_allreduce_1GiB_ours_two_shot"]; v < 178 || v > 180 {
+		t.Errorf("busbw %v", v)
+	}
+}
