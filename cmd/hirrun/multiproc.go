@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
@@ -166,13 +168,36 @@ type aborter interface{ Abort() error }
 type storeHolder interface{ Store() *store.Client }
 
 // abort closes rt after a failure, without waiting for the other ranks:
-// they may be waiting for this one, and learn sooner that it is gone.
-func abort(rt runtime.Runtime) {
+// they may be waiting for this one, and learn sooner that it is gone. When
+// err says another rank is gone first, it then waits a moment, so that a
+// launcher, which reports the first rank to exit, names the rank that
+// failed first rather than this one (it stops this one anyway).
+func abort(rt runtime.Runtime, err error) {
 	if a, ok := rt.(aborter); ok {
 		a.Abort()
-		return
+	} else {
+		rt.Close()
 	}
-	rt.Close()
+	if peerGone(err) {
+		time.Sleep(peerGoneGrace)
+	}
+}
+
+// peerGoneGrace is how long a rank that failed because a peer is gone
+// waits before it exits.
+var peerGoneGrace = time.Second
+
+// peerGone reports whether err says another rank is gone (it died, or left
+// after failing), rather than that this rank failed on its own.
+func peerGone(err error) bool {
+	var be *store.BarrierError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &be) && len(be.Disconnected) > 0, errors.Is(err, store.ErrClosed):
+		return true
+	}
+	return strings.Contains(err.Error(), "did its process die") // the fd exchange
 }
 
 // runRank runs this process's rank of prog; on rank 0 it prints every
@@ -191,7 +216,7 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs 
 	res, err := c.runJob(prog, rt, inputs, o)
 	if err != nil {
 		c.report(err)
-		abort(rt)
+		abort(rt, err)
 		return exitFail
 	}
 	var client *store.Client
@@ -205,7 +230,7 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs 
 	reports, all, err := gatherResults(client, prog, res, save, rt.WorldSize(), o.timeout)
 	if err != nil {
 		c.report(err)
-		abort(rt)
+		abort(rt, err)
 		return exitFail
 	}
 	// Leave the job before writing files: peers wait for us at Close.

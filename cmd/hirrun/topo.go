@@ -103,8 +103,8 @@ func (c *cli) topoRank(o *topoOptions, world int) int {
 	}
 	topo, err := cuda.MeasureTopology(crt, cuda.TopoOptions{Bytes: int64(o.sizeMiB) << 20, Iters: o.iters})
 	if err != nil {
-		crt.Abort()
 		c.errorf("topo: %v", err)
+		abort(crt, err)
 		return exitFail
 	}
 	rank := crt.CUDADevice().Rank()
