@@ -285,6 +285,9 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	if d.opts.WorldSize == 1 {
 		// One rank: every collective is a copy (reduce ops of one value
 		// are the value, avg included).
+		if p.outPtr == p.inPtr {
+			return nil
+		}
 		return d.Copy(p.out, p.in, s)
 	}
 	var runErr error
@@ -329,6 +332,12 @@ func (d *Device) agree(cs *commState, p *collPlan) error {
 	if done {
 		return nil
 	}
+	// Compile (or load) the kernels first, so the ranks leave the check
+	// together rather than a compile apart (a kernel waits for its peers
+	// only up to the timeout).
+	if err := d.preloadKernels(cs, p); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
 	defer cancel()
 	raw, err := store.ExchangeAll(ctx, d.opts.Store, fmt.Sprintf("cuda/coll/check/%d", n), rank, world, []byte(p.desc), d.opts.Timeout)
@@ -349,6 +358,23 @@ func (d *Device) agree(cs *commState, p *collPlan) error {
 	cs.checked[p.desc] = true
 	cs.mu.Unlock()
 	return nil
+}
+
+// preloadKernels loads the modules p's algorithm launches.
+func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
+	if p.impl == "nccl" || d.opts.WorldSize == 1 {
+		return nil
+	}
+	if _, err := moveFunction(cs, d, "hir_barrier"); err != nil {
+		return err
+	}
+	if p.reduce == "" {
+		return nil
+	}
+	dt := p.dt
+	_, err := d.commFunction(&cs.mods, "hir_comm_reduce_"+dt.String(), reduceKernelName(dt, p.reduce, false),
+		func() (string, error) { return reduceModuleSource(dt) })
+	return err
 }
 
 // peerPtrs is where tensor t (in this rank's shard b) lies in every

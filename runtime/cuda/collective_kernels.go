@@ -145,6 +145,37 @@ struct CollArgs {
 
 __device__ __forceinline__ i64 imin(i64 a, i64 b) { return a < b ? a : b; }
 
+// Only the compiler's own builtins are relied on (threadIdx, __syncthreads):
+// the 16-byte vector, bit casts, the block-wide AND and the fences are
+// spelled out here, so the source needs no header.
+struct alignas(16) vec16 { unsigned int x, y, z, w; };
+// 128-bit global accesses, spelled out so they are never split.
+__device__ __forceinline__ vec16 ld16(u64 p) {
+  vec16 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st16(u64 p, const vec16& v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+template <typename U> __device__ __forceinline__ U ld_unit(u64 base, i64 i) { return ((const U*)base)[i]; }
+template <> __device__ __forceinline__ vec16 ld_unit<vec16>(u64 base, i64 i) { return ld16(base + 16 * (u64)i); }
+template <typename U> __device__ __forceinline__ void st_unit(u64 base, i64 i, const U& v) { ((U*)base)[i] = v; }
+template <> __device__ __forceinline__ void st_unit<vec16>(u64 base, i64 i, const vec16& v) { st16(base + 16 * (u64)i, v); }
+__device__ __forceinline__ unsigned f2u(float f) { unsigned u; asm("mov.b32 %0, %1;" : "=r"(u) : "f"(f)); return u; }
+__device__ __forceinline__ float u2f(unsigned u) { float f; asm("mov.b32 %0, %1;" : "=f"(f) : "r"(u)); return f; }
+__device__ __forceinline__ long long d2l(double d) { long long l; asm("mov.b64 %0, %1;" : "=l"(l) : "d"(d)); return l; }
+__device__ __forceinline__ double l2d(long long l) { double d; asm("mov.b64 %0, %1;" : "=d"(d) : "l"(l)); return d; }
+__device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+// block_and: __syncthreads that also tells every thread whether ok held
+// in all of them (bar.red.and, as __syncthreads_and).
+__device__ __forceinline__ bool block_and(bool ok) {
+  unsigned r;
+  asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\tbar.red.and.pred q, 0, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+               : "=r"(r) : "r"((unsigned)ok) : "memory");
+  return r != 0;
+}
+
 // ---- system-scope memory operations (PTX) ----
 __device__ __forceinline__ u64 ld_relaxed_sys(const u64* p) {
   u64 v;
@@ -174,9 +205,9 @@ __device__ __forceinline__ void put_signal(u64* p, u64 v) {
 __device__ void report(const CollArgs& a, int channel, int plane, int peer, u64 want) {
   volatile u64* st = (volatile u64*)a.status;
   st[1 + ((u64)channel * MAXB + blockIdx.x) * MAXR + peer] = ((u64)(plane + 1) << 56) | (want & ((1ull << 56) - 1));
-  __threadfence_system();
+  fence_sc_sys();
   st[0] = 1;
-  __threadfence_system();
+  fence_sc_sys();
 }
 
 // wait_ge spins until *p >= want, or the timeout passes (then it reports
@@ -213,7 +244,7 @@ __device__ bool barrier(const CollArgs& a, u64 v) {
     put_signal(slot(a.pad[t], PL_BAR, blockIdx.x, a.rank), v);
     ok = wait_ge(a, slot(a.pad[a.rank], PL_BAR, blockIdx.x, t), v, a.channel, PL_BAR, t);
   }
-  return __syncthreads_and(ok) != 0;
+  return block_and(ok);
 }
 
 // signal_peer / wait_peer: one thread of the block, point to point.
@@ -221,7 +252,7 @@ __device__ bool wait_peer(const CollArgs& a, int plane, int from, u64 v) {
   __syncthreads();
   bool ok = true;
   if (threadIdx.x == 0) ok = wait_ge(a, slot(a.pad[a.rank], plane, blockIdx.x, from), v, a.channel, plane, from);
-  return __syncthreads_and(ok) != 0;
+  return block_and(ok);
 }
 __device__ void signal_peer(const CollArgs& a, int plane, int to, u64 v) {
   __syncthreads();
@@ -241,11 +272,11 @@ __device__ __forceinline__ void copy_units(u64 dst, const Lay& ld, u64 src, cons
   for (; i + 3 * nthr < hi; i += 4 * nthr) {
     U v[4];
 #pragma unroll
-    for (int u = 0; u < 4; u++) v[u] = ((const U*)src)[lay(ls, i + u * nthr)];
+    for (int u = 0; u < 4; u++) v[u] = ld_unit<U>(src, lay(ls, i + u * nthr));
 #pragma unroll
-    for (int u = 0; u < 4; u++) ((U*)dst)[lay(ld, i + u * nthr)] = v[u];
+    for (int u = 0; u < 4; u++) st_unit<U>(dst, lay(ld, i + u * nthr), v[u]);
   }
-  for (; i < hi; i += nthr) ((U*)dst)[lay(ld, i)] = ((const U*)src)[lay(ls, i)];
+  for (; i < hi; i += nthr) st_unit<U>(dst, lay(ld, i), ld_unit<U>(src, lay(ls, i)));
 }
 
 __device__ __forceinline__ void copy_bytes(u64 dst, u64 src, i64 lo, i64 hi, i64 tid, i64 nthr) {
@@ -304,12 +335,12 @@ __device__ void ag_ring_kernel(const CollArgs& a) {
 
 extern "C" __global__ void hir_barrier(const __grid_constant__ CollArgs a) { barrier(a, a.base + 1); }
 
-extern "C" __global__ void __launch_bounds__(512) hir_copy_v16(const __grid_constant__ CollArgs a) { copy_kernel<uint4>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_v16(const __grid_constant__ CollArgs a) { copy_kernel<vec16>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_copy_s1(const __grid_constant__ CollArgs a) { copy_kernel<unsigned char>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_copy_s2(const __grid_constant__ CollArgs a) { copy_kernel<unsigned short>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_copy_s4(const __grid_constant__ CollArgs a) { copy_kernel<unsigned int>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_copy_s8(const __grid_constant__ CollArgs a) { copy_kernel<u64>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_v16(const __grid_constant__ CollArgs a) { ag_ring_kernel<uint4>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_v16(const __grid_constant__ CollArgs a) { ag_ring_kernel<vec16>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s1(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned char>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s2(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned short>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s4(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned int>(a); }
@@ -331,7 +362,7 @@ __device__ __forceinline__ void copy_span(u64 dst, u64 src, i64 n) {
   if (((dst | src) & 15) == 0) {
     nv = n / 16;
     Lay c = {0, 0};
-    copy_units<uint4>(dst, c, src, c, 0, nv, threadIdx.x, blockDim.x);
+    copy_units<vec16>(dst, c, src, c, 0, nv, threadIdx.x, blockDim.x);
   }
   copy_bytes(dst, src, nv * 16, n, threadIdx.x, blockDim.x);
 }
@@ -350,7 +381,7 @@ extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_cons
     bool ok = true;
     __syncthreads();
     if (threadIdx.x == 0 && g >= 2) ok = wait_ge(a, p2p_ack(inbox, b), g - 1, CH_P2P_SEND, PL_ACK, a.peer);
-    if (!__syncthreads_and(ok)) return;
+    if (!block_and(ok)) return;
     if (hi > lo) copy_span(p2p_stage(inbox, b, q), a.src[0] + lo, hi - lo);
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -382,7 +413,7 @@ extern "C" __global__ void __launch_bounds__(512) hir_p2p_recv(const __grid_cons
         }
       }
     }
-    if (!__syncthreads_and(ok)) return;
+    if (!block_and(ok)) return;
     if (hi > lo) copy_span(a.dst[0] + lo, p2p_stage(inbox, b, q), hi - lo);
     __syncthreads();
     if (threadIdx.x == 0) put_signal(p2p_ack(inbox, b), g + 1);
@@ -401,11 +432,11 @@ const reduceSource = `
 struct bf16_t { unsigned short x; };
 struct f16_t { unsigned short x; };
 
-__device__ __forceinline__ float load_c(bf16_t v) { return __uint_as_float(((unsigned)v.x) << 16); }
+__device__ __forceinline__ float load_c(bf16_t v) { return u2f(((unsigned)v.x) << 16); }
 __device__ __forceinline__ float load_c(f16_t v) {
   unsigned h = v.x;
   if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)
-    return __uint_as_float(((h & 0x8000u) << 16) | 0x7f800000u | ((h & 0x3ffu) << 13));
+    return u2f(((h & 0x8000u) << 16) | 0x7f800000u | ((h & 0x3ffu) << 13));
   float f;
   unsigned short hs = v.x;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(hs));
@@ -419,7 +450,7 @@ __device__ __forceinline__ long long load_c(long long v) { return v; }
 template <typename T> struct Store;
 template <> struct Store<bf16_t> {
   static __device__ __forceinline__ bf16_t st(float f) {
-    unsigned b = __float_as_uint(f);
+    unsigned b = f2u(f);
     bf16_t r;
     if (f != f) { r.x = (unsigned short)((b >> 16) | 0x40u); return r; }
     b += 0x7fffu + ((b >> 16) & 1u);
@@ -430,7 +461,7 @@ template <> struct Store<bf16_t> {
 template <> struct Store<f16_t> {
   static __device__ __forceinline__ f16_t st(float f) {
     f16_t r;
-    unsigned b = __float_as_uint(f);
+    unsigned b = f2u(f);
     if (f != f) { r.x = (unsigned short)(((b >> 16) & 0x8000u) | 0x7e00u | ((b >> 13) & 0x3ffu)); return r; }
     unsigned short h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
@@ -449,10 +480,10 @@ template <> struct Store<long long> { static __device__ __forceinline__ long lon
 #define OP_MIN 3
 #define OP_AVG 4
 
-__device__ __forceinline__ float qnan(float) { return __uint_as_float(0x7fc00000u); }
-__device__ __forceinline__ double qnan(double) { return __longlong_as_double(0x7ff8000000000001ll); }
-__device__ __forceinline__ bool neg_bit(float x) { return (__float_as_uint(x) >> 31) != 0; }
-__device__ __forceinline__ bool neg_bit(double x) { return __double_as_longlong(x) < 0; }
+__device__ __forceinline__ float qnan(float) { return u2f(0x7fc00000u); }
+__device__ __forceinline__ double qnan(double) { return l2d(0x7ff8000000000001ll); }
+__device__ __forceinline__ bool neg_bit(float x) { return (f2u(x) >> 31) != 0; }
+__device__ __forceinline__ bool neg_bit(double x) { return d2l(x) < 0; }
 
 template <typename C> __device__ __forceinline__ C fmax_h(C a, C b) {
   if (a != a || b != b) return qnan(a);
@@ -500,11 +531,11 @@ template <int OP> __device__ __forceinline__ int finish(int x, int) { return x; 
 template <int OP> __device__ __forceinline__ long long finish(long long x, int) { return x; }
 
 // VecT is V elements of T: a 16-byte vector (loaded and stored as one
-// uint4, so the compiler emits 128-bit accesses) or one element.
+// vec16, so the compiler emits 128-bit accesses) or one element.
 template <typename T, int V> struct VecT {
-  union { uint4 u; T e[V]; };
-  static __device__ __forceinline__ VecT load(u64 base, i64 i) { VecT v; v.u = ((const uint4*)base)[i]; return v; }
-  __device__ __forceinline__ void store(u64 base, i64 i) const { ((uint4*)base)[i] = u; }
+  union { vec16 u; T e[V]; };
+  static __device__ __forceinline__ VecT load(u64 base, i64 i) { VecT v; v.u = ld16(base + 16 * (u64)i); return v; }
+  __device__ __forceinline__ void store(u64 base, i64 i) const { st16(base + 16 * (u64)i, u); }
 };
 template <typename T> struct VecT<T, 1> {
   T e[1];

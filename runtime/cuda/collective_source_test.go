@@ -38,13 +38,6 @@ const clangShim = `
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 #define __grid_constant__
 #include <__clang_cuda_builtin_vars.h>
-struct __attribute__((aligned(16))) uint4 { unsigned int x, y, z, w; };
-__device__ inline int __syncthreads_and(int p) { return __nvvm_bar0_and(p); }
-__device__ inline void __threadfence_system() { __nvvm_membar_sys(); }
-__device__ inline float __uint_as_float(unsigned x) { return __nvvm_bitcast_i2f((int)x); }
-__device__ inline unsigned __float_as_uint(float x) { return (unsigned)__nvvm_bitcast_f2i(x); }
-__device__ inline double __longlong_as_double(long long x) { return __nvvm_bitcast_ll2d(x); }
-__device__ inline long long __double_as_longlong(double x) { return __nvvm_bitcast_d2ll(x); }
 `
 
 // TestCollectiveSourcesCompileWithClang type-checks every collective
