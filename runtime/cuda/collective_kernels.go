@@ -725,21 +725,9 @@ func commonSource() string {
 	var a collArgs
 	var b strings.Builder
 	fmt.Fprintf(&b, "static_assert(sizeof(CollArgs) == %d, \"CollArgs size\");\n", unsafe.Sizeof(a))
-	for _, f := range []struct {
-		name string
-		off  uintptr
-	}{
-		{"src", unsafe.Offsetof(a.Src)}, {"dst", unsafe.Offsetof(a.Dst)}, {"pad", unsafe.Offsetof(a.Pad)},
-		{"stage", unsafe.Offsetof(a.Stage)}, {"status", unsafe.Offsetof(a.Status)}, {"work", unsafe.Offsetof(a.Work)},
-		{"base", unsafe.Offsetof(a.Base)}, {"timeout_ns", unsafe.Offsetof(a.TimeoutNS)}, {"n", unsafe.Offsetof(a.N)},
-		{"tail_start", unsafe.Offsetof(a.TailStart)}, {"tail_end", unsafe.Offsetof(a.TailEnd)}, {"seg", unsafe.Offsetof(a.Seg)},
-		{"nseg", unsafe.Offsetof(a.NSeg)}, {"chunk", unsafe.Offsetof(a.Chunk)}, {"ls", unsafe.Offsetof(a.Ls)},
-		{"ld", unsafe.Offsetof(a.Ld)}, {"rank", unsafe.Offsetof(a.Rank)}, {"world", unsafe.Offsetof(a.World)},
-		{"channel", unsafe.Offsetof(a.Channel)}, {"ntask", unsafe.Offsetof(a.NTask)}, {"mode", unsafe.Offsetof(a.Mode)},
-		{"nout", unsafe.Offsetof(a.NOut)}, {"peer", unsafe.Offsetof(a.Peer)}, {"xtra", unsafe.Offsetof(a.Xtra)},
-	} {
-		fmt.Fprintf(&b, "static_assert(__builtin_offsetof(CollArgs, %s) == %d, \"CollArgs.%s\");\n", f.name, f.off, f.name)
-	}
+	// Only the size is asserted in the source: NVRTC has no offsetof (nor
+	// __builtin_offsetof), so the field offsets are checked against the Go
+	// struct by the tests that compile the source with clang.
 	return strings.Replace(collectiveSource, "%LAYOUT_ASSERTS%", b.String(), 1)
 }
 

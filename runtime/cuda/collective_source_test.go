@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,7 @@ func TestCollectiveSourcesCompileWithClang(t *testing.T) {
 		srcs[dt.String()] = s
 	}
 	for name, src := range srcs {
+		src += collArgsOffsetAsserts()
 		path := filepath.Join(dir, name+".cu")
 		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
@@ -83,4 +85,27 @@ func TestCollectiveSourcesCompileWithClang(t *testing.T) {
 		}
 	}
 	_ = ir.F32
+}
+
+// collArgsOffsetAsserts checks CollArgs's field offsets in C against the Go
+// struct's. Only clang gets them: NVRTC has no offsetof.
+func collArgsOffsetAsserts() string {
+	var a collArgs
+	var b strings.Builder
+	for _, f := range []struct {
+		name string
+		off  uintptr
+	}{
+		{"src", unsafe.Offsetof(a.Src)}, {"dst", unsafe.Offsetof(a.Dst)}, {"pad", unsafe.Offsetof(a.Pad)},
+		{"stage", unsafe.Offsetof(a.Stage)}, {"status", unsafe.Offsetof(a.Status)}, {"work", unsafe.Offsetof(a.Work)},
+		{"base", unsafe.Offsetof(a.Base)}, {"timeout_ns", unsafe.Offsetof(a.TimeoutNS)}, {"n", unsafe.Offsetof(a.N)},
+		{"tail_start", unsafe.Offsetof(a.TailStart)}, {"tail_end", unsafe.Offsetof(a.TailEnd)}, {"seg", unsafe.Offsetof(a.Seg)},
+		{"nseg", unsafe.Offsetof(a.NSeg)}, {"chunk", unsafe.Offsetof(a.Chunk)}, {"ls", unsafe.Offsetof(a.Ls)},
+		{"ld", unsafe.Offsetof(a.Ld)}, {"rank", unsafe.Offsetof(a.Rank)}, {"world", unsafe.Offsetof(a.World)},
+		{"channel", unsafe.Offsetof(a.Channel)}, {"ntask", unsafe.Offsetof(a.NTask)}, {"mode", unsafe.Offsetof(a.Mode)},
+		{"nout", unsafe.Offsetof(a.NOut)}, {"peer", unsafe.Offsetof(a.Peer)}, {"xtra", unsafe.Offsetof(a.Xtra)},
+	} {
+		fmt.Fprintf(&b, "static_assert(__builtin_offsetof(CollArgs, %s) == %d, \"CollArgs.%s\");\n", f.name, f.off, f.name)
+	}
+	return b.String()
 }
