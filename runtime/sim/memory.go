@@ -71,6 +71,9 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	}
 	switch mem {
 	case ir.Global, ir.Host:
+		if err := d.rt.mem.take(bytes); err != nil {
+			return nil, fmt.Errorf("rank %d: alloc of %s in %v memory: %w", d.rank, formatBytes(bytes), mem, err)
+		}
 		return d.rt.newBuffer(make([]byte, bytes), mem, d.rank, nil, false), nil
 	case ir.Symmetric:
 	default:
@@ -86,7 +89,7 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 			if err := agree(what, "size in bytes", payloads, d.rt.size); err != nil {
 				return nil, err
 			}
-			return d.rt.newSymAlloc(seq, payloads[0].(int64)), nil
+			return d.rt.newSymAlloc(seq, payloads[0].(int64))
 		})
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", d.rank, err)
@@ -94,14 +97,21 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	return res.(*symAlloc).shards[d.rank], nil
 }
 
-func (rt *Runtime) newSymAlloc(seq, bytes int64) *symAlloc {
+func (rt *Runtime) newSymAlloc(seq, bytes int64) (*symAlloc, error) {
 	shard := (bytes + rt.granularity - 1) / rt.granularity * rt.granularity
+	if shard < bytes || (shard > 0 && shard*int64(rt.size)/int64(rt.size) != shard) {
+		return nil, fmt.Errorf("symmetric alloc #%d of %d bytes per rank: the size overflows", seq, bytes)
+	}
+	if err := rt.mem.take(shard * int64(rt.size)); err != nil {
+		return nil, fmt.Errorf("symmetric alloc #%d of %s per rank (%s on %d ranks): %w",
+			seq, formatBytes(bytes), formatBytes(shard*int64(rt.size)), rt.size, err)
+	}
 	a := &symAlloc{seq: seq, shard: shard, backing: make([]byte, shard*int64(rt.size)),
 		freedBy: make([]bool, rt.size), peerViews: map[[2]int]*buffer{}, contigViews: map[int]*buffer{}}
 	for r := 0; r < rt.size; r++ {
 		a.shards = append(a.shards, rt.newBuffer(a.shardBytes(r), ir.Symmetric, r, a, false))
 	}
-	return a
+	return a, nil
 }
 
 // shardBytes is rank r's shard; the capacity is clipped so an append can
@@ -141,6 +151,7 @@ func (d *Device) Free(rb runtime.Buffer) error {
 	}
 	if b.sym == nil {
 		d.rt.release(b)
+		d.rt.mem.give(b.Size())
 		return nil
 	}
 	a := b.sym
@@ -150,6 +161,7 @@ func (d *Device) Free(rb runtime.Buffer) error {
 		return fmt.Errorf("rank %d: free: buffer %d used after free", d.rank, b.id)
 	}
 	a.freedBy[d.rank] = true
+	d.rt.mem.give(a.shard) // the range goes once every rank gave its shard back
 	drop := []*buffer{b}
 	for key, v := range a.peerViews {
 		if key[0] == d.rank {

@@ -33,6 +33,10 @@ type Options struct {
 	// Granularity rounds symmetric allocation sizes up (0 means
 	// DefaultGranularity, 1 means no rounding).
 	Granularity int64
+	// MemoryLimit bounds the bytes all ranks may hold at once, as a GPU's
+	// memory does: an allocation past it is an error naming the sizes, not
+	// a crash of the whole process. 0 means DefaultMemoryLimit().
+	MemoryLimit int64
 }
 
 // Runtime hosts every rank of a job.
@@ -40,6 +44,7 @@ type Runtime struct {
 	size        int
 	timeout     time.Duration
 	granularity int64
+	mem         memoryBudget
 	devices     []*Device
 	rv          *rendezvous
 
@@ -75,10 +80,18 @@ func NewWithOptions(cfg runtime.Config, opts Options) (*Runtime, error) {
 	if g < 1 {
 		return nil, fmt.Errorf("sim: granularity must be positive, got %d", g)
 	}
+	limit := opts.MemoryLimit
+	if limit == 0 {
+		limit = DefaultMemoryLimit()
+	}
+	if limit < 0 {
+		return nil, fmt.Errorf("sim: memory limit must be positive, got %d", limit)
+	}
 	rt := &Runtime{
 		size:        cfg.WorldSize,
 		timeout:     cfg.EffectiveTimeout(),
 		granularity: g,
+		mem:         memoryBudget{limit: limit},
 		live:        map[uint64]*buffer{},
 		closed:      make(chan struct{}),
 	}
