@@ -37,6 +37,9 @@ type Job struct {
 	// symmetricInputs: Run ends input binding with a barrier, so peers see
 	// every rank's symmetric inputs from the first op.
 	symmetricInputs bool
+	// multiStream: the program makes streams of its own, so values carry
+	// producer events and a use on another stream waits for its producer.
+	multiStream bool
 }
 
 // Result holds what one Run produced on every hosted rank.
@@ -80,6 +83,11 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 			j.symmetricInputs = true
 		}
 	}
+	prog.Walk(func(op *ir.Op) {
+		if op.Code == ir.OpStream {
+			j.multiStream = true
+		}
+	})
 	for _, r := range rt.Ranks() {
 		dev, err := rt.Device(r)
 		if err != nil {

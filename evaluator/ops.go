@@ -395,6 +395,10 @@ func (r *rank) wait(f *frame, v *ir.Value) error {
 	}
 	err := s.done.Close()
 	s.done = nil
+	if err == nil && r.job.multiStream {
+		// From here the value is ready in the order of the current stream.
+		err = r.markProduced(f, []*ir.Value{v})
+	}
 	return err
 }
 

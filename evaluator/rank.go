@@ -57,6 +57,12 @@ type slot struct {
 	stream runtime.Stream // for stream values
 	index  int64          // for loop indexes
 	done   runtime.Event  // for async results: completes when the value is ready
+
+	// In programs with streams of their own: the stream that produced the
+	// value and an event recorded there right after, so a use on another
+	// stream waits for exactly that work (SSA makes the producer known).
+	on    runtime.Stream
+	ready runtime.Event
 }
 
 // frame is one Run's bindings and current stream.
@@ -64,6 +70,7 @@ type frame struct {
 	vals    map[*ir.Value]*slot
 	current runtime.Stream
 	used    []runtime.Stream // streams the run touched, synchronised at the end
+	events  []runtime.Event  // producer events, closed at the end of the run
 }
 
 func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error) {
@@ -96,6 +103,10 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 // same-sized symmetric buffers stay matched across ranks (map order
 // differs between ranks).
 func (r *rank) releaseFrame(f *frame) {
+	for _, ev := range f.events {
+		ev.Close()
+	}
+	f.events = nil
 	order := map[*ir.Value]int{}
 	r.job.prog.Walk(func(op *ir.Op) {
 		for _, res := range op.Results {
@@ -186,6 +197,9 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 	for _, op := range b.Ops {
 		start := time.Now()
 		err := r.op(f, op)
+		if err == nil && r.job.multiStream {
+			err = r.markProduced(f, op.Results)
+		}
 		if err == nil && r.job.opts.Stats && waitForStats(op.Code) {
 			err = f.current.Synchronize()
 		}
@@ -260,6 +274,11 @@ func (r *rank) tensor(f *frame, v *ir.Value) (runtime.Tensor, error) {
 	if s.t.Buf == nil {
 		return runtime.Tensor{}, fmt.Errorf("%s is not a tensor", v)
 	}
+	if s.ready != nil && s.on != f.current {
+		if err := f.current.WaitEvent(s.ready); err != nil {
+			return runtime.Tensor{}, err
+		}
+	}
 	return s.t, nil
 }
 
@@ -300,4 +319,27 @@ func (r *rank) close() error {
 	r.inputs = map[*ir.Value]runtime.Tensor{}
 	r.handles = map[handleKey]runtime.Buffer{}
 	return errors.Join(errs...)
+}
+
+// markProduced records, for each tensor result that is ready now, the
+// current stream and an event right after the op that made it; a later use
+// on another stream waits for that event (see tensor). Only programs that
+// make streams pay for it.
+func (r *rank) markProduced(f *frame, results []*ir.Value) error {
+	for _, res := range results {
+		s := f.vals[res]
+		if s == nil || s.t.Buf == nil || s.done != nil {
+			continue
+		}
+		ev, err := r.dev.NewEvent()
+		if err != nil {
+			return err
+		}
+		f.events = append(f.events, ev)
+		if err := f.current.Record(ev); err != nil {
+			return err
+		}
+		s.on, s.ready = f.current, ev
+	}
+	return nil
 }

@@ -1,0 +1,46 @@
+package evaluator_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/parser"
+)
+
+// TestUseOnAnotherStreamWaitsForItsProducer: %a is allocated (and zero
+// filled) on the default stream, written on stream %s, and read back on the
+// default stream. Each use must wait for the op that produced the value it
+// names, whichever stream that ran on; without that the write raced with
+// the zero fill and the read with the write.
+func TestUseOnAnotherStreamWaitsForItsProducer(t *testing.T) {
+	src := `mesh 1
+input %x : f32[65536]
+%s = stream
+%a = alloc : f32[65536]
+set_stream %s
+%b = mul %x, 3.0
+%c = copy %b, %a
+set_stream
+%y = add %c, 1.0
+output %y
+`
+	prog, err := parser.Parse("streams.hir", []byte(src))
+	require.NoError(t, err)
+	j := job(t, prog, evaluator.Options{})
+	for run := range 20 {
+		in := host.Random(ir.F32, []int64{65536}, uint64(run+1))
+		res, err := j.Run(map[string]*host.Array{"x": in})
+		require.NoError(t, err)
+		out := res.Ranks[0].Outputs[prog.Outputs[0].Name]
+		for i := int64(0); i < in.Len(); i++ {
+			want := float64(float32(float32(in.At(i))*3) + 1)
+			if out.At(i) != want {
+				t.Fatalf("run %d element %d: got %v, want %v", run, i, out.At(i), want)
+			}
+		}
+	}
+}
