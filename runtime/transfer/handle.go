@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hirlab/hir/runtime"
 )
@@ -126,6 +127,9 @@ func (h *Handle) Status() (State, error) {
 // on the completion event rather than spinning, and returns its error. A
 // wait on a handle never posted fails with ErrNotPosted; a second wait on
 // the same post returns at once, with the first wait's result.
+// waitSpin is how long Wait polls the completion event before it sleeps.
+const waitSpin = 30 * time.Microsecond
+
 func (h *Handle) Wait() error {
 	h.mu.Lock()
 	switch {
@@ -140,6 +144,11 @@ func (h *Handle) Wait() error {
 	gen, ev := h.gen, h.ev
 	h.mu.Unlock()
 
+	// Poll briefly before sleeping: the OS wakes a thread that sleeps on a
+	// blocking-sync event about 10 µs late, longer than a small transfer
+	// takes. Past waitSpin the host sleeps, so a long wait costs no CPU.
+	for deadline := time.Now().Add(waitSpin); !ev.Query() && time.Now().Before(deadline); {
+	}
 	err := ev.Synchronize()
 	if err != nil {
 		err = h.errorf("wait: %v", err)
