@@ -3,6 +3,7 @@ package codegen
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
@@ -197,7 +198,7 @@ func analyze(op *ir.Op, inputs, outputs []Shape, shapes bool) (*plan, error) {
 		}
 		if outputs != nil && i < len(outputs) {
 			got := Shape{DType: v.dtype, Shape: v.shape}
-			if v.dtype != outputs[i].DType || !sameShape(v.shape, outputs[i].Shape) {
+			if v.dtype != outputs[i].DType || !slices.Equal(v.shape, outputs[i].Shape) {
 				errs.Add(op.Pos, "%s: result %d is %s, but its output was given as %s", op.Code, i, got, outputs[i])
 			}
 		}
@@ -422,7 +423,7 @@ func (p *plan) iterationSpace() error {
 		}
 		for _, b := range p.ops[:len(p.ops)-1] {
 			v := p.vals[b.Results[0]]
-			if s, ok := broadcast(p.iter, v.shape); !ok || !sameShape(s, p.iter) {
+			if s, ok := broadcast(p.iter, v.shape); !ok || !slices.Equal(s, p.iter) {
 				errs.Add(b.Pos, "%s: its shape %s does not fit the reduction's input %s", b.Code, fmtShape(v.shape), fmtShape(p.iter))
 			}
 		}
@@ -434,7 +435,7 @@ func (p *plan) iterationSpace() error {
 			if y == red {
 				continue
 			}
-			if s, ok := broadcast(p.iter, y.shape); !ok || !sameShape(s, p.iter) {
+			if s, ok := broadcast(p.iter, y.shape); !ok || !slices.Equal(s, p.iter) {
 				errs.Add(p.op.Pos, "%s: result %d of shape %s does not fit the reduction's input %s", p.op.Code, i, fmtShape(y.shape), fmtShape(p.iter))
 			}
 		}
@@ -442,7 +443,7 @@ func (p *plan) iterationSpace() error {
 			if in.kind != kindTensor || !p.used[k] {
 				continue
 			}
-			if s, ok := broadcast(p.iter, in.shape); !ok || !sameShape(s, p.iter) {
+			if s, ok := broadcast(p.iter, in.shape); !ok || !slices.Equal(s, p.iter) {
 				errs.Add(p.op.Pos, "%s: input %d of shape %s does not fit the reduction's input %s", p.op.Code, k, fmtShape(in.shape), fmtShape(p.iter))
 			}
 		}
@@ -482,18 +483,6 @@ func broadcast(a, b []int64) ([]int64, bool) {
 		}
 	}
 	return out, true
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func fmtShape(s []int64) string {

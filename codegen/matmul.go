@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
@@ -29,7 +30,7 @@ func Matmul(a, b, out Shape) (*Kernel, error) {
 		return nil, err
 	}
 	want := Shape{DType: a.DType, Shape: append(append([]int64{}, a.Shape[:len(a.Shape)-2]...), m, n)}
-	if out.DType != want.DType || !sameShape(out.Shape, want.Shape) {
+	if out.DType != want.DType || !slices.Equal(out.Shape, want.Shape) {
 		return nil, fmt.Errorf("matmul: the result is %s, but its output was given as %s", want, out)
 	}
 	mt, nt := (m+tileM-1)/tileM, (n+tileN-1)/tileN
@@ -173,7 +174,7 @@ func matmulDims(a, b Shape) (batch, m, k, n int64, bBatched bool, err error) {
 		return fail("%s × %s: the contraction extents %d and %d differ", a, b, k, b.Shape[rb-2])
 	}
 	if rb > 2 {
-		if !sameShape(b.Shape[:rb-2], a.Shape[:ra-2]) {
+		if !slices.Equal(b.Shape[:rb-2], a.Shape[:ra-2]) {
 			return fail("%s × %s: a batched b must have a's batch dims", a, b)
 		}
 		bBatched = true

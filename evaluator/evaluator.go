@@ -9,6 +9,7 @@ package evaluator
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -168,7 +169,7 @@ func (j *Job) checkInputs(inputs map[string]*host.Array) error {
 			missing = append(missing, fmt.Sprintf("%s : %s", in, t))
 			continue
 		}
-		if a.DType != t.DType || !equalShape(a.Shape, t.Shape()) {
+		if a.DType != t.DType || !slices.Equal(a.Shape, t.Shape()) {
 			return fmt.Errorf("%s: input %s is declared %s but was given %s%v", in.Pos, in, t, a.DType, a.Shape)
 		}
 	}
@@ -225,18 +226,6 @@ func (r *Result) Logical(prog *ir.Program, name string) (*host.Array, error) {
 		shards[rr.Rank] = rr.Outputs[name]
 	}
 	return host.Unshard(shards, axis)
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func plural(n int) string {

@@ -6,6 +6,7 @@ package host
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hirlab/hir/ir"
 )
@@ -126,7 +127,7 @@ func Unshard(shards []*Array, axis int) (*Array, error) {
 		if s == nil {
 			return nil, fmt.Errorf("unshard: shard %d is missing", r+1)
 		}
-		if s.DType != first.DType || !sameShape(s.Shape, first.Shape) {
+		if s.DType != first.DType || !slices.Equal(s.Shape, first.Shape) {
 			return nil, fmt.Errorf("unshard: shard %d is %s but shard 0 is %s", r+1, s.TypeString(), first.TypeString())
 		}
 	}
@@ -149,18 +150,6 @@ func Unshard(shards []*Array, axis int) (*Array, error) {
 // index step along axis.
 func splitAt(shape []int64, axis int, dt ir.DType) (outer, innerBytes int64) {
 	return ir.Product(shape[:axis]), ir.Product(shape[axis+1:]) * int64(dt.Size())
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Index converts a flat element index to a multi-index of shape.

@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Equal returns nil when a and b have the same dtype, shape and elements,
@@ -51,7 +52,7 @@ func sameLayout(a, b *Array, sameDType bool) error {
 	if a == nil || b == nil {
 		return fmt.Errorf("comparing a nil array")
 	}
-	if (sameDType && a.DType != b.DType) || !sameShape(a.Shape, b.Shape) {
+	if (sameDType && a.DType != b.DType) || !slices.Equal(a.Shape, b.Shape) {
 		return fmt.Errorf("got %s, want %s", a.TypeString(), b.TypeString())
 	}
 	return nil

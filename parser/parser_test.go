@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -280,7 +281,7 @@ output %y
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Mesh.Devices; !slicesEqual(got, []int{2, 0}) {
+	if got := p.Mesh.Devices; !slices.Equal(got, []int{2, 0}) {
 		t.Errorf("mesh = %v, want [2 0]", got)
 	}
 	x := p.Inputs[0]
@@ -511,16 +512,4 @@ func BenchmarkParse(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

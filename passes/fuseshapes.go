@@ -1,6 +1,10 @@
 package passes
 
-import "github.com/hirlab/hir/ir"
+import (
+	"slices"
+
+	"github.com/hirlab/hir/ir"
+)
 
 // A fusion is one kernel, and a kernel walks one iteration space (the
 // broadcast of its values' local shapes, or the input of its trailing
@@ -31,7 +35,7 @@ func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
 		}
 		for _, r := range run {
 			s, _ := f.local(r.Results[0])
-			if b, ok := broadcastShapes(in, s); !ok || !equalShapes(b, in) {
+			if b, ok := broadcastShapes(in, s); !ok || !slices.Equal(b, in) {
 				return false
 			}
 		}
@@ -72,16 +76,4 @@ func broadcastShapes(a, b []int64) ([]int64, bool) {
 		}
 	}
 	return out, true
-}
-
-func equalShapes(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -286,7 +287,7 @@ func makeInput(in *ir.Value, value string) (*host.Array, error) {
 	if a.DType == ir.F32 && t.DType == ir.BF16 {
 		a = a.Convert(ir.BF16) // NumPy has no bf16: <f4 stands in for it
 	}
-	if a.DType != t.DType || !equalShape(a.Shape, t.Shape()) {
+	if a.DType != t.DType || !slices.Equal(a.Shape, t.Shape()) {
 		return nil, fmt.Errorf("the file holds %s but %s is declared %s (the whole logical tensor is wanted)", a.TypeString(), in, t)
 	}
 	return a, nil
@@ -409,18 +410,6 @@ func valueList(vs []*ir.Value) string {
 		parts[i] = v.String()
 	}
 	return strings.Join(parts, ", ")
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func plural(n int) string {

@@ -120,8 +120,8 @@ func TestTestdataCoversTheLanguage(t *testing.T) {
 // passErrorsNotInTestdata are messages of passes/ that no text program can
 // provoke, or that belong to ops testdata does not hold yet; each says why.
 var passErrorsNotInTestdata = map[string]string{
-	"%s: no type rule": "an internal guard: every opcode has a rule",
-	"%s: the literal %s is not a tensor": "ir.Verify rejects a literal operand first, wherever one is not allowed",
+	"%s: no type rule":                                "an internal guard: every opcode has a rule",
+	"%s: the literal %s is not a tensor":              "ir.Verify rejects a literal operand first, wherever one is not allowed",
 	"for: the index %s must be an i64 scalar, not %s": "the parser always types a for index i64",
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -209,7 +210,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 		if i >= nIn {
 			want, j = k.outputs, i-nIn
 		}
-		if t.DType != want[j].DType || !shapesEqual(t.Shape, want[j].Shape) {
+		if t.DType != want[j].DType || !slices.Equal(t.Shape, want[j].Shape) {
 			return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): argument %d is %s%v, the kernel was compiled for %s%v",
 				d.opts.Rank, k.name, k.code, k.pos, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
 		}

@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/hirlab/hir/runtime"
@@ -199,25 +200,13 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 	// Different shapes with equal counts: copy in dst's index order over
 	// src viewed with dst's shape only when src is contiguous.
 	srcStrides := src.EffectiveStrides()
-	if !shapesEqual(dst.Shape, src.Shape) {
+	if !slices.Equal(dst.Shape, src.Shape) {
 		if !src.IsContiguous() {
 			return fmt.Errorf("cuda: rank %d: strided copy between shapes %v and %v", d.opts.Rank, src.Shape, dst.Shape)
 		}
 		srcStrides = runtime.ContiguousStrides(dst.Shape)
 	}
 	return d.withCtx(func() error { return d.stridedCopy(dp, dst.EffectiveStrides(), sp, srcStrides, dst, s) })
-}
-
-func shapesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // staged runs f with a stream-ordered temporary of n bytes (under withCtx).

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
@@ -190,7 +191,7 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 			return nil, fmt.Errorf("%s: input %v and output %v do not fit a split of axis %d and a concat on axis %d over %d ranks", name, in.shape, out.shape, b, a, D)
 		}
 	default:
-		if !equalShape(in.shape, out.shape) {
+		if !slices.Equal(in.shape, out.shape) {
 			return nil, fmt.Errorf("%s: input shape %v and output shape %v differ", name, in.shape, out.shape)
 		}
 		j.axis, j.concat = 0, 0

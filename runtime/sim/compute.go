@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hirlab/hir/host"
@@ -139,7 +140,7 @@ func compile(spec *runtime.KernelSpec) (*kernel, error) {
 			return nil, fmt.Errorf("yield of %s, which the body does not define", y)
 		}
 		got := c.k.slots[s]
-		if got.dt != want.DType || !equalShape(got.shape, want.Shape) {
+		if got.dt != want.DType || !slices.Equal(got.shape, want.Shape) {
 			return nil, fmt.Errorf("output %d is %s%v but the spec wants %s%v", i, got.dt, got.shape, want.DType, want.Shape)
 		}
 		c.k.yields = append(c.k.yields, operand{slot: s})
@@ -342,7 +343,7 @@ func broadcastShapes(shapes [][]int64) ([]int64, error) {
 // broadcastIndex maps each element of out to the element of an operand of
 // shape s (right-aligned, extent 1 stretched); nil when s is out.
 func broadcastIndex(out, s []int64) []int64 {
-	if equalShape(out, s) {
+	if slices.Equal(out, s) {
 		return nil
 	}
 	strides := make([]int64, len(out))
@@ -377,18 +378,6 @@ func odometer(shape, strides []int64) []int64 {
 		}
 	}
 	return out
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func (c *compiler) reduction(op *ir.Op) (step, error) {
@@ -466,7 +455,7 @@ func (c *compiler) matmul(op *ir.Op) (step, error) {
 	batchDims := a.shape[:ra-2]
 	st.batch = ir.Product(batchDims)
 	if rb > 2 {
-		if !equalShape(b.shape[:rb-2], batchDims) {
+		if !slices.Equal(b.shape[:rb-2], batchDims) {
 			return st, fmt.Errorf("batch dims differ: %v x %v", a.shape, b.shape)
 		}
 		st.bBatched = true
@@ -499,7 +488,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 		if i >= len(k.inputs) {
 			want, j = k.outputs, i-len(k.inputs)
 		}
-		if t.DType != want[j].DType || !equalShape(t.Shape, want[j].Shape) {
+		if t.DType != want[j].DType || !slices.Equal(t.Shape, want[j].Shape) {
 			return errorf(d.rank, "launch %s: argument %d is %s%v, the kernel was compiled for %s%v", k.name, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
 		}
 		v, err := d.rt.view(t)
