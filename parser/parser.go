@@ -127,7 +127,7 @@ func (b *builder) parseLine(l *line) {
 	peek, err := lexer.Upgrade(&sliceLexer{tokens: l.tokens})
 	if err == nil {
 		var ast *lineAST
-		ast, err = lineParser.ParseFromLexer(peek)
+		ast, err = parseLineAST(l.tokens[0], peek)
 		if err == nil {
 			l.ast = ast
 			return
