@@ -18,6 +18,10 @@ type pool struct {
 	all   []runtime.Buffer         // every buffer allocated, in order, for close
 	asked map[runtime.Buffer]int64 // the size each was allocated for: Size() may be rounded up (symmetric shards)
 	zeroB []byte
+	// events no longer waited on, kept for the next record: creating an
+	// event is a driver call, re-recording one is not (a wait enqueued
+	// earlier keeps waiting for the record it saw, on GPUs as on the CPU).
+	events []runtime.Event
 }
 
 type poolKey struct {
@@ -42,11 +46,10 @@ func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Bu
 		e := list[len(list)-1]
 		p.free[k] = list[:len(list)-1]
 		if e.ev != nil {
-			err := s.WaitEvent(e.ev)
-			err = errors.Join(err, e.ev.Close())
-			if err != nil {
-				return nil, err
+			if err := s.WaitEvent(e.ev); err != nil {
+				return nil, errors.Join(err, e.ev.Close())
 			}
+			p.recycleEvent(e.ev)
 		}
 		return e.buf, nil
 	}
@@ -64,7 +67,7 @@ func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Bu
 func (p *pool) put(buf runtime.Buffer, s runtime.Stream) error {
 	e := pooled{buf: buf}
 	if s != nil {
-		ev, err := p.dev.NewEvent()
+		ev, err := p.takeEvent()
 		if err != nil {
 			return err
 		}
@@ -103,6 +106,10 @@ func (p *pool) close() error {
 			}
 		}
 	}
+	for _, ev := range p.events {
+		errs = append(errs, ev.Close())
+	}
+	p.events = nil
 	for _, b := range p.all {
 		errs = append(errs, p.dev.Free(b))
 	}
@@ -111,3 +118,16 @@ func (p *pool) close() error {
 	p.asked = map[runtime.Buffer]int64{}
 	return errors.Join(errs...)
 }
+
+// takeEvent returns a recycled event, or a new one.
+func (p *pool) takeEvent() (runtime.Event, error) {
+	if n := len(p.events); n > 0 {
+		ev := p.events[n-1]
+		p.events = p.events[:n-1]
+		return ev, nil
+	}
+	return p.dev.NewEvent()
+}
+
+// recycleEvent keeps ev for a later record; the caller no longer uses it.
+func (p *pool) recycleEvent(ev runtime.Event) { p.events = append(p.events, ev) }

@@ -103,8 +103,9 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 // same-sized symmetric buffers stay matched across ranks (map order
 // differs between ranks).
 func (r *rank) releaseFrame(f *frame) {
+	// Every stream of the run has been synchronised: no wait is pending.
 	for _, ev := range f.events {
-		ev.Close()
+		r.pool.recycleEvent(ev)
 	}
 	f.events = nil
 	order := map[*ir.Value]int{}
@@ -331,7 +332,7 @@ func (r *rank) markProduced(f *frame, results []*ir.Value) error {
 		if s == nil || s.t.Buf == nil || s.done != nil {
 			continue
 		}
-		ev, err := r.dev.NewEvent()
+		ev, err := r.pool.takeEvent()
 		if err != nil {
 			return err
 		}
