@@ -25,8 +25,9 @@ import (
 //
 //	HIR_GOLDEN_BACKEND=cuda HIRRUN=.device-bin/hirrun HIR_GOLDEN_MAX_RANKS=2 hirrun.test -test.run GoldenOnBackend
 //
-// Programs whose mesh has more ranks than HIR_GOLDEN_MAX_RANKS (the GPUs
-// there) are skipped.
+// Programs whose mesh has more ranks than HIR_GOLDEN_MAX_RANKS are skipped;
+// with HIR_CUDA_SHARE_GPUS=1 ranks beyond HIR_GOLDEN_GPUS share GPUs, and
+// programs that use NCCL (which refuses that) are skipped then.
 func TestGoldenOnBackend(t *testing.T) {
 	backend := os.Getenv("HIR_GOLDEN_BACKEND")
 	if backend == "" {
@@ -56,7 +57,12 @@ func TestGoldenOnBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			if n := prog.Mesh.Size(); maxRanks > 0 && n > maxRanks {
-				t.Skipf("needs %d ranks; this machine has %d GPUs", n, maxRanks)
+				t.Skipf("needs %d ranks; at most %d run here", n, maxRanks)
+			}
+			// Ranks beyond the GPUs share them (HIR_CUDA_SHARE_GPUS=1), which
+			// NCCL refuses.
+			if gpus, _ := strconv.Atoi(os.Getenv("HIR_GOLDEN_GPUS")); gpus > 0 && prog.Mesh.Size() > gpus && bytes.Contains(p.src, []byte("algo=nccl")) {
+				t.Skipf("needs %d GPUs for NCCL; this machine has %d", prog.Mesh.Size(), gpus)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

@@ -133,8 +133,12 @@ func New(opts Options) (*Runtime, error) {
 	if opts.WorldSize < 1 || opts.Rank < 0 || opts.Rank >= opts.WorldSize {
 		return nil, fmt.Errorf("cuda: rank %d is out of range for world size %d", opts.Rank, opts.WorldSize)
 	}
+	if opts.Device >= len(p.Devices) && SharingGPUs() && len(p.Devices) > 0 {
+		opts.Device %= len(p.Devices)
+	}
 	if opts.Device < 0 || opts.Device >= len(p.Devices) {
-		return nil, fmt.Errorf("cuda: rank %d wants device %d but this machine shows %d device(s)", opts.Rank, opts.Device, len(p.Devices))
+		return nil, fmt.Errorf("cuda: rank %d wants device %d but this machine shows %d device(s) (%s=1 places ranks on GPU rank mod %d, for testing)",
+			opts.Rank, opts.Device, len(p.Devices), ShareGPUsEnv, len(p.Devices))
 	}
 	if opts.WorldSize > 1 && opts.Store == nil {
 		return nil, fmt.Errorf("cuda: a world of %d ranks needs the job's store", opts.WorldSize)
@@ -436,3 +440,13 @@ func (d *Device) checkOpen() error {
 func (d *Device) ImportCounts() (fabric, posixFD int64) {
 	return d.fabricImports.Load(), d.fdImports.Load()
 }
+
+// ShareGPUsEnv names the variable that lets a job have more ranks than the
+// machine has GPUs: rank r's device d becomes d mod the GPU count, so
+// several processes share a GPU. It is for testing many-rank programs on a
+// small machine (symmetric memory and our kernels work; NCCL refuses two
+// ranks on one GPU, and figures measured so mean nothing).
+const ShareGPUsEnv = "HIR_CUDA_SHARE_GPUS"
+
+// SharingGPUs reports whether HIR_CUDA_SHARE_GPUS=1.
+func SharingGPUs() bool { return os.Getenv(ShareGPUsEnv) == "1" }
