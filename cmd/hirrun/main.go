@@ -56,6 +56,7 @@ func init() {
 	commands = []*command{runCommand, checkCommand, fmtCommand, lowerCommand, rulesCommand, helpCommand}
 	commands = beforeHelp(commands, topoCommand)
 	commands = beforeHelp(commands, codegenCommand)
+	commands = beforeHelp(commands, benchCommand)
 }
 
 // beforeHelp inserts extra into list ahead of the help command, which

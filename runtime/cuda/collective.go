@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -27,38 +29,60 @@ type collPlan struct {
 	inPtr        uint64 // local addresses
 	outPtr       uint64
 	access       ir.RemoteAccess // of impl
+	ll           bool            // all_reduce one_shot through the LL kernel (small tensors)
+	cePush       bool            // copy_engine pushes into peers' (symmetric) outputs rather than pulls
+	twoShotCE    bool            // two_shot's all-gather half through the copy engines
 	desc         string          // what every rank must agree on
 	what         string          // for messages
 }
 
-// autoOneShotMax is the largest all_reduce auto runs one_shot for; above
-// it auto runs two_shot where the output is symmetric (one_shot reads the
-// whole input of every peer, two_shot a 1/D share). Defaults measured
-// elsewhere may replace it (HIR_COLL_AUTO_ONESHOT_MAX, bytes).
-var autoOneShotMax = int64(512 << 10)
+// autoOneShotMax is the largest all_reduce auto runs one_shot for
+// without a measured table; above it auto runs two_shot where the output
+// is symmetric (one_shot reads the whole input of every peer, two_shot a
+// 1/D share). Measured on 2 × H200: up to 256 KiB one_shot runs as the
+// LL kernel in 3.7-5.5 µs of GPU time, two_shot in 8-11 µs; from 512 KiB
+// to 1 MiB they are within a microsecond (HIR_COLL_AUTO_ONESHOT_MAX,
+// bytes).
+var autoOneShotMax = int64(llCapBytes)
+
+// llMax is the largest all_reduce (bytes) one_shot runs through the LL
+// kernel: one pass, no barrier, each 8 bytes of data stored with a flag
+// into every peer's staging (HIR_COLL_LL_MAX, up to llCapBytes; 0 turns
+// it off). Measured on 2 × H200, GPU time per call: 3.7 µs at 8 KiB,
+// 4.1 at 64 KiB, 5.5 at 256 KiB, against 8.2, 10.5 and 10.9 µs for
+// two_shot.
+var llMax = int64(llCapBytes)
 
 func init() {
 	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_AUTO_ONESHOT_MAX"), 10, 64); err == nil && v >= 0 {
 		autoOneShotMax = v
 	}
+	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_LL_MAX"), 10, 64); err == nil && v >= 0 {
+		llMax = min(v, llCapBytes)
+	}
 }
 
-// collBlocks is the most blocks a collective kernel launches
-// (HIR_COLL_BLOCKS overrides the default, up to the pads' 64).
-func collBlocks() int {
+// collBlocks is the most blocks a collective kernel of this rank would
+// launch: one per multiprocessor (HIR_COLL_BLOCKS overrides it), at most
+// the pads' maxBlocks. The ranks agree on the smallest (commReady), since
+// block b of a rank meets block b of its peers.
+func collBlocks(sms int) int {
 	if v, err := strconv.Atoi(os.Getenv("HIR_COLL_BLOCKS")); err == nil && v > 0 {
 		return min(v, maxBlocks)
 	}
-	return 32
+	if sms <= 0 {
+		return 32
+	}
+	return min(sms, maxBlocks)
 }
 
 const collThreads = 512
 
-// gridFor is the grid for units of work (4 per thread before a second
-// block is worth it), at most collBlocks().
-func gridFor(units int64) uint32 {
+// grid is the grid for units of work (4 per thread before a second block
+// is worth it), at most the agreed block count.
+func (cs *commState) grid(units int64) uint32 {
 	g := (units + collThreads*4 - 1) / (collThreads * 4)
-	return uint32(max(1, min(g, int64(collBlocks()))))
+	return uint32(max(1, min(g, int64(max(cs.blocks, 1)))))
 }
 
 // blockLayout is block k of extent ext along axis of a contiguous tensor
@@ -189,10 +213,10 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 		p.axis, p.concat = 0, 0
 	}
 	p.impl = d.resolveAlgo(p)
-	p.access, _ = ir.LookupRule(c.Op, p.impl)
-	if p.impl == "ring" && (c.Op == ir.OpAllReduce || c.Op == ir.OpReduceScatter) {
-		p.access = ir.RemoteAccess{}
-	}
+	p.access = implAccess(c.Op, p.impl)
+	p.ll = c.Op == ir.OpAllReduce && p.impl == "one_shot" && useLL(p)
+	p.cePush = p.impl == "copy_engine" && p.outB.kind == kindSym && cePush
+	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == "two_shot" && twoShotCEMin > 0 && p.in.Bytes() >= twoShotCEMin
 	if p.access.ReadsInput && p.inB.kind != kindSym {
 		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.id, p.inB.mem, kindName(p.inB.kind))
 	}
@@ -208,7 +232,39 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	}
 	p.desc = fmt.Sprintf("%s algo=%s impl=%s %s in=%s out=%s op=%s root=%d axis=%d concat=%d", p.op, p.algo, p.impl, p.dt,
 		describe(c.In, p.inB, p.access.ReadsInput), describe(c.Out, p.outB, p.access.WritesOutput), p.reduce, p.root, p.axis, p.concat)
+	if p.ll {
+		p.desc += " proto=ll"
+	}
+	if p.twoShotCE {
+		p.desc += " gather=ce"
+	}
+	if p.cePush {
+		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.sym.seq, c.Out.Offset)
+	}
 	return p, nil
+}
+
+// implAccess is what algorithm impl of op touches remotely as this
+// runtime runs it: the rules table, except the ring, which goes through
+// its own staging.
+func implAccess(op ir.Opcode, impl string) ir.RemoteAccess {
+	access, _ := ir.LookupRule(op, impl)
+	if impl == "ring" && (op == ir.OpAllReduce || op == ir.OpReduceScatter) {
+		access = ir.RemoteAccess{}
+	}
+	return access
+}
+
+// useLL says whether all_reduce one_shot runs as the LL kernel: up to
+// llMax bytes, the output the input itself or apart from it (each thread
+// reads its 8 bytes before it writes them), and reduce dtypes of 2, 4 or
+// 8 bytes.
+func useLL(p *collPlan) bool {
+	n := p.in.Bytes()
+	if n > llMax || p.es < 2 || p.es > 8 {
+		return false
+	}
+	return p.inPtr == p.outPtr || !overlaps(p.in, p.inB, p.out, p.outB)
 }
 
 func equalShapes(a, b []int64) bool {
@@ -227,17 +283,96 @@ func kindName(k bufKind) string {
 	return [...]string{"a global allocation", "pinned host memory", "a symmetric shard", "a peer's shard", "a contiguous view"}[k]
 }
 
-// resolveAlgo picks what auto runs, from the compiled-in table: one_shot
-// everywhere, except all_reduce above autoOneShotMax with a symmetric
-// output, which runs two_shot (same rank-order result, 1/D of the loads).
+// resolveAlgo picks what auto runs: the fastest algorithm the measured
+// table (hirrun bench; autotable.go) ranks first for this collective,
+// world size, dtype class and size whose symmetric-heap needs the operands
+// meet, else the compiled-in choice (defaultAlgo).
 func (d *Device) resolveAlgo(p *collPlan) string {
 	if p.algo != "auto" {
 		return p.algo
 	}
-	if p.op == ir.OpAllReduce && p.in.Bytes() > autoOneShotMax && p.outB.kind == kindSym {
-		return "two_shot"
+	if t := d.comm.table; t != nil {
+		for _, a := range t.Ranked(p.op, d.opts.WorldSize, p.dt, benchBytes(p.op, p.in, p.out)) {
+			if d.fits(p, a) {
+				return a
+			}
+		}
+	}
+	return defaultAlgo(p)
+}
+
+// defaultAlgo is the compiled-in choice: one_shot everywhere, except
+// all_reduce above autoOneShotMax with a symmetric output, which runs
+// two_shot (same rank-order result, 1/D of the loads), and all_gather of
+// a symmetric input from copyEngineMin bytes of output, which runs
+// copy_engine.
+func defaultAlgo(p *collPlan) string {
+	switch p.op {
+	case ir.OpAllReduce:
+		if p.in.Bytes() > autoOneShotMax && p.outB.kind == kindSym {
+			return "two_shot"
+		}
+	case ir.OpAllGather:
+		if copyEngineMin > 0 && p.out.Bytes() >= copyEngineMin && p.inB.kind == kindSym {
+			return "copy_engine"
+		}
 	}
 	return "one_shot"
+}
+
+// cePush says whether copy_engine pushes each rank's shard into the
+// peers' outputs where those are symmetric (HIR_COLL_CE_PUSH=0: always
+// pull through the contiguous view).
+var cePush = os.Getenv("HIR_COLL_CE_PUSH") != "0"
+
+// twoShotCEMin is the smallest all_reduce two_shot runs with its
+// all-gather half on the copy engines (HIR_COLL_TWO_SHOT_CE_MIN, bytes;
+// 0: never). Measured on 2 × H200: 16 MiB 75 µs against 60 µs with SM
+// stores, 256 MiB 776 against 799, 1 GiB 3024 against 3152 (the copy
+// engines' fixed cost, a barrier and a memcpy per peer, pays from about
+// 100 MiB).
+var twoShotCEMin = envBytes("HIR_COLL_TWO_SHOT_CE_MIN", 128<<20)
+
+// copyEngineMin is the smallest all_gather output auto sends through the
+// copy engines (HIR_COLL_AUTO_CE_MIN, bytes; 0: never).
+var copyEngineMin = envBytes("HIR_COLL_AUTO_CE_MIN", 64<<20)
+
+func envBytes(name string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}
+
+// fits says whether algorithm algo can run p as auto's choice: op has it,
+// the operands are symmetric where it touches them remotely, and NCCL
+// loads where it is NCCL.
+func (d *Device) fits(p *collPlan, algo string) bool {
+	if _, ok := ir.LookupRule(p.op, algo); !ok || algo == "auto" {
+		return false
+	}
+	acc := implAccess(p.op, algo)
+	if acc.ReadsInput && p.inB.kind != kindSym || acc.WritesOutput && p.outB.kind != kindSym {
+		return false
+	}
+	if algo == "nccl" {
+		if _, err := NCCLVersion(); err != nil {
+			return false
+		}
+	}
+	if algo == "ring" && p.op == ir.OpAllReduce && p.inPtr != p.outPtr && overlaps(p.in, p.inB, p.out, p.outB) {
+		return false
+	}
+	return true
+}
+
+// benchBytes is the size hirrun bench files a call under, as nccl-tests
+// counts it: all_gather's output, every other collective's input.
+func benchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
+	if op == ir.OpAllGather || op == ir.OpGather {
+		return out.Bytes()
+	}
+	return in.Bytes()
 }
 
 // Collective runs c on stream s: the symmetric-memory kernels of
@@ -256,28 +391,64 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	if err != nil {
 		return err
 	}
-	p, err := d.planCollective(c)
-	if err != nil {
-		return err
+	// A call made before (same tensors, same stream) reuses its plan,
+	// already validated and agreed on: no planning, formatting or store.
+	key, cacheable := planKeyOf(c, s)
+	var p *collPlan
+	if cacheable {
+		cs.mu.Lock()
+		p = cs.plans[key]
+		cs.mu.Unlock()
+		if p != nil && (p.inB.freed.Load() || p.outB.freed.Load()) {
+			p = nil
+		}
 	}
 	if err := d.faultErr(); err != nil {
 		return err
 	}
-	cs.mu.Lock()
-	ch, err := cs.channel(s, d.opts.Rank)
-	cs.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	seq := cs.seq.Add(1)
-	p.what = fmt.Sprintf("%s algo=%s %s%v", p.op, p.algo, p.dt, p.in.Shape)
-	if p.reduce != "" {
-		p.what += " op=" + p.reduce
-	}
-	p.what += fmt.Sprintf(" (collective #%d, stream channel %d)", seq, ch.idx)
-	p.desc += fmt.Sprintf(" channel=%d", ch.idx)
-	if err := d.agree(cs, p); err != nil {
-		return err
+	var ch *commChannel
+	var seq uint64
+	if p == nil {
+		if p, err = d.planCollective(c); err != nil {
+			return err
+		}
+		cs.mu.Lock()
+		ch, err = cs.channel(s, d.opts.Rank)
+		if ch != nil {
+			ch.seq = cs.seq.Add(1)
+			seq = ch.seq
+		}
+		cs.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		p.what = fmt.Sprintf("%s algo=%s %s%v", p.op, p.algo, p.dt, p.in.Shape)
+		if p.reduce != "" {
+			p.what += " op=" + p.reduce
+		}
+		p.desc += fmt.Sprintf(" channel=%d", ch.idx)
+		if err := d.agree(cs, p); err != nil {
+			return err
+		}
+		if cacheable {
+			cs.mu.Lock()
+			if len(cs.plans) >= maxCachedPlans {
+				clear(cs.plans)
+			}
+			cs.plans[key] = p
+			cs.mu.Unlock()
+		}
+	} else {
+		cs.mu.Lock()
+		ch, err = cs.channel(s, d.opts.Rank)
+		if ch != nil {
+			ch.seq = cs.seq.Add(1)
+			seq = ch.seq
+		}
+		cs.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	if p.in.NumElements() == 0 && p.out.NumElements() == 0 {
 		return nil
@@ -303,12 +474,58 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 			runErr = d.runRing(cs, ch, p, s)
 		}
 	default:
-		runErr = d.runSymmetric(cs, ch, p, s)
+		if p.ll {
+			runErr = d.runLL(cs, ch, p, s)
+		} else {
+			runErr = d.runSymmetric(cs, ch, p, s)
+		}
 	}
 	if runErr != nil {
-		return fmt.Errorf("cuda: rank %d: %s: %w", d.opts.Rank, p.what, runErr)
+		return fmt.Errorf("cuda: rank %d: %s (collective #%d, stream channel %d): %w", d.opts.Rank, p.what, seq, ch.idx, runErr)
 	}
 	return nil
+}
+
+// maxCachedPlans bounds the plan cache (it is emptied when full).
+const maxCachedPlans = 1024
+
+// planKey is a collective call as the plan cache knows it: everything
+// planning reads, with shapes of up to maxKeyDims dimensions inline.
+type planKey struct {
+	op                 ir.Opcode
+	algo, reduce       string
+	root, axis, concat int
+	in, out            tensorKey
+	s                  *stream
+}
+
+const maxKeyDims = 8
+
+type tensorKey struct {
+	buf   runtime.Buffer
+	off   int64
+	dt    ir.DType
+	nd    int
+	shape [maxKeyDims]int64
+}
+
+// planKeyOf is c's cache key; ok is false for calls the cache does not
+// hold (strided tensors, many dimensions).
+func planKeyOf(c *runtime.CollectiveCall, s *stream) (k planKey, ok bool) {
+	tk := func(t runtime.Tensor) (tensorKey, bool) {
+		if t.Strides != nil || len(t.Shape) > maxKeyDims {
+			return tensorKey{}, false
+		}
+		k := tensorKey{buf: t.Buf, off: t.Offset, dt: t.DType, nd: len(t.Shape)}
+		copy(k.shape[:], t.Shape)
+		return k, true
+	}
+	in, ok1 := tk(c.In)
+	out, ok2 := tk(c.Out)
+	if !ok1 || !ok2 {
+		return k, false
+	}
+	return planKey{op: c.Op, algo: c.Algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: in, out: out, s: s}, true
 }
 
 // agree checks, on the first call of each distinct call, that every rank
@@ -401,7 +618,28 @@ func (d *Device) launchColl(cs *commState, module, name string, src func() (stri
 	if err != nil {
 		return err
 	}
-	return d.LaunchFunction(f, Dim3{X: grid}, Dim3{X: collThreads}, 0, s, a.bytes())
+	return d.launchArgs(f, grid, collThreads, s, a)
+}
+
+// launchArgs launches f with a (passed by value) on s: LaunchFunction
+// without its per-argument conversions and copies, since collectives are
+// issued at a rate where the host's microseconds show.
+func (d *Device) launchArgs(f *Function, grid, block uint32, s *stream, a *collArgs) error {
+	arg := new(collArgs)
+	*arg = *a
+	params := []unsafe.Pointer{unsafe.Pointer(arg)}
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	if err := d.drv.setCurrent(d.ctx); err != nil {
+		return err
+	}
+	if err := d.drv.call("cuLaunchKernel", f.h, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, s.h,
+		uintptr(unsafe.Pointer(&params[0])), 0); err != nil {
+		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.opts.Rank, f.Name, err)
+	}
+	goruntime.KeepAlive(arg)
+	goruntime.KeepAlive(params)
+	return nil
 }
 
 func moveFunction(cs *commState, d *Device, name string) (*Function, error) {
@@ -413,7 +651,7 @@ func (d *Device) launchMove(cs *commState, name string, grid uint32, a *collArgs
 	if err != nil {
 		return err
 	}
-	return d.LaunchFunction(f, Dim3{X: grid}, Dim3{X: collThreads}, 0, s, a.bytes())
+	return d.launchArgs(f, grid, collThreads, s, a)
 }
 
 func (d *Device) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *stream) error {
@@ -477,7 +715,7 @@ func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduc
 	a.N = units
 	// The grid depends only on what every rank agrees on (never on this
 	// rank's alignment): blocks meet their peers' blocks of the same index.
-	grid := gridFor(max(1, (sp.gridN*es+15)/16))
+	grid := cs.grid(max(1, (sp.gridN*es+15)/16))
 	launch := func() error {
 		cs.mu.Lock()
 		a.Base = ch.reserve(2, p.what)
@@ -533,7 +771,7 @@ func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpe
 	cs.mu.Lock()
 	a.Base = ch.reserve(2, p.what)
 	cs.mu.Unlock()
-	return d.launchMove(cs, name, gridFor(max(gridUnits, 1)), &a, s)
+	return d.launchMove(cs, name, cs.grid(max(gridUnits, 1)), &a, s)
 }
 
 // runSymmetric runs the one_shot and two_shot algorithms.
@@ -566,6 +804,9 @@ func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *st
 			for q := 0; q < D; q++ {
 				sp.src[q] = ins[q] + uint64(lo*es)
 				sp.dst = append(sp.dst, outs[q]+uint64(lo*es))
+			}
+			if p.twoShotCE {
+				return d.runTwoShotCE(cs, ch, p, sp, lo, s)
 			}
 			return d.runReduce(cs, ch, p, sp, s)
 		}
@@ -624,6 +865,35 @@ func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *st
 	return fmt.Errorf("no %s algorithm for %s", p.impl, p.op)
 }
 
+// runTwoShotCE is two_shot for large tensors with its second half on the
+// copy engines: the reduce kernel writes chunk r only into this rank's
+// output, then one cuMemcpy per peer pushes it into the peer's output,
+// and a barrier kernel waits until every rank's pushes are done. The
+// link carries the same bytes, but the copy engines write over NVLink
+// faster than SM stores do.
+func (d *Device) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, lo int64, s *stream) error {
+	D, r := d.opts.WorldSize, d.opts.Rank
+	sp.dst = []uint64{p.outPtr + uint64(lo*p.es)}
+	if err := d.runReduce(cs, ch, p, sp, s); err != nil {
+		return err
+	}
+	if sp.n > 0 {
+		mine := runtime.Tensor{Buf: p.outB, Offset: p.out.Offset + lo*p.es, DType: p.dt, Shape: []int64{sp.n}}
+		for k := 1; k < D; k++ {
+			peer, err := d.PeerBuffer(p.outB, (r+k)%D)
+			if err != nil {
+				return err
+			}
+			dst := mine
+			dst.Buf = peer
+			if err := d.Copy(dst, mine, s); err != nil {
+				return err
+			}
+		}
+	}
+	return d.barrierKernel(cs, ch, p.what, s)
+}
+
 // runAllGatherRing: blocks travel round the ring, written straight into
 // the right neighbour's (symmetric) output.
 func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
@@ -655,7 +925,7 @@ func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s
 	} else {
 		a.N, a.Ld = nIn, l
 	}
-	grid := gridFor(max(nIn*es/16, 1))
+	grid := cs.grid(max(nIn*es/16, 1))
 	cs.mu.Lock()
 	a.Base = ch.reserve(uint64(max(2, D)), p.what)
 	cs.mu.Unlock()
@@ -672,29 +942,149 @@ func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *s
 }
 
 // runCopyEngine: all_gather through the copy engines: a barrier (every
-// input is ready), one cuMemcpy per rank from its shard through the
-// contiguous view, a barrier (nobody changes its input while a peer reads).
+// input is ready, every output free), one cuMemcpy per rank, a barrier
+// (nobody changes its input while a peer reads it, every push has landed
+// before anyone reads its output). Where the output is symmetric each
+// rank pushes its shard into every peer's output; else it pulls every
+// peer's shard through the contiguous view. The copy of this rank's own
+// shard runs on a second stream, forked after the first barrier and
+// joined before the second, so it overlaps the copies over NVLink
+// instead of adding to them.
 func (d *Device) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
 	view, err := d.ContiguousView(p.inB)
 	if err != nil {
 		return err
 	}
+	if err := d.ceSide(ch); err != nil {
+		return err
+	}
 	if err := d.barrierKernel(cs, ch, p.what, s); err != nil {
 		return err
 	}
-	D := d.opts.WorldSize
+	D, r := d.opts.WorldSize, d.opts.Rank
 	run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
-	for q := 0; q < D; q++ {
+	// copyBlock copies rank q's shard into block q of rank to's output:
+	// this rank pulls (to == r, from the view) or pushes (q == r, into
+	// to's output through this rank's mapping of it).
+	copyBlock := func(q, to int, on *stream) error {
 		src := runtime.Tensor{Buf: view, Offset: int64(q)*p.inB.size + p.in.Offset, DType: p.dt, Shape: p.in.Shape}
-		dst := runtime.Tensor{Buf: p.outB, Offset: p.out.Offset + int64(q)*run*p.es, DType: p.dt, Shape: p.in.Shape}
+		var out runtime.Buffer = p.outB
+		if to != r {
+			var err error
+			if out, err = d.PeerBuffer(p.outB, to); err != nil {
+				return err
+			}
+		}
+		dst := runtime.Tensor{Buf: out, Offset: p.out.Offset + int64(q)*run*p.es, DType: p.dt, Shape: p.in.Shape}
 		if l.Run != 0 {
 			dst.Strides = runtime.ContiguousStrides(p.out.Shape)
 		}
-		if err := d.Copy(dst, src, s); err != nil {
+		return d.Copy(dst, src, on)
+	}
+	if err := s.Record(ch.evFork); err != nil {
+		return err
+	}
+	if err := ch.side.WaitEvent(ch.evFork); err != nil {
+		return err
+	}
+	if err := copyBlock(r, r, ch.side); err != nil {
+		return err
+	}
+	if err := ch.side.Record(ch.evJoin); err != nil {
+		return err
+	}
+	for k := 1; k < D; k++ {
+		var err error
+		if q := (r + k) % D; p.cePush {
+			err = copyBlock(r, q, s)
+		} else {
+			err = copyBlock(q, r, s)
+		}
+		if err != nil {
 			return err
 		}
 	}
+	if err := s.WaitEvent(ch.evJoin); err != nil {
+		return err
+	}
 	return d.barrierKernel(cs, ch, p.what, s)
+}
+
+// ceSide makes ch's second stream and its fork and join events on first
+// use (local: nothing here is collective).
+func (d *Device) ceSide(ch *commChannel) error {
+	if ch.side != nil {
+		return nil
+	}
+	side, err := d.newStream(false)
+	if err != nil {
+		return err
+	}
+	var evs [2]*event
+	for i := range evs {
+		e := &event{dev: d}
+		if err := d.withCtx(func() error {
+			return d.drv.call("cuEventCreate", uintptr(unsafe.Pointer(&e.h)), eventDisableTiming)
+		}); err != nil {
+			side.destroy()
+			if i == 1 {
+				evs[0].destroy()
+			}
+			return fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
+		}
+		d.mu.Lock()
+		d.events[e] = true
+		d.mu.Unlock()
+		evs[i] = e
+	}
+	ch.side, ch.evFork, ch.evJoin = side, evs[0], evs[1]
+	return nil
+}
+
+// llStage is every rank's LL staging of channel ch (symmetric: made,
+// collectively, on the channel's first LL all_reduce).
+func (d *Device) llStage(ch *commChannel) ([maxRanks]uint64, error) {
+	var out [maxRanks]uint64
+	if ch.ll == nil {
+		b, err := d.allocSymmetric(int64(2 * d.opts.WorldSize * llSeg))
+		if err != nil {
+			return out, fmt.Errorf("LL staging: %w", err)
+		}
+		ch.ll = b
+		for _, m := range b.sym.maps {
+			ch.llPtrs = append(ch.llPtrs, m.ptr)
+		}
+	}
+	copy(out[:], ch.llPtrs)
+	return out, nil
+}
+
+// runLL runs a small all_reduce (one_shot) as the LL kernel: one pass,
+// no barrier (collective_kernels.go, hir_ll_*).
+func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+	stage, err := d.llStage(ch)
+	if err != nil {
+		return err
+	}
+	n := p.in.NumElements()
+	perLine := 8 / p.es
+	lines := (n + perLine - 1) / perLine
+	a := d.baseArgs(cs, ch, 0)
+	a.Src[0], a.Dst[0] = p.inPtr, p.outPtr
+	a.Stage = stage
+	a.N, a.TailEnd, a.Seg = lines, n, llSeg
+	grid := uint32(max(1, min((lines+llThreads-1)/llThreads, int64(max(cs.blocks, 1)))))
+	f, err := d.commFunction(&cs.mods, "hir_comm_reduce_"+p.dt.String(), llKernelName(p.dt, p.reduce),
+		func() (string, error) { return reduceModuleSource(p.dt) })
+	if err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	a.Base = ch.reserve(1, p.what)
+	a.Xtra = int32(ch.llSeq & 1)
+	ch.llSeq++
+	cs.mu.Unlock()
+	return d.launchArgs(f, grid, llThreads, s, &a)
 }
 
 // ringStage is ch's ring staging (symmetric: made, collectively, on the

@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,12 +39,28 @@ var benchRows = []benchRow{
 	{ir.OpAllToAll, "one_shot"}, {ir.OpAllToAll, "nccl"},
 }
 
-var benchSizes = []int64{8 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30}
+var benchSizes = []int64{8 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30}
+
+func init() {
+	// HIR_COLL_BENCH_SIZES=bytes,bytes,... measures only those sizes (sweeps
+	// of HIR_COLL_BLOCKS and the like, in little device time).
+	if v := os.Getenv("HIR_COLL_BENCH_SIZES"); v != "" {
+		var sizes []int64
+		for _, f := range strings.Split(v, ",") {
+			if n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64); err == nil && n > 0 {
+				sizes = append(sizes, n)
+			}
+		}
+		if len(sizes) > 0 {
+			benchSizes = sizes
+		}
+	}
+}
 
 func benchIters(size int64) int {
 	switch {
 	case size <= 1<<20:
-		return 200
+		return 1000 // small calls are host-bound: average over many
 	case size <= 16<<20:
 		return 50
 	case size <= 256<<20:
@@ -106,7 +124,7 @@ func collBenchScenario() error {
 			}
 			call.In, call.Out = in, out
 			iters := benchIters(size)
-			for w := 0; w < 5; w++ {
+			for w := 0; w < 20; w++ {
 				if err := d.Collective(&call, s); err != nil {
 					return fmt.Errorf("%s algo=%s %s: %w", row.op, row.algo, sizeName(size), err)
 				}
@@ -115,11 +133,13 @@ func collBenchScenario() error {
 				return err
 			}
 			s.Record(e0)
+			t0 := time.Now()
 			for i := 0; i < iters; i++ {
 				if err := d.Collective(&call, s); err != nil {
 					return err
 				}
 			}
+			host := time.Since(t0)
 			s.Record(e1)
 			if err := e1.Synchronize(); err != nil {
 				return err
@@ -129,6 +149,9 @@ func collBenchScenario() error {
 				return err
 			}
 			fmt.Printf("COLLBENCH %s %s %d %d %.3f\n", row.op, row.algo, size, rank, float64(ms)*1e3/float64(iters))
+			// Host time to issue one call: when it exceeds the GPU's time
+			// per call, the figure above measures the host.
+			fmt.Printf("COLLHOST %s %s %d %d %.3f\n", row.op, row.algo, size, rank, float64(host.Microseconds())/float64(iters))
 		}
 		if err := d.Free(outB); err != nil {
 			return err
@@ -149,15 +172,20 @@ type benchKey struct {
 // rank per figure) and the goal metrics.
 func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
 	us := map[benchKey]float64{}
+	hostUS := map[benchKey]float64{}
 	for _, r := range runs {
 		for _, line := range strings.Split(r.output, "\n") {
 			f := strings.Fields(line)
-			if len(f) != 6 || f[0] != "COLLBENCH" {
+			if len(f) != 6 || f[0] != "COLLBENCH" && f[0] != "COLLHOST" {
 				continue
 			}
 			size, _ := strconv.ParseInt(f[3], 10, 64)
 			v, _ := strconv.ParseFloat(f[5], 64)
 			k := benchKey{f[1], f[2], size}
+			if f[0] == "COLLHOST" {
+				hostUS[k] = max(hostUS[k], v)
+				continue
+			}
 			us[k] = max(us[k], v)
 		}
 	}
@@ -189,7 +217,11 @@ func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
 				case !ok:
 					fmt.Fprintf(&b, " - |")
 				case size <= 1<<20:
-					fmt.Fprintf(&b, " %.1f µs |", t)
+					host := ""
+					if h, ok := hostUS[k]; ok {
+						host = fmt.Sprintf(" (host %.1f)", h) // host time to issue a call
+					}
+					fmt.Fprintf(&b, " %.1f µs%s |", t, host)
 				default:
 					fmt.Fprintf(&b, " %.0f GB/s (%.0f µs) |", busbw(k, t), t)
 				}
@@ -273,4 +305,153 @@ func TestCollBenchTableFormat(t *testing.T) {
 	if v := m["GB/s_x2_allreduce_1GiB_ours_two_shot"]; v < 178 || v > 180 {
 		t.Errorf("busbw %v", v)
 	}
+}
+
+// TestCollectiveLatency (HIR_COLL_LATENCY=1, on the GPU machine) separates
+// the host's share of a small collective from the GPU's: for each call it
+// times the host issuing 1000 calls back to back, and the GPU running
+// 1000 calls queued behind a 20 ms spin kernel (so the host cannot starve
+// it). With HIR_COLL_PPROF=dir, rank 0 also writes a CPU profile of the
+// host issuing 20000 8 KiB all_reduce one_shot calls to dir/host.pprof.
+func TestCollectiveLatency(t *testing.T) {
+	if os.Getenv("HIR_COLL_LATENCY") != "1" {
+		t.Skip("HIR_COLL_LATENCY=1 runs it")
+	}
+	needCollGPUs(t, 2)
+	runs := runRanks(t, 2, "coll-latency")
+	for _, r := range runs {
+		t.Logf("rank %d (exit %d):\n%s", r.rank, r.code, r.output)
+		if r.code != 0 {
+			t.Errorf("rank %d exited with %d", r.rank, r.code)
+		}
+	}
+}
+
+func init() { scenarios["coll-latency"] = collLatencyScenario }
+
+const spinSource = `
+extern "C" __global__ void hir_spin(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+`
+
+func collLatencyScenario() error {
+	rt, d, err := openColl(60 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	rank := d.Rank()
+	s := d.DefaultStream()
+	sm, err := d.loadCached(spinSource, "hir_spin.cu")
+	if err != nil {
+		return err
+	}
+	spin, err := sm.Function("hir_spin")
+	if err != nil {
+		return err
+	}
+	e0, _ := d.NewEvent()
+	e1, _ := d.NewEvent()
+	defer e0.Close()
+	defer e1.Close()
+	const maxBytes = 1 << 20
+	inB, err := d.Alloc(maxBytes, ir.Symmetric)
+	if err != nil {
+		return err
+	}
+	outB, err := d.Alloc(maxBytes, ir.Symmetric)
+	if err != nil {
+		return err
+	}
+	const n = 1000
+	for _, c := range []struct {
+		op    ir.Opcode
+		algo  string
+		bytes int64
+	}{
+		{ir.OpAllReduce, "one_shot", 8 << 10}, {ir.OpAllReduce, "two_shot", 8 << 10}, {ir.OpAllReduce, "nccl", 8 << 10},
+		{ir.OpAllReduce, "one_shot", 64 << 10}, {ir.OpAllReduce, "two_shot", 64 << 10},
+		{ir.OpAllReduce, "one_shot", 256 << 10}, {ir.OpAllReduce, "two_shot", 256 << 10}, {ir.OpAllReduce, "nccl", 256 << 10},
+		{ir.OpAllReduce, "one_shot", 1 << 20}, {ir.OpAllReduce, "two_shot", 1 << 20},
+		{ir.OpAllGather, "one_shot", 8 << 10}, {ir.OpReduceScatter, "one_shot", 8 << 10}, {ir.OpAllToAll, "one_shot", 8 << 10},
+	} {
+		call, _ := benchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
+		call.Algo = c.algo
+		for i := 0; i < 200; i++ {
+			if err := d.Collective(&call, s); err != nil {
+				return err
+			}
+		}
+		if err := d.Barrier(s); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if err := d.Collective(&call, s); err != nil {
+				return err
+			}
+		}
+		host := time.Since(t0)
+		if err := d.Barrier(s); err != nil {
+			return err
+		}
+		// GPU time: the calls queued behind a spin, after a device barrier.
+		cs := &d.comm
+		cs.mu.Lock()
+		ch, err := cs.channel(s.(*stream), rank)
+		cs.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if err := d.barrierKernel(cs, ch, "latency barrier", s.(*stream)); err != nil {
+			return err
+		}
+		if err := d.LaunchFunction(spin, Dim3{X: 1}, Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {
+			return err
+		}
+		s.Record(e0)
+		for i := 0; i < n; i++ {
+			if err := d.Collective(&call, s); err != nil {
+				return err
+			}
+		}
+		s.Record(e1)
+		if err := e1.Synchronize(); err != nil {
+			return err
+		}
+		ms, _ := ElapsedMillis(e0, e1)
+		fmt.Printf("LATENCY %s %s %d host %.2f gpu %.2f µs/call\n", c.op, c.algo, c.bytes, float64(host.Nanoseconds())/1e3/n, float64(ms)*1e3/n)
+	}
+	if dir := os.Getenv("HIR_COLL_PPROF"); dir != "" {
+		call, _ := benchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
+		call.Algo = "one_shot"
+		var f *os.File
+		if rank == 0 {
+			if f, err = os.Create(filepath.Join(dir, "host.pprof")); err != nil {
+				return err
+			}
+			defer f.Close()
+			pprof.StartCPUProfile(f)
+		}
+		t0 := time.Now()
+		for i := 0; i < 20000; i++ {
+			if err := d.Collective(&call, s); err != nil {
+				return err
+			}
+		}
+		host := time.Since(t0)
+		if rank == 0 {
+			pprof.StopCPUProfile()
+		}
+		fmt.Printf("PPROF rank %d: 20000 calls, host %.2f µs/call\n", rank, float64(host.Nanoseconds())/1e3/20000)
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+	}
+	d.Free(inB)
+	d.Free(outB)
+	return d.ReleaseComm()
 }

@@ -82,6 +82,11 @@ func TestSendRecv(t *testing.T) {
 
 // openColl opens the rank with a short timeout, so a hang shows quickly.
 func openColl(timeout time.Duration) (*Runtime, *Device, error) {
+	// auto is checked against the compiled-in choices, which are bit for
+	// bit one_shot's results; a measured table (hirrun bench) may pick
+	// ring or NCCL, whose float sums round otherwise. Its choosing is
+	// tested on the CPU (autotable_test.go).
+	os.Setenv(AutoTableEnv, "off")
 	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
 	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: timeout})
 	if err != nil {
@@ -101,6 +106,7 @@ type collCase struct {
 	in, out   []int64
 	iters     int
 	alias     bool // the output is the input (in-place)
+	symOut    bool // the output is symmetric though the algorithm does not write it remotely
 }
 
 func (c collCase) String() string {
@@ -116,6 +122,9 @@ func (c collCase) String() string {
 	}
 	if c.alias {
 		s += " in-place"
+	}
+	if c.symOut {
+		s += " out=symmetric"
 	}
 	return s
 }
@@ -133,7 +142,7 @@ func (c collCase) mems() (in, out ir.MemoryType) {
 	if acc.ReadsInput || c.alias {
 		in = ir.Symmetric
 	}
-	if acc.WritesOutput || c.alias {
+	if acc.WritesOutput || c.alias || c.symOut {
 		out = ir.Symmetric
 	}
 	if c.algo == "auto" && c.op == ir.OpAllReduce {
@@ -152,7 +161,7 @@ func scaledShape(s []int64, axis int, k int64) []int64 {
 func collCases(D int) []collCase {
 	var cs []collCase
 	d := int64(D)
-	flat := [][]int64{{1}, {1003}, {65541}}
+	flat := [][]int64{{1}, {1003}, {131072}, {65541}} // 131072 bf16: the largest LL all_reduce (256 KiB)
 	// all_reduce: every algorithm x dtype x reduce op at an awkward size,
 	// then sizes for sum, and in-place.
 	for _, algo := range []string{"one_shot", "two_shot", "ring", "auto", "nccl"} {
@@ -198,6 +207,10 @@ func collCases(D int) []collCase {
 					iters = 100
 				}
 				cs = append(cs, collCase{op: ir.OpAllGather, algo: algo, dt: dt, axis: axis, in: sh, out: scaledShape(sh, axis, d), iters: iters})
+				if algo == "copy_engine" {
+					// A symmetric output: copy_engine pushes into the peers'.
+					cs = append(cs, collCase{op: ir.OpAllGather, algo: algo, dt: dt, axis: axis, in: sh, out: scaledShape(sh, axis, d), iters: iters, symOut: true})
+				}
 			}
 		}
 	}
@@ -469,8 +482,9 @@ func collScenario() error {
 	failed := 0
 	byOp := map[string][2]int{}
 	start := time.Now()
+	only := os.Getenv("HIR_COLL_CASES") // run only the cases whose description contains it
 	for _, c := range cases {
-		if c.algo == "nccl" && nerr != nil {
+		if c.algo == "nccl" && nerr != nil || only != "" && !strings.Contains(c.String(), only) {
 			continue
 		}
 		key := fmt.Sprintf("%s algo=%s", c.op, c.algo)

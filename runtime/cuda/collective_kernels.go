@@ -28,10 +28,10 @@ import (
 
 // Pad geometry (mirrored in the source below).
 const (
-	maxRanks    = 16 // symmetric-memory collectives handle up to 16 ranks
-	maxBlocks   = 64 // blocks per collective launch (signal slots per plane)
-	numPlanes   = 3  // barrier, data, ack
-	maxChannels = 16 // streams that may run collectives concurrently
+	maxRanks    = 16  // symmetric-memory collectives handle up to 16 ranks
+	maxBlocks   = 256 // blocks per collective launch (signal slots per plane)
+	numPlanes   = 3   // barrier, data, ack
+	maxChannels = 16  // streams that may run collectives concurrently
 	planeBytes  = maxBlocks * maxRanks * 8
 	channelPad  = numPlanes * planeBytes
 	// Status words: [0] any fault; then one word per (channel, block, peer)
@@ -61,7 +61,15 @@ const (
 // Ring staging: per channel and rank, two slots per block.
 const (
 	ringSlotBytes   = 128 << 10
-	ringStagingSize = maxBlocks * 2 * ringSlotBytes
+	ringStagingSize = ringBlocks * 2 * ringSlotBytes
+)
+
+// LL staging (hir_ar_ll): per channel and rank, 2 slots × world senders ×
+// llSeg bytes; each 16-byte line carries 8 bytes of data and two flags.
+const (
+	llCapBytes = 256 << 10      // the most data one LL all_reduce moves
+	llSeg      = 2 * llCapBytes // staging bytes per (slot, sender)
+	llThreads  = 256
 )
 
 // lay is a block of a tensor in units (elements or 16-byte vectors): unit
@@ -107,7 +115,7 @@ const collectiveSource = `
 typedef unsigned long long u64;
 typedef long long i64;
 #define MAXR 16
-#define MAXB 64
+#define MAXB 256
 #define PL_BAR 0
 #define PL_DATA 1
 #define PL_ACK 2
@@ -543,32 +551,74 @@ template <typename T> struct VecT<T, 1> {
   __device__ __forceinline__ void store(u64 base, i64 i) const { ((T*)base)[i] = e[0]; }
 };
 
-// reduce_unit: unit i of every rank's input (layout ls), reduced in rank
-// order 0..D-1 and finished (avg); result stored to the NOut targets
-// (layout ld), or to work (MODE_TMP).
-template <typename T, typename CT, int OP, int V>
-__device__ __forceinline__ void reduce_unit(const CollArgs& a, i64 i) {
+// reduce_batch: units i0 + u*step (u < UN) of every rank's input (layout
+// ls), reduced in rank order 0..D-1 and finished (avg); results stored to
+// the NOut targets (layout ld), or to work (MODE_TMP). The UN loads of
+// rank p+1 are issued before rank p's values are used, so 2*UN 16-byte
+// loads per thread are in flight: remote loads over NVLink take
+// microseconds, and only many loads in flight fill the link.
+template <typename T, typename CT, int OP, int V, int UN>
+__device__ __forceinline__ void reduce_batch(const CollArgs& a, i64 i0, i64 step) {
   typedef VecT<T, V> U;
-  i64 si = lay(a.ls, i);
-  U x = U::load(a.src[0], si);
-  CT acc[V];
+  i64 si[UN];
 #pragma unroll
-  for (int e = 0; e < V; e++) acc[e] = load_c(x.e[e]);
+  for (int u = 0; u < UN; u++) si[u] = lay(a.ls, i0 + u * step);
+  U cur[UN];
+  CT acc[UN][V];
+#pragma unroll
+  for (int u = 0; u < UN; u++) cur[u] = U::load(a.src[0], si[u]);
   for (int p = 1; p < a.world; p++) {
-    U y = U::load(a.src[p], si);
+    U nxt[UN];
 #pragma unroll
-    for (int e = 0; e < V; e++) acc[e] = Combine<OP>::f(acc[e], (CT)load_c(y.e[e]));
+    for (int u = 0; u < UN; u++) nxt[u] = U::load(a.src[p], si[u]);
+    if (p == 1) {
+#pragma unroll
+      for (int u = 0; u < UN; u++)
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[u][e] = load_c(cur[u].e[e]);
+    } else {
+#pragma unroll
+      for (int u = 0; u < UN; u++)
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[u][e] = Combine<OP>::f(acc[u][e], (CT)load_c(cur[u].e[e]));
+    }
+#pragma unroll
+    for (int u = 0; u < UN; u++) cur[u] = nxt[u];
   }
-  U out;
+  if (a.world == 1) {
 #pragma unroll
-  for (int e = 0; e < V; e++) out.e[e] = Store<T>::st(finish<OP>(acc[e], a.world));
-  if (a.mode & MODE_TMP) {
-    out.store(a.work, i);
+    for (int u = 0; u < UN; u++)
+#pragma unroll
+      for (int e = 0; e < V; e++) acc[u][e] = load_c(cur[u].e[e]);
   } else {
-    i64 di = lay(a.ld, i);
-    for (int t = 0; t < a.nout; t++) out.store(a.dst[t], di);
+#pragma unroll
+    for (int u = 0; u < UN; u++)
+#pragma unroll
+      for (int e = 0; e < V; e++) acc[u][e] = Combine<OP>::f(acc[u][e], (CT)load_c(cur[u].e[e]));
+  }
+#pragma unroll
+  for (int u = 0; u < UN; u++) {
+    U out;
+#pragma unroll
+    for (int e = 0; e < V; e++) out.e[e] = Store<T>::st(finish<OP>(acc[u][e], a.world));
+    cur[u] = out;
+  }
+  if (a.mode & MODE_TMP) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) cur[u].store(a.work, i0 + u * step);
+  } else {
+    i64 di[UN];
+#pragma unroll
+    for (int u = 0; u < UN; u++) di[u] = lay(a.ld, i0 + u * step);
+    for (int t = 0; t < a.nout; t++) {
+      int tt = (t + a.rank) % a.nout; // targets in a rotated order: peers' links busy at once
+#pragma unroll
+      for (int u = 0; u < UN; u++) cur[u].store(a.dst[tt], di[u]);
+    }
   }
 }
+
+#define REDUCE_UN 4
 
 // hir_reduce: start barrier; units [0, n) (vectors of V) and elements
 // [tail_start, tail_end) of every rank's input reduced; end barrier (in
@@ -581,12 +631,9 @@ __device__ void reduce_kernel(const CollArgs& a) {
   if (!barrier(a, a.base + 1)) return;
   i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   i64 i = tid;
-  for (; i + nthr < a.n; i += 2 * nthr) {
-    reduce_unit<T, CT, OP, V>(a, i);
-    reduce_unit<T, CT, OP, V>(a, i + nthr);
-  }
-  for (; i < a.n; i += nthr) reduce_unit<T, CT, OP, V>(a, i);
-  for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) reduce_unit<T, CT, OP, 1>(a, e);
+  for (; i + (REDUCE_UN - 1) * nthr < a.n; i += REDUCE_UN * nthr) reduce_batch<T, CT, OP, V, REDUCE_UN>(a, i, nthr);
+  for (; i < a.n; i += nthr) reduce_batch<T, CT, OP, V, 1>(a, i, nthr);
+  for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) reduce_batch<T, CT, OP, 1, 1>(a, e, nthr);
   if (!barrier(a, a.base + 2)) return;
   if (a.mode & MODE_TMP) {
     typedef VecT<T, V> U;
@@ -598,6 +645,91 @@ __device__ void reduce_kernel(const CollArgs& a) {
     for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) {
       T v = ((const T*)a.work)[e];
       for (int t = 0; t < a.nout; t++) ((T*)a.dst[t])[e] = v;
+    }
+  }
+}
+
+// hir_ar_ll: all_reduce of small tensors in one pass with no barrier
+// (the LL protocol): every thread takes 8 bytes of its input, stores them
+// with a flag word beside each 4 bytes (one 16-byte store; 8-byte stores
+// are single-copy atomic, so data and flag arrive together) into every
+// peer's staging, then polls its own staging for every peer's line
+// carrying this launch's flag, reduces in rank order and writes its
+// output. Staging: per channel and rank, [2 slots][world][seg bytes];
+// launches alternate slots (xtra), so a slot is rewritten only two
+// launches later, when every peer has finished reading it (a peer's
+// next launch, whose data this launch waited for, started after its
+// previous one ended). Flags are this launch's signal value, so a line
+// left by an earlier launch never matches. n lines, tail_end elements.
+__device__ __forceinline__ void st_ll(u64 p, unsigned d0, unsigned d1, unsigned flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag) : "memory");
+}
+// ll_wait polls one line until both its flags are flag. Every thread
+// polls its own lines, so the look at the host-mapped status word (has
+// another wait of this rank failed?) is rare and made by one lane per
+// warp: thousands of threads reading host memory over PCIe at once would
+// slow every poll down.
+__device__ bool ll_wait(const CollArgs& a, u64 p, unsigned flag, int peer, unsigned* d0, unsigned* d1) {
+  u64 t0 = 0, tcheck = 0;
+  const bool lead = (threadIdx.x & 31) == 0;
+  for (unsigned spin = 0;; spin++) {
+    unsigned x, y, z, w;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(p) : "memory");
+    if (y == flag && w == flag) { *d0 = x; *d1 = z; return true; }
+    if (spin == 0) {
+      t0 = tcheck = gtimer();
+    } else if ((spin & 127) == 0) {
+      u64 now = gtimer();
+      if (now - t0 > a.timeout_ns) { report(a, a.channel, PL_DATA, peer, a.base + 1); return false; }
+      if (lead && now - tcheck > 2000000) {
+        tcheck = now;
+        if (*(volatile u64*)a.status != 0) return false;
+      }
+    }
+  }
+}
+
+template <typename T, typename CT, int OP>
+__device__ void ll_kernel(const CollArgs& a) {
+  const int E = 8 / (int)sizeof(T);
+  union Line { u64 u; unsigned w[2]; T e[8 / sizeof(T)]; };
+  const unsigned flag = (unsigned)(a.base + 1);
+  const int D = a.world, r = a.rank;
+  const u64 slot = (u64)a.xtra * D;
+  const bool aligned = ((a.src[0] | a.dst[0]) & 7) == 0;
+  i64 nthr = (i64)gridDim.x * blockDim.x;
+  for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < a.n; l += nthr) {
+    i64 e0 = l * E;
+    int cnt = (int)imin(E, a.tail_end - e0);
+    Line m;
+    if (cnt == E && aligned) {
+      m.u = ((const u64*)a.src[0])[l];
+    } else {
+      m.u = 0;
+      for (int k = 0; k < cnt; k++) m.e[k] = ((const T*)a.src[0])[e0 + k];
+    }
+    for (int k = 1; k < D; k++) {
+      int p = (r + k) % D;
+      st_ll(a.stage[p] + (slot + r) * (u64)a.seg + 16 * (u64)l, m.w[0], m.w[1], flag);
+    }
+    CT acc[8 / sizeof(T)];
+    for (int q = 0; q < D; q++) {
+      Line v;
+      if (q == r) {
+        v.u = m.u;
+      } else if (!ll_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 16 * (u64)l, flag, q, &v.w[0], &v.w[1])) {
+        return;
+      }
+#pragma unroll
+      for (int k = 0; k < E; k++) acc[k] = q == 0 ? (CT)load_c(v.e[k]) : Combine<OP>::f(acc[k], (CT)load_c(v.e[k]));
+    }
+    Line o;
+#pragma unroll
+    for (int k = 0; k < E; k++) o.e[k] = Store<T>::st(finish<OP>(acc[k], D));
+    if (cnt == E && aligned) {
+      ((u64*)a.dst[0])[l] = o.u;
+    } else {
+      for (int k = 0; k < cnt; k++) ((T*)a.dst[0])[e0 + k] = o.e[k];
     }
   }
 }
@@ -703,18 +835,24 @@ func reduceModuleSource(dt ir.DType) (string, error) {
 			reduceKernelName(dt, op, false), ty[0], ty[1], code)
 		fmt.Fprintf(&b, "extern \"C\" __global__ void __launch_bounds__(512) %s(const __grid_constant__ CollArgs a) { ring_kernel<%s, %s, %d>(a); }\n",
 			ringKernelName(dt, op), ty[0], ty[1], code)
+		fmt.Fprintf(&b, "extern \"C\" __global__ void __launch_bounds__(512) %s(const __grid_constant__ CollArgs a) { ll_kernel<%s, %s, %d>(a); }\n",
+			llKernelName(dt, op), ty[0], ty[1], code)
 	}
 	return b.String(), nil
 }
 
+// Kernel names are built by concatenation, not fmt: they are made on
+// every launch.
 func reduceKernelName(dt ir.DType, op string, vec bool) string {
 	if vec {
-		return fmt.Sprintf("hir_reduce_%s_%s_v", dt, op)
+		return "hir_reduce_" + dt.String() + "_" + op + "_v"
 	}
-	return fmt.Sprintf("hir_reduce_%s_%s_s", dt, op)
+	return "hir_reduce_" + dt.String() + "_" + op + "_s"
 }
 
-func ringKernelName(dt ir.DType, op string) string { return fmt.Sprintf("hir_ring_%s_%s", dt, op) }
+func ringKernelName(dt ir.DType, op string) string { return "hir_ring_" + dt.String() + "_" + op }
+
+func llKernelName(dt ir.DType, op string) string { return "hir_ll_" + dt.String() + "_" + op }
 
 // moveModuleSource is the data-movement module's source.
 func moveModuleSource() string { return commonSource() }
@@ -725,6 +863,7 @@ func commonSource() string {
 	var a collArgs
 	var b strings.Builder
 	fmt.Fprintf(&b, "static_assert(sizeof(CollArgs) == %d, \"CollArgs size\");\n", unsafe.Sizeof(a))
+	fmt.Fprintf(&b, "static_assert(MAXB == %d && MAXR == %d, \"pad geometry\");\n", maxBlocks, maxRanks)
 	// Only the size is asserted in the source: NVRTC has no offsetof (nor
 	// __builtin_offsetof), so the field offsets are checked against the Go
 	// struct by the tests that compile the source with clang.

@@ -23,7 +23,7 @@ func TestCollArgsLayout(t *testing.T) {
 	if unsafe.Offsetof(a.Chunk) != 584 || unsafe.Offsetof(a.Rank) != 752 {
 		t.Errorf("offsets: chunk %d rank %d", unsafe.Offsetof(a.Chunk), unsafe.Offsetof(a.Rank))
 	}
-	if statusWords*8 > 1<<20 || maxChannels*channelPad > 1<<20 {
+	if statusWords*8 > 1<<20 || maxChannels*channelPad > 2<<20 {
 		t.Errorf("status %d bytes, pads %d bytes", statusWords*8, maxChannels*channelPad)
 	}
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime/nccl"
+	"github.com/hirlab/hir/runtime/store"
 )
 
 // commState is what a device keeps for collectives: the signal pads (one
@@ -33,6 +35,15 @@ type commState struct {
 	checked  map[string]bool // call descriptors every rank agreed on
 	nchecks  int
 	seq      atomic.Uint64 // collectives launched, for messages
+	plans    map[planKey]*collPlan
+
+	// blocks is the most blocks a kernel launches, the same on every
+	// rank (the smallest rank's collBlocks); table is auto's measured
+	// table where every rank loaded the same one (else nil: compiled-in
+	// choices), tableNote what became of it.
+	blocks    int
+	table     *AutoTable
+	tableNote string
 
 	fault atomic.Pointer[error] // sticky: a collective timed out or failed
 
@@ -53,15 +64,25 @@ type commState struct {
 type commChannel struct {
 	idx       int
 	epoch     uint64
+	seq       uint64 // the collective being launched (cs.seq), for messages
 	log       []launchRecord
 	stage     *buffer // ring staging, symmetric, made on the channel's first ring
 	stagePtrs []uint64
+	ll        *buffer // LL staging, symmetric, made on the channel's first LL all_reduce
+	llPtrs    []uint64
+	llSeq     uint64 // LL launches so far: the slot is llSeq % 2
+
+	// copy_engine: a second stream for the local copy, and the events
+	// that fork it from and join it to the collective's stream.
+	side           *stream
+	evFork, evJoin *event
 }
 
 // launchRecord remembers which collective owns signal values (lo, hi], so
 // a timed-out wait can be named.
 type launchRecord struct {
 	lo, hi uint64
+	seq    uint64
 	what   string
 	start  time.Time
 }
@@ -86,6 +107,9 @@ func (d *Device) commReady() (*commState, error) {
 	if err := d.ensureStatusLocked(); err != nil {
 		return nil, err
 	}
+	if err := d.commSetup(c); err != nil {
+		return nil, err
+	}
 	pad, err := d.allocSymmetric(int64(maxChannels * channelPad))
 	if err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: allocating the collectives' signal pads: %w", d.opts.Rank, err)
@@ -97,8 +121,39 @@ func (d *Device) commReady() (*commState, error) {
 	c.pad, c.padPtrs = pad, ptrs
 	c.chans = map[*stream]*commChannel{}
 	c.checked = map[string]bool{}
+	c.plans = map[planKey]*collPlan{}
 	c.ready = true
 	return c, nil
+}
+
+// commSetup settles, with every rank, what kernels and auto depend on:
+// the grid (the smallest of the ranks' collBlocks, since block b meets
+// block b) and the auto table (used only where every rank loaded the
+// same one). Called with c.mu held, at the first collective.
+func (d *Device) commSetup(c *commState) error {
+	blocks := collBlocks(d.info.Multiprocessors)
+	table, digest, note := loadAutoTableFor(d.info.Name)
+	if w := d.opts.WorldSize; w > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+		defer cancel()
+		raw, err := store.ExchangeAll(ctx, d.opts.Store, "cuda/coll/setup", d.opts.Rank, w, []byte(fmt.Sprintf("%d %s", blocks, digest)), d.opts.Timeout)
+		if err != nil {
+			return fmt.Errorf("cuda: rank %d: the ranks did not all arrive at their first collective: %w", d.opts.Rank, err)
+		}
+		for r, v := range raw {
+			var b int
+			var dg string
+			if _, err := fmt.Sscanf(string(v), "%d %s", &b, &dg); err != nil {
+				return fmt.Errorf("cuda: rank %d: malformed setup record from rank %d: %q", d.opts.Rank, r, v)
+			}
+			blocks = min(blocks, b)
+			if dg != digest && table != nil {
+				table, note = nil, fmt.Sprintf("not used: rank %d has another auto table", r)
+			}
+		}
+	}
+	c.blocks, c.table, c.tableNote = max(blocks, 1), table, note
+	return nil
 }
 
 // ensureStatus makes, locally, what point-to-point transfers need too:
@@ -160,7 +215,7 @@ func (ch *commChannel) reserve(k uint64, what string) uint64 {
 	if len(ch.log) >= launchLogSize {
 		ch.log = append(ch.log[:0], ch.log[launchLogSize/2:]...)
 	}
-	ch.log = append(ch.log, launchRecord{lo: base, hi: base + k, what: what, start: time.Now()})
+	ch.log = append(ch.log, launchRecord{lo: base, hi: base + k, seq: ch.seq, what: what, start: time.Now()})
 	return base
 }
 
@@ -258,7 +313,7 @@ func (c *commState) launchFor(ch int, v uint64) string {
 		for i := len(c.chanList[ch].log) - 1; i >= 0; i-- {
 			r := c.chanList[ch].log[i]
 			if v > r.lo && v <= r.hi {
-				return r.what
+				return fmt.Sprintf("%s (collective #%d, stream channel %d)", r.what, r.seq, ch)
 			}
 		}
 	}
@@ -311,6 +366,17 @@ func (d *Device) releaseComm(collective bool) error {
 		if ch.stage != nil {
 			errs = append(errs, free(ch.stage))
 		}
+		if ch.ll != nil {
+			errs = append(errs, free(ch.ll))
+		}
+		if ch.side != nil {
+			errs = append(errs, ch.side.destroy())
+		}
+		for _, e := range []*event{ch.evFork, ch.evJoin} {
+			if e != nil {
+				errs = append(errs, e.destroy())
+			}
+		}
 	}
 	if c.pad != nil {
 		errs = append(errs, free(c.pad))
@@ -323,7 +389,8 @@ func (d *Device) releaseComm(collective bool) error {
 	}
 	// Back to the state before the first collective (the locks stay).
 	c.ready, c.pad, c.padPtrs, c.status, c.words = false, nil, nil, nil, nil
-	c.chans, c.chanList, c.checked, c.nchecks = nil, nil, nil, 0
+	c.chans, c.chanList, c.checked, c.nchecks, c.plans = nil, nil, nil, 0, nil
+	c.blocks, c.table, c.tableNote = 0, nil, ""
 	c.mods = commModules{}
 	c.fault.Store(nil)
 	return errors.Join(errs...)
