@@ -126,7 +126,7 @@ if [ $have_hirrun = 1 ]; then
     # which tests correctness only; NCCL refuses two ranks on one GPU.
     share=0 shared=""
     if [ "$mesh" -gt "$gpus" ]; then share=1 shared=" (ranks share GPUs)"; fi
-    if [ "$share" = 1 ] && grep -q 'algo=nccl' "$f"; then
+    if [ "$share" = 1 ] && [ "$want_rc" = 0 ] && grep -q 'algo=nccl' "$f"; then
       status=skip detail="needs $mesh GPUs (NCCL refuses shared GPUs)"
     elif [ "$(date +%s)" -ge "$deadline" ]; then
       status=skip detail="out of time (150 s for all programs)"

@@ -14,11 +14,14 @@ import (
 // lays it out). The sender's kernel copies the tensor into the inbox a
 // chunk at a time and raises a data flag; the receiver's kernel waits for
 // it, checks the size, copies the chunk out and acks, which frees the slot.
-// Inboxes are made pairwise, not collectively: at its first send or recv
-// with a peer a rank makes its own inbox for that peer, passes its fd over
-// the fd-exchange socket, and maps the peer's inbox for it once that
-// arrives. Only those two ranks take part, so other ranks need not be
-// there.
+// Inboxes are made without a collective: at its first send or recv a rank
+// makes its inbox for every peer and sends each peer its fd over the
+// fd-exchange socket (that does not wait for the peer). A send maps the
+// peer's inbox for this rank, waiting for that fd, the first time it needs
+// it; a recv needs only this rank's own inbox. So no rank waits on a peer
+// that is itself waiting: in a ring of sends each rank's first op
+// announces its inboxes before it waits for the next rank's.
+// (Setting up one pair at a time deadlocked a ring of three.)
 
 // p2pKey is the fd-exchange key of inboxes (symmetric allocations use
 // their sequence numbers, far below).
@@ -37,31 +40,35 @@ type p2pMapping struct {
 	m      mapping
 }
 
-// pair returns the pair with peer, setting it up on first use.
-func (d *Device) pair(peer int) (*p2pPair, error) {
+// pair returns the pair with peer; sending says the peer's inbox must be
+// mapped. The first call of the rank makes every inbox (see above).
+func (d *Device) pair(peer int, sending bool) (*p2pPair, error) {
 	c := &d.comm
 	c.p2pMu.Lock()
 	defer c.p2pMu.Unlock()
-	if p := c.p2p[peer]; p != nil {
-		return p, nil
-	}
 	if c.p2p == nil {
-		c.p2p = map[int]*p2pPair{}
+		pairs := map[int]*p2pPair{}
+		for q := 0; q < d.opts.WorldSize; q++ {
+			p := &p2pPair{peer: q}
+			pairs[q] = p
+			if err := d.makeInbox(p); err != nil {
+				for _, p := range pairs {
+					d.unmapPair(p)
+				}
+				return nil, fmt.Errorf("cuda: rank %d: making the inbox for rank %d: %w", d.opts.Rank, q, err)
+			}
+			if q == d.opts.Rank {
+				p.out = p2pMapping{m: p.in.m} // our own inbox: nothing more to map
+			}
+		}
+		c.p2p = pairs
 	}
-	p := &p2pPair{peer: peer}
-	err := d.makeInbox(p)
-	if err == nil {
-		if peer == d.opts.Rank {
-			p.out = p2pMapping{m: p.in.m} // our own inbox: nothing more to map
-		} else {
-			err = d.mapPeerInbox(p)
+	p := c.p2p[peer]
+	if sending && p.out.m.ptr == 0 {
+		if err := d.mapPeerInbox(p); err != nil {
+			return nil, fmt.Errorf("cuda: rank %d: setting up sends to rank %d: %w", d.opts.Rank, peer, err)
 		}
 	}
-	if err != nil {
-		d.unmapPair(p)
-		return nil, fmt.Errorf("cuda: rank %d: setting up transfers with rank %d: %w", d.opts.Rank, peer, err)
-	}
-	c.p2p[peer] = p
 	return p, nil
 }
 
@@ -220,7 +227,7 @@ func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, send
 	if err := d.faultErr(); err != nil {
 		return err
 	}
-	p, err := d.pair(peer)
+	p, err := d.pair(peer, sending)
 	if err != nil {
 		return err
 	}
