@@ -350,7 +350,7 @@ func (p *plan) addOp(b *ir.Op, index int, inFusion bool) *ir.Error {
 			if x == nil {
 				continue
 			}
-			s, ok := broadcast(shape, x.shape)
+			s, ok := ir.BroadcastShapes(shape, x.shape)
 			if !ok {
 				return ir.Errorf(b.Pos, "%s: shapes %s and %s do not broadcast", name, fmtShape(shape), fmtShape(x.shape))
 			}
@@ -423,7 +423,7 @@ func (p *plan) iterationSpace() error {
 		}
 		for _, b := range p.ops[:len(p.ops)-1] {
 			v := p.vals[b.Results[0]]
-			if s, ok := broadcast(p.iter, v.shape); !ok || !slices.Equal(s, p.iter) {
+			if s, ok := ir.BroadcastShapes(p.iter, v.shape); !ok || !slices.Equal(s, p.iter) {
 				errs.Add(b.Pos, "%s: its shape %s does not fit the reduction's input %s", b.Code, fmtShape(v.shape), fmtShape(p.iter))
 			}
 		}
@@ -435,7 +435,7 @@ func (p *plan) iterationSpace() error {
 			if y == red {
 				continue
 			}
-			if s, ok := broadcast(p.iter, y.shape); !ok || !slices.Equal(s, p.iter) {
+			if s, ok := ir.BroadcastShapes(p.iter, y.shape); !ok || !slices.Equal(s, p.iter) {
 				errs.Add(p.op.Pos, "%s: result %d of shape %s does not fit the reduction's input %s", p.op.Code, i, fmtShape(y.shape), fmtShape(p.iter))
 			}
 		}
@@ -443,7 +443,7 @@ func (p *plan) iterationSpace() error {
 			if in.kind != kindTensor || !p.used[k] {
 				continue
 			}
-			if s, ok := broadcast(p.iter, in.shape); !ok || !slices.Equal(s, p.iter) {
+			if s, ok := ir.BroadcastShapes(p.iter, in.shape); !ok || !slices.Equal(s, p.iter) {
 				errs.Add(p.op.Pos, "%s: input %d of shape %s does not fit the reduction's input %s", p.op.Code, k, fmtShape(in.shape), fmtShape(p.iter))
 			}
 		}
@@ -451,10 +451,10 @@ func (p *plan) iterationSpace() error {
 	}
 	var shape []int64
 	for _, b := range p.ops {
-		shape, _ = broadcast(shape, p.vals[b.Results[0]].shape)
+		shape, _ = ir.BroadcastShapes(shape, p.vals[b.Results[0]].shape)
 	}
 	for _, y := range p.yields {
-		s, ok := broadcast(shape, y.shape)
+		s, ok := ir.BroadcastShapes(shape, y.shape)
 		if !ok {
 			errs.Add(p.op.Pos, "%s: results of shapes %s and %s do not broadcast to one iteration space", p.op.Code, fmtShape(shape), fmtShape(y.shape))
 			return errs.Err()
@@ -463,26 +463,6 @@ func (p *plan) iterationSpace() error {
 	}
 	p.iter = shape
 	return nil
-}
-
-// broadcast returns the NumPy broadcast of two shapes (right aligned,
-// extent 1 stretches).
-func broadcast(a, b []int64) ([]int64, bool) {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	out := append([]int64{}, a...)
-	off := len(a) - len(b)
-	for i, e := range b {
-		switch o := out[off+i]; {
-		case o == e, e == 1:
-		case o == 1:
-			out[off+i] = e
-		default:
-			return nil, false
-		}
-	}
-	return out, true
 }
 
 func fmtShape(s []int64) string {

@@ -197,3 +197,30 @@ func TypesEqual(a, b Type) bool {
 	}
 	return false
 }
+
+// BroadcastShapes is NumPy broadcasting of shapes: right aligned, an
+// extent of 1 stretches to the other's. ok is false when two extents
+// differ and neither is 1.
+func BroadcastShapes(shapes ...[]int64) (out []int64, ok bool) {
+	rank := 0
+	for _, s := range shapes {
+		rank = max(rank, len(s))
+	}
+	out = make([]int64, rank)
+	for i := range out {
+		out[i] = 1
+	}
+	for _, s := range shapes {
+		for j := range s {
+			e, o := s[len(s)-1-j], &out[rank-1-j]
+			switch {
+			case e == *o || e == 1:
+			case *o == 1:
+				*o = e
+			default:
+				return nil, false
+			}
+		}
+	}
+	return out, true
+}

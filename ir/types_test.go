@@ -57,3 +57,23 @@ func TestTensorTypeHelpers(t *testing.T) {
 		t.Error("TypesEqual on non-tensor types")
 	}
 }
+
+func TestBroadcastShapes(t *testing.T) {
+	for _, c := range []struct {
+		in   [][]int64
+		want []int64
+		ok   bool
+	}{
+		{[][]int64{{4, 3}, {3}}, []int64{4, 3}, true},
+		{[][]int64{{4, 1}, {1, 5}}, []int64{4, 5}, true},
+		{[][]int64{{2, 1, 3}, {4, 1}, {}}, []int64{2, 4, 3}, true},
+		{[][]int64{{0, 3}, {1}}, []int64{0, 3}, true},
+		{[][]int64{{4, 3}, {2}}, nil, false},
+		{nil, []int64{}, true},
+	} {
+		got, ok := BroadcastShapes(c.in...)
+		if ok != c.ok || (ok && !slices.Equal(got, c.want)) {
+			t.Errorf("BroadcastShapes(%v) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

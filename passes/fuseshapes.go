@@ -22,7 +22,7 @@ func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
 		if !ok {
 			return false
 		}
-		if space, ok = broadcastShapes(space, s); !ok {
+		if space, ok = ir.BroadcastShapes(space, s); !ok {
 			return false
 		}
 	}
@@ -35,7 +35,7 @@ func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
 		}
 		for _, r := range run {
 			s, _ := f.local(r.Results[0])
-			if b, ok := broadcastShapes(in, s); !ok || !slices.Equal(b, in) {
+			if b, ok := ir.BroadcastShapes(in, s); !ok || !slices.Equal(b, in) {
 				return false
 			}
 		}
@@ -45,7 +45,7 @@ func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
 	if !ok {
 		return false
 	}
-	_, ok = broadcastShapes(space, s)
+	_, ok = ir.BroadcastShapes(space, s)
 	return ok
 }
 
@@ -57,23 +57,4 @@ func (f *fuser) local(v *ir.Value) ([]int64, bool) {
 	}
 	s, err := t.LocalShape(max(f.mesh, 1))
 	return s, err == nil
-}
-
-// broadcastShapes is NumPy broadcasting: right aligned, extent 1 stretches.
-func broadcastShapes(a, b []int64) ([]int64, bool) {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	out := append([]int64{}, a...)
-	off := len(a) - len(b)
-	for i, e := range b {
-		switch o := out[off+i]; {
-		case o == e, e == 1:
-		case o == 1:
-			out[off+i] = e
-		default:
-			return nil, false
-		}
-	}
-	return out, true
 }

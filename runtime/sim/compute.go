@@ -278,9 +278,9 @@ func (c *compiler) pointwise(op *ir.Op) (step, error) {
 	if dt == ir.InvalidDType {
 		return st, fmt.Errorf("needs at least one tensor operand")
 	}
-	shape, err := broadcastShapes(shapes)
-	if err != nil {
-		return st, err
+	shape, ok := ir.BroadcastShapes(shapes...)
+	if !ok {
+		return st, fmt.Errorf("shapes %v do not broadcast", shapes)
 	}
 	st.inDT, st.dt, st.shape = dt, dt, shape
 	switch op.Code {
@@ -314,30 +314,6 @@ func (c *compiler) pointwise(op *ir.Op) (step, error) {
 		st.args = append(st.args, operand{slot: s, index: broadcastIndex(shape, info.shape)})
 	}
 	return st, nil
-}
-
-func broadcastShapes(shapes [][]int64) ([]int64, error) {
-	rank := 0
-	for _, s := range shapes {
-		rank = max(rank, len(s))
-	}
-	out := make([]int64, rank)
-	for i := range out {
-		out[i] = 1
-	}
-	for _, s := range shapes {
-		for j := range s {
-			e, o := s[len(s)-1-j], &out[rank-1-j]
-			switch {
-			case e == *o || e == 1:
-			case *o == 1:
-				*o = e
-			default:
-				return nil, fmt.Errorf("shapes %v do not broadcast", shapes)
-			}
-		}
-	}
-	return out, nil
 }
 
 // broadcastIndex maps each element of out to the element of an operand of
