@@ -163,53 +163,14 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	default:
 		p.root = 0
 	}
-	in, out := c.In.Shape, c.Out.Shape
-	scaled := func(big, small []int64, a int) bool {
-		if len(big) != len(small) || a < 0 || a >= len(small) {
-			return false
-		}
-		for i := range big {
-			want := small[i]
-			if i == a {
-				want *= int64(D)
-			}
-			if big[i] != want {
-				return false
-			}
-		}
-		return true
+	if err := c.CheckShapes(D); err != nil {
+		return fail("%v", err)
 	}
 	switch c.Op {
-	case ir.OpAllGather, ir.OpGather:
-		if !scaled(out, in, c.Axis) {
-			return fail("output shape %v is not the input's %v with axis %d times %d", out, in, c.Axis, D)
-		}
-		p.concat = 0
-	case ir.OpReduceScatter, ir.OpScatter:
-		if !scaled(in, out, c.Axis) {
-			return fail("input shape %v is not the output's %v with axis %d times %d", in, out, c.Axis, D)
-		}
+	case ir.OpAllGather, ir.OpGather, ir.OpReduceScatter, ir.OpScatter:
 		p.concat = 0
 	case ir.OpAllToAll:
-		a, b := c.ConcatAxis, c.Axis
-		ok := len(out) == len(in) && a != b && a >= 0 && b >= 0 && a < len(in) && b < len(in)
-		for i := 0; ok && i < len(in); i++ {
-			switch i {
-			case a:
-				ok = out[i] == in[i]*int64(D)
-			case b:
-				ok = out[i]*int64(D) == in[i]
-			default:
-				ok = out[i] == in[i]
-			}
-		}
-		if !ok {
-			return fail("input %v and output %v do not fit a split of axis %d and a concat on axis %d over %d ranks", in, out, b, a, D)
-		}
 	default:
-		if !equalShapes(in, out) {
-			return fail("input shape %v and output shape %v differ", in, out)
-		}
 		p.axis, p.concat = 0, 0
 	}
 	p.impl = d.resolveAlgo(p)
@@ -265,18 +226,6 @@ func useLL(p *collPlan) bool {
 		return false
 	}
 	return p.inPtr == p.outPtr || !overlaps(p.in, p.inB, p.out, p.outB)
-}
-
-func equalShapes(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func kindName(k bufKind) string {

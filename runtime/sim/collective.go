@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
@@ -126,74 +125,14 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	default:
 		j.root = 0
 	}
-	checkAxis := func(a int, shape []int64, which string) error {
-		if a < 0 || a >= len(shape) {
-			return fmt.Errorf("%s: %s axis %d out of range for %s shape %v", name, which, a, which, shape)
-		}
-		return nil
-	}
-	// scaled reports whether big is small with axis a's extent times D.
-	scaled := func(big, small []int64, a int) bool {
-		if len(big) != len(small) {
-			return false
-		}
-		for i := range big {
-			want := small[i]
-			if i == a {
-				want *= int64(D)
-			}
-			if big[i] != want {
-				return false
-			}
-		}
-		return true
+	if err := c.CheckShapes(D); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	switch c.Op {
-	case ir.OpAllGather, ir.OpGather:
-		if err := checkAxis(c.Axis, in.shape, "input"); err != nil {
-			return nil, err
-		}
-		if !scaled(out.shape, in.shape, c.Axis) {
-			return nil, fmt.Errorf("%s: output shape %v is not the input's %v with axis %d times %d", name, out.shape, in.shape, c.Axis, D)
-		}
-		j.concat = 0
-	case ir.OpReduceScatter, ir.OpScatter:
-		if err := checkAxis(c.Axis, out.shape, "output"); err != nil {
-			return nil, err
-		}
-		if !scaled(in.shape, out.shape, c.Axis) {
-			return nil, fmt.Errorf("%s: input shape %v is not the output's %v with axis %d times %d", name, in.shape, out.shape, c.Axis, D)
-		}
+	case ir.OpAllGather, ir.OpGather, ir.OpReduceScatter, ir.OpScatter:
 		j.concat = 0
 	case ir.OpAllToAll:
-		a, b := c.ConcatAxis, c.Axis
-		if err := checkAxis(a, in.shape, "concat"); err != nil {
-			return nil, err
-		}
-		if err := checkAxis(b, in.shape, "split"); err != nil {
-			return nil, err
-		}
-		if a == b {
-			return nil, fmt.Errorf("%s: the split axis and the concat axis are both %d", name, a)
-		}
-		ok := len(out.shape) == len(in.shape)
-		for i := 0; ok && i < len(in.shape); i++ {
-			switch i {
-			case a:
-				ok = out.shape[i] == in.shape[i]*int64(D)
-			case b:
-				ok = out.shape[i]*int64(D) == in.shape[i]
-			default:
-				ok = out.shape[i] == in.shape[i]
-			}
-		}
-		if !ok {
-			return nil, fmt.Errorf("%s: input %v and output %v do not fit a split of axis %d and a concat on axis %d over %d ranks", name, in.shape, out.shape, b, a, D)
-		}
 	default:
-		if !slices.Equal(in.shape, out.shape) {
-			return nil, fmt.Errorf("%s: input shape %v and output shape %v differ", name, in.shape, out.shape)
-		}
 		j.axis, j.concat = 0, 0
 	}
 	if access.ReadsInput && in.buf.sym == nil {
