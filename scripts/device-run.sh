@@ -35,6 +35,13 @@ coll_block() {
   ccount() { grep -cE "^ *--- $1: (TestCollective|TestSendRecv)" "$out/coll-tests.log" || true; }
   row "collectives vs CPU runtime" "$(ccount PASS) passed, $(ccount FAIL) failed, $(ccount SKIP) skipped (exit $rc; $(grep -hoE 'rank 0: [0-9]+ cases in [^,]+, [0-9]+ failed' "$out/coll-tests.log" | paste -sd';' -))"
   grep -E '^ *FAIL rank|stopping after|exited with' "$out/coll-tests.log" | head -8 | cut -c1-300 | tr '|' '/' | while read -r l; do row "collectives failure" "$l"; done
+  # Fewer than 4 GPUs: the 4-rank correctness tests still run, with ranks
+  # sharing GPUs (correctness only; NCCL cases are left out there).
+  if [ "$gpus" -lt 4 ] && [ "$gpus" -ge 1 ]; then
+    HIR_CUDA_SHARE_GPUS=1 HIR_COLL_TESTS=1 timeout 240 "$bin/cuda.test" -test.run='^(TestCollectives4|TestTransferRing4)$' -test.v -test.count=1 -test.timeout=230s >"$out/shared4-tests.log" 2>&1
+    local rc4=$?
+    row "4 ranks on $gpus GPUs (shared)" "$(grep -cE '^--- PASS' "$out/shared4-tests.log") passed, $(grep -cE '^--- FAIL' "$out/shared4-tests.log") failed (exit $rc4; $(grep -hoE 'rank 0: [0-9]+ cases in [^,]+, [0-9]+ failed' "$out/shared4-tests.log" | paste -sd';' -))"
+  fi
   HIR_COLL_TESTS=1 timeout 110 "$bin/cuda.test" -test.run='^$' -test.bench='^BenchmarkCollectives$' -test.benchtime=1x -test.timeout=105s >"$out/coll-bench.log" 2>&1
   row "collectives benchmark" "exit $? (tables below)"
   grep -E '^BenchmarkCollectives' "$out/coll-bench.log" | while read -r name _iters rest; do
