@@ -123,13 +123,14 @@ func (h *Handle) Status() (State, error) {
 	return Done, nil
 }
 
-// Wait blocks the calling goroutine until the last post completes, sleeping
-// on the completion event rather than spinning, and returns its error. A
-// wait on a handle never posted fails with ErrNotPosted; a second wait on
-// the same post returns at once, with the first wait's result.
 // waitSpin is how long Wait polls the completion event before it sleeps.
 const waitSpin = 30 * time.Microsecond
 
+// Wait blocks the calling goroutine until the last post completes and
+// returns its error: it polls the completion event for waitSpin, then
+// sleeps on it rather than spinning. A wait on a handle never posted fails
+// with ErrNotPosted; a second wait on the same post returns at once, with
+// the first wait's result.
 func (h *Handle) Wait() error {
 	h.mu.Lock()
 	switch {
