@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hirlab/hir/host"
@@ -209,7 +210,7 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 			if errors.As(err, &posErr) {
 				return err
 			}
-			return &opError{op: op, err: err}
+			return &opError{op: op, rank: r.id, err: err}
 		}
 		if r.job.opts.Stats && op.Code != ir.OpFor {
 			r.recordOp(op, time.Since(start))
@@ -230,11 +231,17 @@ func waitForStats(code ir.Opcode) bool {
 
 // opError names the op and its place in the source.
 type opError struct {
-	op  *ir.Op
-	err error
+	op   *ir.Op
+	rank int
+	err  error
 }
 
-func (e *opError) Error() string { return fmt.Sprintf("%s: %s: %v", e.op.Pos, e.op.Code, e.err) }
+func (e *opError) Error() string {
+	// Run names the rank in front of the whole message; a backend's error
+	// that starts with it again (the CPU runtime's do) drops the repeat.
+	msg := strings.TrimPrefix(e.err.Error(), fmt.Sprintf("rank %d: ", e.rank))
+	return fmt.Sprintf("%s: %s: %s", e.op.Pos, e.op.Code, msg)
+}
 func (e *opError) Unwrap() error { return e.err }
 
 func (r *rank) recordOp(op *ir.Op, d time.Duration) {

@@ -2,6 +2,7 @@ package evaluator_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,4 +44,24 @@ output %y
 			}
 		}
 	}
+}
+
+// A runtime error names the rank once: the CPU runtime's messages start
+// with the rank, and Run puts it in front already.
+func TestRuntimeErrorNamesTheRankOnce(t *testing.T) {
+	src := `mesh 2
+input %x : f32[4]
+%s = stream
+set_stream %s
+send %x peer=+1
+set_stream
+%y = recv peer=-1 : f32[8]
+sync_stream
+output %y
+`
+	prog, err := parser.Parse("sr.hir", []byte(src))
+	require.NoError(t, err)
+	_, err = job(t, prog, evaluator.Options{Timeout: 2 * time.Second}).Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{4}, 1)})
+	require.Error(t, err)
+	require.Regexp(t, `^rank [01]: sr.hir:8:1: sync_stream: send #0 from rank [01] to rank [01]: the send is f32\[4\] \(16 bytes\) but the recv wants f32\[8\]`, err.Error())
 }
