@@ -32,6 +32,7 @@ type collPlan struct {
 	ll           bool            // all_reduce one_shot through the LL kernel (small tensors)
 	cePush       bool            // copy_engine pushes into peers' (symmetric) outputs rather than pulls
 	twoShotCE    bool            // two_shot's all-gather half through the copy engines
+	ring         ringGeom        // all_reduce and reduce_scatter ring: the geometry
 	desc         string          // what every rank must agree on
 	what         string          // for messages
 }
@@ -201,6 +202,10 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	}
 	if p.cePush {
 		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.sym.seq, c.Out.Offset)
+	}
+	if p.impl == "ring" && p.op != ir.OpAllGather {
+		p.ring = ringGeometry
+		p.desc += " ring=" + p.ring.String()
 	}
 	return p, nil
 }
@@ -1036,12 +1041,85 @@ func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) e
 	return d.launchArgs(f, grid, llThreads, s, &a)
 }
 
+// ringGeom is the ring's shape: at most blocks blocks (and at most the
+// agreed grid), seg bytes per segment, slots staging slots per block,
+// and whether a block runs its steps in waves (MODE_WAVE, where there are
+// slots enough: ringWaveSlots). Every rank must use the same one (it is
+// part of the call's descriptor): HIR_COLL_RING_BLOCKS, HIR_COLL_RING_SEG
+// (bytes, a multiple of 16), HIR_COLL_RING_SLOTS (2 to 16; the fused
+// steps need 2) and HIR_COLL_RING_WAVE (1 or 0) set it.
+type ringGeom struct {
+	blocks, seg, slots int64
+	wave               bool
+}
+
+// ringWaveSlots is the least number of slots per block the wave order
+// runs with: a wave has a send in every step but the last, and a
+// transfer is acked only in the next wave, so a block may have a wave's
+// sends and those before its own in the current one outstanding (one
+// fewer deadlocks in the model: TestRingWaveSlots).
+func ringWaveSlots(D int, gather bool) int {
+	if gather {
+		return 2 * D
+	}
+	return D + 1
+}
+
+// useWave says whether a ring of D ranks runs in waves with g.
+func (g ringGeom) useWave(D int, gather bool) bool {
+	return g.wave && g.slots >= int64(ringWaveSlots(D, gather))
+}
+
+// ringDefault: measured on 2 × H200 at 1 GiB bf16 (docs/COLLECTIVES.md):
+// all_reduce 359 GB/s bus bandwidth, reduce_scatter 324; 64 blocks or 128
+// KiB segments ran 10-20 % slower, 512 KiB segments gave reduce_scatter
+// 338 for twice the staging (128 MiB per rank and channel here).
+var ringDefault = ringGeom{blocks: 128, seg: 256 << 10, slots: 4, wave: true}
+
+var ringGeometry = ringGeomFromEnv(ringDefault)
+
+func ringGeomFromEnv(g ringGeom) ringGeom {
+	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_RING_BLOCKS"), 10, 64); err == nil && v > 0 {
+		g.blocks = min(v, maxBlocks)
+	}
+	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_RING_SEG"), 10, 64); err == nil && v >= 16 {
+		g.seg = min(v/16*16, 64<<20)
+	}
+	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_RING_SLOTS"), 10, 64); err == nil && v > 0 {
+		g.slots = min(max(v, 2), 16)
+	}
+	switch os.Getenv("HIR_COLL_RING_WAVE") {
+	case "1":
+		g.wave = true
+	case "0":
+		g.wave = false
+	}
+	return g
+}
+
+func (g ringGeom) String() string {
+	s := fmt.Sprintf("%dx%dx%d", g.blocks, g.seg, g.slots)
+	if g.wave {
+		s += "w"
+	}
+	return s
+}
+
+// stride is the bytes of one staging slot; stagingBytes a rank's staging.
+func (g ringGeom) stride() int64       { return g.seg + ringSlotPad }
+func (g ringGeom) stagingBytes() int64 { return g.blocks * g.slots * g.stride() }
+
+// ringMinBlockBytes is the least of the widest chunk a ring block is
+// given: small tensors run on fewer blocks (fewer handshakes).
+const ringMinBlockBytes = 32 << 10
+
 // ringStage is ch's ring staging (symmetric: made, collectively, on the
-// channel's first ring).
-func (d *Device) ringStage(cs *commState, ch *commChannel) ([maxRanks]uint64, error) {
+// channel's first ring, for geometry g; every rank runs the same rings
+// on the channel in the same order, with the same geometry).
+func (d *Device) ringStage(ch *commChannel, g ringGeom) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
 	if ch.stage == nil {
-		b, err := d.allocSymmetric(ringStagingSize)
+		b, err := d.allocSymmetric(g.stagingBytes())
 		if err != nil {
 			return out, fmt.Errorf("ring staging: %w", err)
 		}
@@ -1050,26 +1128,43 @@ func (d *Device) ringStage(cs *commState, ch *commChannel) ([maxRanks]uint64, er
 			ch.stagePtrs = append(ch.stagePtrs, m.ptr)
 		}
 	}
+	if ch.stage.size < g.stagingBytes() {
+		return out, fmt.Errorf("ring staging of %d bytes is too small for ring geometry %v (the geometry changed after the channel's first ring)", ch.stage.size, g)
+	}
 	copy(out[:], ch.stagePtrs)
 	return out, nil
 }
 
-// ringBlocks is the ring's grid (its staging holds two slots per block).
-const ringBlocks = 16
+// ringLaunch is a ring launch's shape: its grid and segments per block.
+func (cs *commState) ringLaunch(g ringGeom, chunk []int64, es int64) (grid uint32, seg, nseg int64) {
+	D := len(chunk) - 1
+	var widest int64
+	for c := 0; c < D; c++ {
+		widest = max(widest, chunk[c+1]-chunk[c])
+	}
+	G := min(g.blocks, int64(max(cs.blocks, 1)), max(1, (widest*es+ringMinBlockBytes-1)/ringMinBlockBytes))
+	seg = g.seg / es
+	part := (widest + G - 1) / G
+	return uint32(G), seg, max(1, (part+seg-1)/seg)
+}
 
-// runRing runs all_reduce and reduce_scatter as a ring over a local work
-// array (the output for all_reduce, a packed copy of the input for
-// reduce_scatter), through the neighbours' staging.
+// runRing runs all_reduce and reduce_scatter as a ring (hir_ring_*):
+// this rank's values come from the input, the final chunks go straight to
+// the output, and only the neighbours' staging is touched remotely.
+// reduce_scatter whose blocks along the axis are strided, or whose output
+// overlaps its input, runs on a packed copy of the input in a temporary.
 func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
 	D, r := d.opts.WorldSize, d.opts.Rank
 	es := p.es
-	stage, err := d.ringStage(cs, ch)
+	g := p.ring
+	stage, err := d.ringStage(ch, g)
 	if err != nil {
 		return err
 	}
 	a := d.baseArgs(cs, ch, 0)
 	a.Stage = stage
-	a.Seg = ringSlotBytes / es
+	a.N = g.stride()
+	a.NOut = int32(g.slots)
 	var total int64
 	if p.op == ir.OpAllReduce {
 		total = p.in.NumElements()
@@ -1084,42 +1179,47 @@ func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream)
 			a.Chunk[c] = nOut * int64(c)
 		}
 	}
-	var widest int64
-	for c := 0; c < D; c++ {
-		widest = max(widest, a.Chunk[c+1]-a.Chunk[c])
+	grid, seg, nseg := cs.ringLaunch(g, a.Chunk[:D+1], es)
+	a.Seg, a.NSeg = seg, nseg
+	if g.useWave(D, a.Mode&modeAllGather != 0) {
+		a.Mode |= modeWave
 	}
-	part := (widest + ringBlocks - 1) / ringBlocks
-	a.NSeg = max(1, (part+a.Seg-1)/a.Seg)
-	transfers := uint64(a.NSeg) * uint64(D-1)
+	transfers := uint64(nseg) * uint64(D-1)
 	if a.Mode&modeAllGather != 0 {
 		transfers *= 2
 	}
 	dt := p.dt
-	run := func(work uint64) error {
-		a.Work = work
+	run := func(src, dst uint64) error {
+		a.Src[0], a.Dst[0] = src, dst
+		if src%16 == 0 && dst%16 == 0 {
+			a.Xtra = 1
+		}
 		cs.mu.Lock()
 		a.Base = ch.reserve(transfers+1, p.what)
 		cs.mu.Unlock()
 		return d.launchColl(cs, "hir_comm_reduce_"+dt.String(), ringKernelName(dt, p.reduce),
-			func() (string, error) { return reduceModuleSource(dt) }, ringBlocks, &a, s)
+			func() (string, error) { return reduceModuleSource(dt) }, grid, &a, s)
 	}
 	if p.op == ir.OpAllReduce {
-		if p.outPtr != p.inPtr {
-			if overlaps(p.in, p.inB, p.out, p.outB) {
-				return fmt.Errorf("the output partly overlaps the input")
-			}
-			if err := d.Copy(p.out, p.in, s); err != nil {
-				return err
-			}
+		// Each element is read from the input before the output's is
+		// written (in-place works); a partial overlap does not.
+		if p.outPtr != p.inPtr && overlaps(p.in, p.inB, p.out, p.outB) {
+			return fmt.Errorf("the output partly overlaps the input")
 		}
-		return run(p.outPtr)
+		return run(p.inPtr, p.outPtr)
 	}
-	// reduce_scatter: pack the input's blocks along the axis one after
-	// another, run the ring's first half, keep chunk r.
+	nOut := p.out.NumElements()
+	runLen, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+	if l.Run == 0 && !overlaps(p.in, p.inB, p.out, p.outB) {
+		// Block c of the input is chunk c already; chunk r's element i
+		// goes to the output's i - chunk[r] (the address wraps below the
+		// output; only chunk r's elements are ever stored).
+		return run(p.inPtr, p.outPtr-uint64(int64(r)*nOut*es))
+	}
+	// Pack the input's blocks along the axis one after another, run the
+	// ring on the copy, keep chunk r.
 	return d.staged(int(total*es), s, func(tmp uint64) error {
 		work := d.tempBuffer(tmp, total*es)
-		nOut := p.out.NumElements()
-		runLen, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
 		for c := 0; c < D; c++ {
 			src := runtime.Tensor{Buf: p.inB, Offset: p.in.Offset + int64(c)*runLen*es, DType: p.dt, Shape: p.out.Shape}
 			if l.Run != 0 {
@@ -1130,7 +1230,7 @@ func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream)
 				return err
 			}
 		}
-		if err := run(tmp); err != nil {
+		if err := run(tmp, tmp); err != nil {
 			return err
 		}
 		return d.Copy(p.out, runtime.Tensor{Buf: work, Offset: int64(r) * nOut * es, DType: p.dt, Shape: p.out.Shape}, s)

@@ -33,10 +33,43 @@ type benchRow struct {
 }
 
 var benchRows = []benchRow{
-	{ir.OpAllReduce, "one_shot"}, {ir.OpAllReduce, "two_shot"}, {ir.OpAllReduce, "nccl"},
-	{ir.OpAllGather, "one_shot"}, {ir.OpAllGather, "copy_engine"}, {ir.OpAllGather, "nccl"},
-	{ir.OpReduceScatter, "one_shot"}, {ir.OpReduceScatter, "nccl"},
+	{ir.OpAllReduce, "one_shot"}, {ir.OpAllReduce, "two_shot"}, {ir.OpAllReduce, "ring"}, {ir.OpAllReduce, "nccl"},
+	{ir.OpAllGather, "one_shot"}, {ir.OpAllGather, "copy_engine"}, {ir.OpAllGather, "ring"}, {ir.OpAllGather, "nccl"},
+	{ir.OpReduceScatter, "one_shot"}, {ir.OpReduceScatter, "ring"}, {ir.OpReduceScatter, "nccl"},
 	{ir.OpAllToAll, "one_shot"}, {ir.OpAllToAll, "nccl"},
+}
+
+// ringSweep are ring geometries BenchmarkCollectives also times the ring
+// with, in the same processes (HIR_COLL_RING_SWEEP=blocks:seg:slots[:w],...,
+// :w for the wave order; each gets fresh comm state, so its own staging),
+// as algo ring@<blocks>x<seg>x<slots>[w].
+var ringSweep []ringGeom
+
+func init() {
+	// HIR_COLL_BENCH_ALGOS=a,b,... keeps only those rows.
+	if v := os.Getenv("HIR_COLL_BENCH_ALGOS"); v != "" {
+		keep := map[string]bool{}
+		for _, f := range strings.Split(v, ",") {
+			keep[strings.TrimSpace(f)] = true
+		}
+		var rows []benchRow
+		for _, r := range benchRows {
+			if keep[r.algo] {
+				rows = append(rows, r)
+			}
+		}
+		benchRows = rows
+	}
+	for _, f := range strings.Split(os.Getenv("HIR_COLL_RING_SWEEP"), ",") {
+		var g ringGeom
+		f = strings.TrimSpace(f)
+		if w, ok := strings.CutSuffix(f, ":w"); ok {
+			f, g.wave = w, true
+		}
+		if _, err := fmt.Sscanf(f, "%d:%d:%d", &g.blocks, &g.seg, &g.slots); err == nil && g.blocks > 0 && g.seg >= 16 && g.seg%16 == 0 && g.slots >= 2 {
+			ringSweep = append(ringSweep, g)
+		}
+	}
 }
 
 var benchSizes = []int64{8 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30}
@@ -103,10 +136,7 @@ func collBenchScenario() error {
 		if err != nil {
 			return err
 		}
-		for _, row := range benchRows {
-			if row.algo == "nccl" && ncclErr != nil {
-				continue
-			}
+		measure := func(row benchRow, label string) error {
 			in := runtime.Tensor{Buf: inB, DType: ir.BF16, Shape: []int64{elems}}
 			out := runtime.Tensor{Buf: outB, DType: ir.BF16, Shape: []int64{elems}}
 			call := runtime.CollectiveCall{Op: row.op, Algo: row.algo, ReduceOp: "sum"}
@@ -126,7 +156,7 @@ func collBenchScenario() error {
 			iters := benchIters(size)
 			for w := 0; w < 20; w++ {
 				if err := d.Collective(&call, s); err != nil {
-					return fmt.Errorf("%s algo=%s %s: %w", row.op, row.algo, sizeName(size), err)
+					return fmt.Errorf("%s algo=%s %s: %w", row.op, label, sizeName(size), err)
 				}
 			}
 			if err := d.Barrier(s); err != nil {
@@ -148,10 +178,37 @@ func collBenchScenario() error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("COLLBENCH %s %s %d %d %.3f\n", row.op, row.algo, size, rank, float64(ms)*1e3/float64(iters))
+			fmt.Printf("COLLBENCH %s %s %d %d %.3f\n", row.op, label, size, rank, float64(ms)*1e3/float64(iters))
 			// Host time to issue one call: when it exceeds the GPU's time
 			// per call, the figure above measures the host.
-			fmt.Printf("COLLHOST %s %s %d %d %.3f\n", row.op, row.algo, size, rank, float64(host.Microseconds())/float64(iters))
+			fmt.Printf("COLLHOST %s %s %d %d %.3f\n", row.op, label, size, rank, float64(host.Microseconds())/float64(iters))
+			return nil
+		}
+		for _, row := range benchRows {
+			if row.algo == "nccl" && ncclErr != nil {
+				continue
+			}
+			if err := measure(row, row.algo); err != nil {
+				return err
+			}
+		}
+		for _, g := range ringSweep {
+			// Fresh comm state: the ring staging is made for g.
+			if err := d.ReleaseComm(); err != nil {
+				return err
+			}
+			saved := ringGeometry
+			ringGeometry = g
+			for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpReduceScatter} {
+				if err := measure(benchRow{op, "ring"}, "ring@"+g.String()); err != nil {
+					ringGeometry = saved
+					return err
+				}
+			}
+			ringGeometry = saved
+			if err := d.ReleaseComm(); err != nil {
+				return err
+			}
 		}
 		if err := d.Free(outB); err != nil {
 			return err
@@ -202,10 +259,25 @@ func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
 	algos := benchRows
 	for _, op := range []string{"all_reduce", "all_gather", "reduce_scatter", "all_to_all"} {
 		var cols []string
+		have := map[string]bool{}
 		for _, row := range algos {
 			if row.op.String() == op {
 				cols = append(cols, row.algo)
+				have[row.algo] = true
 			}
+		}
+		// Columns measured but not in benchRows (the ring sweep), in order.
+		var extra []string
+		for k := range us {
+			if k.op == op && !have[k.algo] {
+				have[k.algo] = true
+				extra = append(extra, k.algo)
+			}
+		}
+		sort.Strings(extra)
+		cols = append(cols, extra...)
+		if len(cols) == 0 {
+			continue
 		}
 		fmt.Fprintf(&b, "\n| %s | size | %s |\n|---|---|%s\n", op, strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
 		for _, size := range benchSizes {
@@ -261,6 +333,9 @@ func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
 		if t, ok := us[benchKey{g.op, "nccl", 1 << 30}]; ok {
 			m[fmt.Sprintf("GB/s_x%d_%s_1GiB_nccl", D, g.short)] = busbw(benchKey{g.op, "nccl", 1 << 30}, t)
 		}
+		if t, ok := us[benchKey{g.op, "ring", 1 << 30}]; ok {
+			m[fmt.Sprintf("GB/s_x%d_%s_1GiB_ring", D, g.short)] = busbw(benchKey{g.op, "ring", 1 << 30}, t)
+		}
 	}
 	return b.String(), m
 }
@@ -295,7 +370,7 @@ func TestCollBenchTableFormat(t *testing.T) {
 	runs := []rankRun{{rank: 0, output: "COLLBENCH all_reduce two_shot 8192 0 9.5\nCOLLBENCH all_reduce two_shot 1073741824 0 6000\n"},
 		{rank: 1, output: "COLLBENCH all_reduce two_shot 8192 1 10.5\nCOLLBENCH all_reduce nccl 1073741824 1 7000\n"}}
 	table, m := collBenchTable(runs, 2)
-	if !strings.Contains(table, "| all_reduce | 8KiB | - | 10.5 µs | - |") {
+	if !strings.Contains(table, "| all_reduce | 8KiB | - | 10.5 µs | - | - |") {
 		t.Errorf("table:\n%s", table)
 	}
 	if v := m["us_x2_allreduce_8KiB_ours_two_shot"]; v != 10.5 {

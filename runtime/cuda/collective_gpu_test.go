@@ -182,6 +182,13 @@ func collCases(D int) []collCase {
 			cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: ir.BF16, in: []int64{4099}, out: []int64{4099}, iters: 20, alias: true})
 		}
 	}
+	// The ring over several segments per block (many more with a small
+	// HIR_COLL_RING_SEG): all_reduce at an odd size, in place; and
+	// reduce_scatter whose chunk r lies off 16 bytes on odd ranks (those
+	// run the scalar path, the others vectors, through the same staging).
+	cs = append(cs, collCase{op: ir.OpAllReduce, algo: "ring", red: "sum", dt: ir.BF16, in: []int64{3_000_017}, out: []int64{3_000_017}, iters: 4},
+		collCase{op: ir.OpAllReduce, algo: "ring", red: "avg", dt: ir.BF16, in: []int64{1_000_003}, out: []int64{1_000_003}, iters: 4, alias: true},
+		collCase{op: ir.OpReduceScatter, algo: "ring", red: "sum", dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
 	// reduce_scatter.
 	for _, algo := range []string{"one_shot", "ring", "auto", "nccl"} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.I32} {
@@ -521,8 +528,8 @@ func collScenario() error {
 	return nil
 }
 
-// collBigScenario: tensors over 1 GiB (two_shot all_reduce, one_shot
-// all_gather), with inputs whose sums are exact so the reference is
+// collBigScenario: tensors over 1 GiB (two_shot and in-place ring
+// all_reduce, one_shot all_gather), with inputs whose sums are exact so the reference is
 // computed directly.
 func collBigScenario() error {
 	rt, d, err := openColl(60 * time.Second)
@@ -580,13 +587,33 @@ func collBigScenario() error {
 		if err := s.Synchronize(); err != nil {
 			return err
 		}
-		if err := check("all_reduce two_shot bf16[600000003]", data, func(i int64) float32 {
+		sum := func(i int64) float32 {
 			var t float32
 			for p := 0; p < D; p++ {
 				t += val(i, p)
 			}
 			return t
-		}, 2); err != nil {
+		}
+		if err := check("all_reduce two_shot bf16[600000003]", data, sum, 2); err != nil {
+			return err
+		}
+		// ring, in place on the input: many segments per block.
+		for i := int64(0); i < n; i++ {
+			binary.LittleEndian.PutUint16(data[2*i:], host.F32ToBF16(val(i, rank)))
+		}
+		if err := d.CopyFromHost(in, data, s); err != nil {
+			return err
+		}
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "sum", In: in, Out: in}, s); err != nil {
+			return err
+		}
+		if err := d.CopyToHost(data, in, s); err != nil {
+			return err
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		if err := check("all_reduce ring bf16[600000003] in place", data, sum, 2); err != nil {
 			return err
 		}
 		d.Free(b)
@@ -766,4 +793,43 @@ func collP2PScenario() error {
 		d.Free(dst)
 	}
 	return d.ReleaseComm()
+}
+
+// TestCollectiveModulesCompile compiles (NVRTC) and loads every
+// collective module at once, one goroutine each, and logs how long each
+// took. Run first, it fills the kernel cache the multi-process tests then
+// load from, so they do not compile the modules one after another.
+func TestCollectiveModulesCompile(t *testing.T) {
+	d := openSingle(t)
+	srcs := map[string]string{"hir_comm_move": moveModuleSource()}
+	for dt := range reduceDTypes {
+		s, err := reduceModuleSource(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs["hir_comm_reduce_"+dt.String()] = s
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for key, src := range srcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			m, err := d.loadCached(src, key+".cu")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("%s: %v", key, err)
+				return
+			}
+			t.Logf("%s: %v", key, time.Since(t0).Round(time.Millisecond))
+			if err := m.Unload(); err != nil {
+				t.Errorf("%s: unload: %v", key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("all %d modules in %v", len(srcs), time.Since(start).Round(time.Millisecond))
 }

@@ -44,8 +44,9 @@ const (
 
 // Kernel mode bits (collArgs.Mode).
 const (
-	modeTmp       = 1 // reduce: write to Work, end barrier, then copy Work to the outputs
-	modeAllGather = 8 // ring: run the all-gather half after the reduce-scatter half
+	modeTmp       = 1  // reduce: write to Work, end barrier, then copy Work to the outputs
+	modeAllGather = 8  // ring: run the all-gather half after the reduce-scatter half
+	modeWave      = 16 // ring: run the steps in waves (ringWaveSlots)
 )
 
 // Point-to-point inbox geometry: one inbox per ordered pair, in the
@@ -58,11 +59,12 @@ const (
 	p2pInboxSize = p2pHeader + 2*p2pChunk
 )
 
-// Ring staging: per channel and rank, two slots per block.
-const (
-	ringSlotBytes   = 128 << 10
-	ringStagingSize = ringBlocks * 2 * ringSlotBytes
-)
+// Ring staging: per channel and rank, ringGeom.slots slots per block of
+// ringGeom.seg bytes each, plus ringSlotPad: a segment starting at
+// element lo lies in its slot from byte (lo mod 16/es)·es on, so the
+// slot, the source and the destination share their 16-byte phase and the
+// segment moves as 16-byte vectors wherever the tensors are aligned.
+const ringSlotPad = 128
 
 // LL staging (hir_ar_ll): per channel and rank, 2 slots × world senders ×
 // llSeg bytes; each 16-byte line carries 8 bytes of data and two flags.
@@ -84,14 +86,14 @@ type collArgs struct {
 	Pad       [maxRanks]uint64 // each rank's signal pad for this channel
 	Stage     [maxRanks]uint64 // ring: each rank's staging for this channel
 	Status    uint64           // host-mapped status words
-	Work      uint64           // local scratch (modeTmp) or the ring's work array
+	Work      uint64           // local scratch (modeTmp)
 	Base      uint64           // signal values base+1.. are this launch's
 	TimeoutNS uint64
-	N         int64 // units per task (per block for the all_gather ring)
+	N         int64 // units per task (per block for the all_gather ring); ring: bytes per staging slot
 	TailStart int64 // copy kernels: bytes; reduce kernel: elements
 	TailEnd   int64
-	Seg       int64 // ring: elements per segment; all_gather ring: bytes between output blocks
-	NSeg      int64
+	Seg       int64               // ring: elements per segment; all_gather ring: bytes between output blocks
+	NSeg      int64               // ring: segments per block part
 	Chunk     [maxRanks + 1]int64 // ring chunk bounds, in elements
 	Ls, Ld    lay
 	Rank      int32
@@ -99,9 +101,9 @@ type collArgs struct {
 	Channel   int32
 	NTask     int32
 	Mode      int32
-	NOut      int32
+	NOut      int32 // targets; ring: staging slots per block
 	Peer      int32
-	Xtra      int32
+	Xtra      int32 // LL: the staging slot; ring: 1 where src and dst allow 16-byte vectors
 }
 
 const collArgsSize = 784
@@ -291,6 +293,35 @@ __device__ __forceinline__ void copy_bytes(u64 dst, u64 src, i64 lo, i64 hi, i64
   for (i64 i = lo + tid; i < hi; i += nthr) ((unsigned char*)dst)[i] = ((const unsigned char*)src)[i];
 }
 
+// copy_units2 is copy_units into two destinations of the same layout at
+// once (each unit loaded once, stored twice).
+template <typename U>
+__device__ __forceinline__ void copy_units2(u64 dst0, u64 dst1, const Lay& ld, u64 src, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  i64 i = lo + tid;
+  for (; i + 3 * nthr < hi; i += 4 * nthr) {
+    U v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) v[u] = ld_unit<U>(src, i + u * nthr);
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_unit<U>(dst1, lay(ld, i + u * nthr), v[u]);
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_unit<U>(dst0, lay(ld, i + u * nthr), v[u]);
+  }
+  for (; i < hi; i += nthr) {
+    U v = ld_unit<U>(src, i);
+    st_unit<U>(dst1, lay(ld, i), v);
+    st_unit<U>(dst0, lay(ld, i), v);
+  }
+}
+
+__device__ __forceinline__ void copy_bytes2(u64 dst0, u64 dst1, u64 src, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  for (i64 i = lo + tid; i < hi; i += nthr) {
+    unsigned char v = ((const unsigned char*)src)[i];
+    ((unsigned char*)dst1)[i] = v;
+    ((unsigned char*)dst0)[i] = v;
+  }
+}
+
 // ---- data movement ----
 
 // hir_copy: start barrier, task t copies n units from src[t] (ls) to
@@ -312,9 +343,11 @@ __device__ void copy_kernel(const CollArgs& a) {
 
 // hir_ag_ring: all_gather around the ring into the peers' outputs. Each
 // block moves its slice [n*b/G, n*(b+1)/G) of every rank's block (plus
-// the byte tail, in the last block): it writes its own block into its own
-// output and its right neighbour's, then forwards what its left neighbour
-// wrote, signalling the right neighbour after each block.
+// the byte tail, in the last block): it writes its own block into its
+// right neighbour's output and its own in one pass (each unit loaded
+// once; the local stores ride along with the remote ones instead of
+// taking a pass of their own before them), then forwards what its left
+// neighbour wrote, signalling the right neighbour after each block.
 template <typename U>
 __device__ void ag_ring_kernel(const CollArgs& a) {
   if (!barrier(a, a.base + 1)) return;
@@ -324,12 +357,14 @@ __device__ void ag_ring_kernel(const CollArgs& a) {
   bool tail = b == G - 1;
   i64 stride = a.seg; // bytes between blocks of the output
   u64 mine = a.dst[r], next = a.dst[right];
-  Lay contig = {0, 0};
-  copy_units<U>(mine + r * stride, a.ld, a.src[0], contig, lo, hi, threadIdx.x, blockDim.x);
-  if (tail) copy_bytes(mine + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
-  if (D == 1) return;
-  copy_units<U>(next + r * stride, a.ld, a.src[0], contig, lo, hi, threadIdx.x, blockDim.x);
-  if (tail) copy_bytes(next + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+  if (D == 1) {
+    Lay contig = {0, 0};
+    copy_units<U>(mine + r * stride, a.ld, a.src[0], contig, lo, hi, threadIdx.x, blockDim.x);
+    if (tail) copy_bytes(mine + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+    return;
+  }
+  copy_units2<U>(mine + r * stride, next + r * stride, a.ld, a.src[0], lo, hi, threadIdx.x, blockDim.x);
+  if (tail) copy_bytes2(mine + r * stride, next + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
   signal_peer(a, PL_DATA, right, a.base + 1);
   for (int s = 1; s < D - 1; s++) {
     if (!wait_peer(a, PL_DATA, left, a.base + s)) return;
@@ -734,68 +769,180 @@ __device__ void ll_kernel(const CollArgs& a) {
   }
 }
 
-// hir_ring: the ring of docs/RUNTIME.md over a local work array, chunk c
-// = [chunk[c], chunk[c+1]) elements, through the neighbours' staging:
-// D-1 reduce-scatter steps (chunk c reduced in ring order c+1, c+2, ...,
-// partials stored as T at every hop) and, with MODE_ALLGATHER, D-1
-// all-gather steps. Each block moves its part of every chunk, in
-// segments of seg elements (nseg of them), two staging slots per block,
-// a data flag per transfer and an ack before a slot is reused.
+// hir_ring: the ring of docs/RUNTIME.md, chunk c = [chunk[c], chunk[c+1])
+// elements of the flat (packed) tensor: src holds this rank's values,
+// final chunks go to dst (element i at dst + i*sizeof(T); for
+// reduce_scatter the host shifts dst so that chunk r lands at the
+// output's start), and data crosses to the right neighbour only through
+// its staging. Chunk c is reduced in ring order c+1, c+2, ..., c with
+// partials rounded to T at every hop, as the CPU runtime's ring does. For
+// each segment a block runs these steps j, every one a single pass over
+// the segment:
+//
+//	j = 0:          send own chunk r-1 to the right
+//	j = 1 .. D-2:   receive chunk r-j-1, combine with own, send on
+//	j = D-1:        receive chunk r, combine with own, finish (avg), store
+//	                to dst and, with MODE_ALLGATHER, send on
+//	MODE_ALLGATHER, j = D .. 2D-2: receive chunk r-(j-D)-1, store to dst,
+//	                and send on unless j = 2D-2
+//
+// so nothing is stored locally but the final values, and the last
+// reduce-scatter step and the first all-gather step are one pass (one
+// handshake fewer per segment). Each block moves its part [len*b/G,
+// len*(b+1)/G) of every chunk, nseg segments of seg elements each;
+// transfers to the right neighbour go round nout slots per block (a slot
+// is written again only after its ack), each with a data flag, and each
+// received slot is acked once read. A block runs its (segment, step)
+// pairs segment after segment, or with MODE_WAVE in waves: wave w runs
+// step j of segment w-j for j = 0, 1, ..., so it sends segment w+1
+// before it waits for the left's part of segment w (a transfer is
+// received one wave after it was sent; needs more slots, see
+// ringWaveSlots). Every rank runs the same order, so the k-th transfer
+// a block sends is the k-th its right neighbour receives. The kernel
+// ends once every transfer it made is acked, so the next launch finds
+// the staging free. Segments move as 16-byte vectors (4 per thread in
+// flight) where src and dst are 16-byte aligned (xtra), with at most V-1
+// elements each side done singly; the segment's staging starts at its
+// element lo's 16-byte phase.
+#define RP_SEND 1    // store the value into the right neighbour's staging
+#define RP_RECV 2    // the value comes from this rank's staging
+#define RP_REDUCE 4  // combine the staged value with own (src)
+#define RP_STORE 8   // store the value to dst
+#define RP_FINISH 16 // finish (avg) after rounding the reduced value
+#define MODE_WAVE 16
+#define RING_UN 4
+
+// ring_units: UN units (vectors of V elements, or elements with V = 1)
+// j0 + u*step of a segment whose staging holds unit j at unit j - off of
+// the slots in_st (this rank's, read) and out_st (the right neighbour's,
+// written); f says what the step does (RP_*, the same in every thread).
+template <typename T, typename CT, int OP, int V, int UN>
+__device__ __forceinline__ void ring_units(const CollArgs& a, int f, i64 j0, i64 step, i64 off, u64 in_st, u64 out_st) {
+  typedef VecT<T, V> U;
+  U x[UN], y[UN];
+  if (f & RP_RECV) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u] = U::load(in_st, j0 + u * step - off);
+  }
+  if (!(f & RP_RECV) || (f & RP_REDUCE)) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) y[u] = U::load(a.src[0], j0 + u * step);
+  }
+  if (f & RP_REDUCE) {
+#pragma unroll
+    for (int u = 0; u < UN; u++)
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        T t = Store<T>::st(Combine<OP>::f((CT)load_c(x[u].e[e]), (CT)load_c(y[u].e[e])));
+        if (OP == OP_AVG && (f & RP_FINISH)) t = Store<T>::st(finish<OP>((CT)load_c(t), a.world));
+        x[u].e[e] = t;
+      }
+  } else if (!(f & RP_RECV)) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u] = y[u];
+  }
+  if (f & RP_SEND) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u].store(out_st, j0 + u * step - off);
+  }
+  if (f & RP_STORE) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u].store(a.dst[0], j0 + u * step);
+  }
+}
+
+// ring_pass: elements [lo, hi) through the block's threads.
+template <typename T, typename CT, int OP>
+__device__ __forceinline__ void ring_pass(const CollArgs& a, int f, i64 lo, i64 hi, u64 in_st, u64 out_st) {
+  const int V = 16 / (int)sizeof(T);
+  const i64 tid = threadIdx.x, nt = blockDim.x;
+  const i64 base = lo - lo % V; // the slot's first element
+  i64 vlo = (lo + V - 1) / V, vhi = hi / V;
+  if (!a.xtra || vlo >= vhi) {
+    i64 i = lo + tid;
+    for (; i + (RING_UN - 1) * nt < hi; i += RING_UN * nt) ring_units<T, CT, OP, 1, RING_UN>(a, f, i, nt, base, in_st, out_st);
+    for (; i < hi; i += nt) ring_units<T, CT, OP, 1, 1>(a, f, i, nt, base, in_st, out_st);
+    return;
+  }
+  // At most V-1 elements before the first vector and after the last.
+  i64 head = vlo * V - lo, tail = hi - vhi * V;
+  if (tid < head + tail) ring_units<T, CT, OP, 1, 1>(a, f, tid < head ? lo + tid : vhi * V + (tid - head), nt, base, in_st, out_st);
+  i64 j = vlo + tid;
+  for (; j + (RING_UN - 1) * nt < vhi; j += RING_UN * nt) ring_units<T, CT, OP, V, RING_UN>(a, f, j, nt, base / V, in_st, out_st);
+  for (; j < vhi; j += nt) ring_units<T, CT, OP, V, 1>(a, f, j, nt, base / V, in_st, out_st);
+}
+
+struct RingState {
+  int D, r, right, left, b, G, K;
+  bool gather;
+  u64 tx, rx; // transfers sent to the right, received from the left (this block)
+};
+
+__device__ __forceinline__ u64 ring_slot(const CollArgs& a, u64 stage, const RingState& s, u64 t) {
+  return stage + ((u64)s.b * s.K + t % s.K) * (u64)a.n;
+}
+
+// ring_op: step j of segment k: waits for the left's data (RP_RECV) and
+// for the slot it writes on the right to be free (RP_SEND), makes the
+// pass, then raises the right's data flag and acks the left.
+template <typename T, typename CT, int OP>
+__device__ __noinline__ bool ring_op(const CollArgs& a, RingState& s, int j, i64 k) {
+  const int D = s.D, r = s.r;
+  int f, c;
+  if (j == 0) {
+    f = RP_SEND, c = (r + D - 1) % D;
+  } else if (j < D - 1) {
+    f = RP_RECV | RP_REDUCE | RP_SEND, c = (r - j - 1 + 2 * D) % D;
+  } else if (j == D - 1) {
+    f = RP_RECV | RP_REDUCE | RP_STORE | RP_FINISH | (s.gather ? RP_SEND : 0), c = r;
+  } else {
+    f = RP_RECV | RP_STORE | (j < 2 * D - 2 ? RP_SEND : 0), c = (r - (j - D) - 1 + 2 * D) % D;
+  }
+  const bool recv = (f & RP_RECV) != 0, send = (f & RP_SEND) != 0;
+  i64 c0 = a.chunk[c], len = a.chunk[c + 1] - c0;
+  i64 plo = c0 + len * s.b / s.G, phi = c0 + len * (s.b + 1) / s.G;
+  i64 lo = imin(plo + k * a.seg, phi), hi = imin(lo + a.seg, phi);
+  bool ok = true;
+  if (threadIdx.x == 0 && recv) ok = wait_ge(a, slot(a.pad[r], PL_DATA, s.b, s.left), a.base + s.rx + 1, a.channel, PL_DATA, s.left);
+  if (threadIdx.x == 32 && send && s.tx >= (u64)s.K)
+    ok = wait_ge(a, slot(a.pad[r], PL_ACK, s.b, s.right), a.base + s.tx - s.K + 1, a.channel, PL_ACK, s.right);
+  if (!block_and(ok)) return false;
+  ring_pass<T, CT, OP>(a, f, lo, hi, recv ? ring_slot(a, a.stage[r], s, s.rx) : 0, send ? ring_slot(a, a.stage[s.right], s, s.tx) : 0);
+  __syncthreads();
+  if (threadIdx.x == 0 && send) put_signal(slot(a.pad[s.right], PL_DATA, s.b, r), a.base + s.tx + 1);
+  if (threadIdx.x == 32 && recv) put_signal(slot(a.pad[s.left], PL_ACK, s.b, r), a.base + s.rx + 1);
+  s.tx += send;
+  s.rx += recv;
+  return true;
+}
+
 template <typename T, typename CT, int OP>
 __device__ void ring_kernel(const CollArgs& a) {
-  int D = a.world, r = a.rank, right = (r + 1) % D, left = (r + D - 1) % D;
-  int b = blockIdx.x, G = gridDim.x;
-  T* work = (T*)a.work;
-  bool gather = (a.mode & MODE_ALLGATHER) != 0;
-  u64 t = 0; // transfers so far (this block)
-  auto range = [&](int c, i64 k, i64* lo, i64* hi) {
-    i64 c0 = a.chunk[c], len = a.chunk[c + 1] - c0;
-    i64 plo = c0 + len * b / G, phi = c0 + len * (b + 1) / G;
-    *lo = imin(plo + k * a.seg, phi);
-    *hi = imin(*lo + a.seg, phi);
-  };
-  auto send = [&](int c, i64 k) -> bool {
-    i64 lo, hi;
-    range(c, k, &lo, &hi);
-    if (t >= 2 && !wait_peer(a, PL_ACK, right, a.base + t - 1)) return false;
-    T* st = (T*)(a.stage[right] + ((u64)b * 2 + (t & 1)) * a.seg * sizeof(T));
-    for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) st[i - lo] = work[i];
-    signal_peer(a, PL_DATA, right, a.base + t + 1);
-    return true;
-  };
-  auto recv = [&](int c, i64 k, bool reduce) -> bool {
-    i64 lo, hi;
-    range(c, k, &lo, &hi);
-    if (!wait_peer(a, PL_DATA, left, a.base + t + 1)) return false;
-    const T* st = (const T*)(a.stage[r] + ((u64)b * 2 + (t & 1)) * a.seg * sizeof(T));
-    for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-      if (reduce) work[i] = Store<T>::st(Combine<OP>::f((CT)load_c(st[i - lo]), (CT)load_c(work[i])));
-      else work[i] = st[i - lo];
-    }
-    signal_peer(a, PL_ACK, left, a.base + t + 1);
-    t++;
-    return true;
-  };
-  for (i64 k = 0; k < a.nseg; k++) {
-    for (int s = 0; s < D - 1; s++) {
-      if (!send((r - s - 1 + 2 * D) % D, k)) return;
-      if (!recv((r - s - 2 + 2 * D) % D, k, true)) return;
-    }
-    if (OP == OP_AVG) {
-      i64 lo, hi;
-      range(r, k, &lo, &hi);
-      __syncthreads();
-      for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) work[i] = Store<T>::st(finish<OP>((CT)load_c(work[i]), D));
-      __syncthreads();
-    }
-    if (!gather) continue;
-    for (int s = 0; s < D - 1; s++) {
-      if (!send((r - s + D) % D, k)) return;
-      if (!recv((r - s - 1 + D) % D, k, false)) return;
-    }
+  RingState s;
+  s.D = a.world;
+  s.r = a.rank;
+  s.right = (s.r + 1) % s.D;
+  s.left = (s.r + s.D - 1) % s.D;
+  s.b = blockIdx.x;
+  s.G = gridDim.x;
+  s.K = a.nout;
+  s.gather = (a.mode & MODE_ALLGATHER) != 0;
+  s.tx = s.rx = 0;
+  const int J = s.gather ? 2 * s.D - 1 : s.D; // steps per segment
+  if (a.mode & MODE_WAVE) {
+    for (i64 w = 0; w < a.nseg + J - 1; w++)
+      for (int j = 0; j < J && j <= w; j++)
+        if (w - j < a.nseg && !ring_op<T, CT, OP>(a, s, j, w - j)) return;
+  } else {
+    for (i64 k = 0; k < a.nseg; k++)
+      for (int j = 0; j < J; j++)
+        if (!ring_op<T, CT, OP>(a, s, j, k)) return;
   }
   // Every slot of the right neighbour is free again before the next launch.
-  if (t > 0) wait_peer(a, PL_ACK, right, a.base + t);
+  __syncthreads();
+  bool ok = true;
+  if (threadIdx.x == 0 && s.tx > 0) ok = wait_ge(a, slot(a.pad[s.r], PL_ACK, s.b, s.right), a.base + s.tx, a.channel, PL_ACK, s.right);
+  block_and(ok);
 }
 `
 

@@ -163,38 +163,45 @@ func TestBlockLayoutMatchesIndexing(t *testing.T) {
 }
 
 // The ring kernel's segments must cover every element of every chunk
-// exactly once, whatever the block count.
+// exactly once, whatever the block count and geometry.
 func TestRingSegmentsCoverChunks(t *testing.T) {
-	for _, n := range []int64{1, 7, 1003, 100_000} {
-		for _, D := range []int64{2, 3, 4} {
-			seg := int64(ringSlotBytes / 4)
-			var widest int64
-			bounds := make([]int64, D+1)
-			for c := int64(0); c <= D; c++ {
-				bounds[c] = n * c / D
-			}
-			for c := int64(0); c < D; c++ {
-				widest = max(widest, bounds[c+1]-bounds[c])
-			}
-			part := (widest + ringBlocks - 1) / ringBlocks
-			nseg := max(1, (part+seg-1)/seg)
-			seen := make([]int, n)
-			for c := int64(0); c < D; c++ {
-				c0, ln := bounds[c], bounds[c+1]-bounds[c]
-				for b := int64(0); b < ringBlocks; b++ {
-					plo, phi := c0+ln*b/ringBlocks, c0+ln*(b+1)/ringBlocks
-					for k := int64(0); k < nseg; k++ {
-						lo := min(plo+k*seg, phi)
-						hi := min(lo+seg, phi)
-						for i := lo; i < hi; i++ {
-							seen[i]++
+	for _, g := range []ringGeom{ringDefault, {blocks: 3, seg: 48, slots: 2}, {blocks: 256, seg: 1 << 20, slots: 16}} {
+		for _, n := range []int64{1, 7, 1003, 100_000, 3_000_017} {
+			for _, D := range []int64{2, 3, 4} {
+				for _, es := range []int64{2, 4, 8} {
+					cs := &commState{blocks: 132}
+					bounds := make([]int64, D+1)
+					for c := int64(0); c <= D; c++ {
+						bounds[c] = n * c / D
+					}
+					grid, seg, nseg := cs.ringLaunch(g, bounds, es)
+					G := int64(grid)
+					if G < 1 || G > g.blocks || G > 132 || seg*es != g.seg {
+						t.Fatalf("geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
+					}
+					seen := make([]int, n)
+					for c := int64(0); c < D; c++ {
+						c0, ln := bounds[c], bounds[c+1]-bounds[c]
+						for b := int64(0); b < G; b++ {
+							plo, phi := c0+ln*b/G, c0+ln*(b+1)/G
+							for k := int64(0); k < nseg; k++ {
+								lo := min(plo+k*seg, phi)
+								hi := min(lo+seg, phi)
+								// The segment fits its slot at its 16-byte phase.
+								if hi > lo && (hi-lo+lo%(16/es))*es > g.stride() {
+									t.Fatalf("segment [%d,%d) overflows a %d-byte slot", lo, hi, g.stride())
+								}
+								for i := lo; i < hi; i++ {
+									seen[i]++
+								}
+							}
 						}
 					}
-				}
-			}
-			for i, s := range seen {
-				if s != 1 {
-					t.Fatalf("n=%d D=%d: element %d covered %d times", n, D, i, s)
+					for i, s := range seen {
+						if s != 1 {
+							t.Fatalf("geometry %v n=%d D=%d: element %d covered %d times", g, n, D, i, s)
+						}
+					}
 				}
 			}
 		}

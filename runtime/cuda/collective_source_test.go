@@ -36,6 +36,7 @@ const clangShim = `
 #define __host__ __attribute__((host))
 #define __shared__ __attribute__((shared))
 #define __forceinline__ __inline__ __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 #define __grid_constant__
 #include <__clang_cuda_builtin_vars.h>
