@@ -159,18 +159,9 @@ func (c *cli) bench(o *benchOptions, args []string) int {
 		}
 		return c.benchRank(o, plan, env.WorldSize)
 	}
-	p := cuda.Probe()
-	if !p.Available {
-		c.errorf("bench: cuda backend unavailable: %s", p.Reason)
-		return exitFail
-	}
-	n := o.nproc
-	if n == 0 {
-		n = len(p.Devices)
-	}
-	if n > len(p.Devices) {
-		c.errorf("bench: --nproc %d, but this machine shows %d GPU%s", n, len(p.Devices), plural(len(p.Devices)))
-		return exitFail
+	n, code, ok := c.gpuRanks("bench", o.nproc)
+	if !ok {
+		return code
 	}
 	if n == 1 {
 		return c.benchRank(o, plan, 1)

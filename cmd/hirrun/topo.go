@@ -65,18 +65,9 @@ func (c *cli) topo(o *topoOptions, args []string) int {
 		}
 		return c.topoRank(o, env.WorldSize)
 	}
-	p := cuda.Probe()
-	if !p.Available {
-		c.errorf("topo: cuda backend unavailable: %s", p.Reason)
-		return exitFail
-	}
-	n := o.nproc
-	if n == 0 {
-		n = len(p.Devices)
-	}
-	if n > len(p.Devices) {
-		c.errorf("topo: --nproc %d, but this machine shows %d GPU%s", n, len(p.Devices), plural(len(p.Devices)))
-		return exitFail
+	n, code, ok := c.gpuRanks("topo", o.nproc)
+	if !ok {
+		return code
 	}
 	if n == 1 {
 		return c.topoRank(o, 1)
