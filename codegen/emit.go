@@ -162,7 +162,7 @@ func (e *emitter) opExpr(b *ir.Op) string {
 // only where its stretched coordinates are 0, so each element once.
 func (e *emitter) element(ind int, idx string, load func(k int) string, store func(k int, v string) string, guards bool) {
 	p := e.p
-	strides := contiguousStrides(p.iter)
+	strides := ir.ContiguousStrides(p.iter)
 	// Coordinates of the iteration axes that a broadcast input (or a
 	// broadcast output's guard) needs.
 	need := make([]bool, len(p.iter))
@@ -258,7 +258,7 @@ func (e *emitter) element(ind int, idx string, load func(k int) string, store fu
 func (e *emitter) offset(s []int64, need []bool) string {
 	iter := e.p.iter
 	off := len(iter) - len(s)
-	st := contiguousStrides(s)
+	st := ir.ContiguousStrides(s)
 	var terms []string
 	for a := off; a < len(iter); a++ {
 		if iter[a] <= 1 || s[a-off] != iter[a] {
@@ -277,22 +277,12 @@ func (e *emitter) offset(s []int64, need []bool) string {
 	return strings.Join(terms, " + ")
 }
 
-func contiguousStrides(shape []int64) []int64 {
-	s := make([]int64, len(shape))
-	acc := int64(1)
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
-}
-
 // linearOffset maps a linear index j over the given iteration axes (in
 // order) to its offset in the iteration space. Axes of extent 1 add
 // nothing, and axes adjacent in memory merge into one.
 func (e *emitter) linearOffset(j string, axes []int) string {
 	iter := e.p.iter
-	strides := contiguousStrides(iter)
+	strides := ir.ContiguousStrides(iter)
 	type group struct{ ext, stride int64 }
 	var groups []group
 	last := -1

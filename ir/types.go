@@ -224,3 +224,14 @@ func BroadcastShapes(shapes ...[]int64) (out []int64, ok bool) {
 	}
 	return out, true
 }
+
+// ContiguousStrides returns the row-major strides of shape, in elements.
+func ContiguousStrides(shape []int64) []int64 {
+	s := make([]int64, len(shape))
+	acc := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}

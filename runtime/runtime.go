@@ -169,16 +169,8 @@ func (t Tensor) NumElements() int64 { return ir.Product(t.Shape) }
 // Bytes is the size of the tensor's elements laid out contiguously.
 func (t Tensor) Bytes() int64 { return t.NumElements() * int64(t.DType.Size()) }
 
-// ContiguousStrides returns the row-major strides of shape.
-func ContiguousStrides(shape []int64) []int64 {
-	s := make([]int64, len(shape))
-	acc := int64(1)
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
-}
+// ContiguousStrides returns the row-major strides of shape, in elements.
+func ContiguousStrides(shape []int64) []int64 { return ir.ContiguousStrides(shape) }
 
 // EffectiveStrides returns t.Strides, or the contiguous strides when nil.
 func (t Tensor) EffectiveStrides() []int64 {
