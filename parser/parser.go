@@ -105,10 +105,10 @@ func splitLines(tokens []lexer.Token) []line {
 			continue
 		}
 		if i > start {
-			toks := make([]lexer.Token, i-start+1)
-			copy(toks, tokens[start:i])
-			toks[len(toks)-1] = lexer.EOFToken(t.Pos)
-			lines = append(lines, line{tokens: toks})
+			// The line ends in place: its newline token becomes its EOF
+			// (the tokens are ours), so no line is copied.
+			tokens[i] = lexer.EOFToken(t.Pos)
+			lines = append(lines, line{tokens: tokens[start : i+1 : i+1]})
 		}
 		start = i + 1
 	}
