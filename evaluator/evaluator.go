@@ -27,6 +27,22 @@ type Options struct {
 	// op's own (it serialises the program: use it to profile, not to bench).
 	// send and recv are not waited for (see waitForStats).
 	Stats bool
+	// Trace records every op of each Run as a TraceEvent (Stats.Trace),
+	// timed as Stats times ops (it serialises the program as Stats does).
+	Trace bool
+}
+
+// TraceEvent is one op of one Run on one rank, for a timeline: Start is the
+// wall clock in µs since the Unix epoch (ranks in other processes of one
+// machine share it), Dur how long the op took, the wait for its stream
+// included.
+type TraceEvent struct {
+	Op    string  `json:"op"`
+	Pos   string  `json:"pos"`
+	Start float64 `json:"start_us"`
+	Dur   float64 `json:"dur_us"`
+	// Iter is the loop index of the innermost enclosing `for`, or -1.
+	Iter int64 `json:"iter"`
 }
 
 // Job is a program bound to a runtime: one rank state per hosted rank.
@@ -60,6 +76,8 @@ type Stats struct {
 	HandleHits, HandleMisses int64
 	KernelHits, KernelMisses int64
 	Ops                      []OpStat
+	// Trace holds the last Run's ops in order, when Options.Trace is set.
+	Trace []TraceEvent `json:",omitempty"`
 }
 
 // OpStat is the time spent in one op of the program, summed over its runs.

@@ -408,8 +408,11 @@ func (r *rank) loop(f *frame, op *ir.Op) error {
 		return fmt.Errorf("step must be positive, got %d", step)
 	}
 	idx := op.Body.Args[0]
+	outer := f.iter
+	defer func() { f.iter = outer }()
 	for i := from; i < to; i += step {
 		f.vals[idx] = &slot{index: i}
+		f.iter = i
 		if err := r.block(f, op.Body); err != nil {
 			return err
 		}

@@ -29,6 +29,7 @@ type rank struct {
 
 	stats   Stats
 	opStats map[*ir.Op]*OpStat
+	trace   []TraceEvent // this Run's ops, with Options.Trace
 }
 
 // handleKey names a symmetric-memory handle: which allocation, which op
@@ -72,10 +73,12 @@ type frame struct {
 	current runtime.Stream
 	used    []runtime.Stream // streams the run touched, synchronised at the end
 	events  []runtime.Event  // producer events, closed at the end of the run
+	iter    int64            // the innermost loop's index, -1 outside loops (for traces)
 }
 
 func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error) {
-	f := &frame{vals: map[*ir.Value]*slot{}, current: r.dev.DefaultStream()}
+	f := &frame{vals: map[*ir.Value]*slot{}, current: r.dev.DefaultStream(), iter: -1}
+	r.trace = r.trace[:0]
 	f.used = append(f.used, f.current)
 	err := r.bindInputs(f, inputs)
 	if err == nil {
@@ -202,7 +205,7 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 		if err == nil && r.job.multiStream {
 			err = r.markProduced(f, op.Results)
 		}
-		if err == nil && r.job.opts.Stats && waitForStats(op.Code) {
+		if err == nil && (r.job.opts.Stats || r.job.opts.Trace) && waitForStats(op.Code) {
 			err = f.current.Synchronize()
 		}
 		if err != nil {
@@ -214,6 +217,10 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 		}
 		if r.job.opts.Stats && op.Code != ir.OpFor {
 			r.recordOp(op, time.Since(start))
+		}
+		if r.job.opts.Trace && op.Code != ir.OpFor {
+			r.trace = append(r.trace, TraceEvent{Op: op.Code.String(), Pos: op.Pos.String(), Iter: f.iter,
+				Start: float64(start.UnixNano()) / 1e3, Dur: float64(time.Since(start).Nanoseconds()) / 1e3})
 		}
 	}
 	return nil
@@ -257,6 +264,9 @@ func (r *rank) recordOp(op *ir.Op, d time.Duration) {
 func (r *rank) snapshotStats() Stats {
 	s := r.stats
 	s.Ops = sortedOpStats(r.opStats)
+	if r.job.opts.Trace {
+		s.Trace = append([]TraceEvent(nil), r.trace...)
+	}
 	return s
 }
 

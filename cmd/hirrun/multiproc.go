@@ -109,6 +109,9 @@ func (o *runOptions) rankArgs(path string) []string {
 	if o.stats {
 		a = append(a, "--stats")
 	}
+	if o.trace != "" {
+		a = append(a, "--trace", o.trace) // rank 0 writes it, with every rank's ops
+	}
 	if o.timeout > 0 {
 		a = append(a, "--timeout", o.timeout.String())
 	}
@@ -248,14 +251,14 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs 
 	if o.stats {
 		c.printStats(reports)
 	}
-	return exitOK
+	return c.writeTrace(o.trace, reports)
 }
 
 // runJob runs the program o.repeat times on the ranks rt hosts. On failure
 // it leaves the job unclosed: closing frees symmetric memory collectively,
 // which would wait for peers that may be waiting for us; abort frees it.
 func (c *cli) runJob(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
-	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats})
+	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != ""})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ type runOptions struct {
 	inputs  specList
 	outputs specList
 	stats   bool
+	trace   string // --trace FILE: a Chrome/Perfetto timeline
 	timeout time.Duration
 	repeat  int
 	explain bool
@@ -57,7 +58,12 @@ mesh's ranks itself (--nproc, if given, must equal the mesh size), or is one
 rank of a job that torchrun or srun started (RANK, WORLD_SIZE, ...). Rank 0
 gathers every rank's results and prints them exactly as above, in rank
 order; a rank that fails stops the job with its error. --backend sim runs
-every rank in this one process.`,
+every rank in this one process.
+
+--trace FILE.json writes a timeline of the last run (one row per rank, one
+slice per op, with its source position) for chrome://tracing or
+ui.perfetto.dev; like --stats, it waits for each op, so the program runs
+serialised.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &runOptions{}
 		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
@@ -65,6 +71,7 @@ every rank in this one process.`,
 		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` or NAME=FILE.npy (repeat for each input)")
 		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy` (repeatable)")
 		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op (serialises the ops)")
+		fs.StringVar(&o.trace, "trace", "", "write the last run's ops on every rank as a Chrome/Perfetto timeline to `FILE.json` (serialises the ops, like --stats)")
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: the runtime's default, "+runtime.DefaultTimeout.String()+")")
 		fs.IntVar(&o.repeat, "repeat", 1, "run the program this many times (outputs and stats are the last run's)")
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
@@ -155,7 +162,7 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	if o.stats {
 		c.printStats(reports)
 	}
-	return exitOK
+	return c.writeTrace(o.trace, reports)
 }
 
 // writeOutputs saves the logical tensors --output asked for.
@@ -175,7 +182,7 @@ func (c *cli) writeOutputs(prog *ir.Program, res *evaluator.Result, outSpecs []s
 
 // execute binds the program to the runtime and runs it o.repeat times.
 func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
-	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats})
+	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != ""})
 	if err != nil {
 		return nil, err
 	}
