@@ -117,12 +117,12 @@ output %y, %w
 `)
 	r := hirrun("run", prog, "--input", "w=random")
 	expectCode(t, r, exitUsage)
-	want := "hirrun: run: missing input %x : f32[4/DIDx, 3] symmetric; give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input x=random:seed=1\n"
+	want := "hirrun: run: missing input %x : f32[4/DIDx, 3] symmetric (declared at " + prog + ":2:7); give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input x=random:seed=1\n"
 	if r.stderr != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, want)
 	}
 	r = hirrun("run", prog)
-	expectContains(t, "stderr", r.stderr, "missing inputs %x : f32[4/DIDx, 3] symmetric, %w : bf16[3];")
+	expectContains(t, "stderr", r.stderr, "missing inputs %x : f32[4/DIDx, 3] symmetric (declared at "+prog+":2:7), %w : bf16[3] (declared at "+prog+":3:7);")
 }
 
 func TestRunPrintsEveryRank(t *testing.T) {

@@ -249,7 +249,7 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 	var missing []string
 	for _, in := range prog.Inputs {
 		if _, ok := byName[in.Name]; !ok {
-			missing = append(missing, fmt.Sprintf("%s : %s", in, in.Type))
+			missing = append(missing, fmt.Sprintf("%s : %s (declared at %s)", in, in.Type, in.Pos))
 		}
 	}
 	if len(missing) > 0 {
