@@ -27,7 +27,7 @@ type benchOptions struct {
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--nproc N] [--min-size 8KiB] [--max-size 1GiB] [--dtypes bf16] [--no-save]",
+	args:    "[--nproc N] [flags]",
 	summary: "time every collective algorithm and NCCL on the GPUs, and save auto's table",
 	help: `Starts one process per GPU (--nproc of them, default every GPU this machine
 shows) and times every algorithm of all_reduce, all_gather, reduce_scatter
