@@ -119,6 +119,38 @@ func alloc(dev runtime.Device, n int64, mem ir.MemoryType) (runtime.Tensor, erro
 	return runtime.Tensor{Buf: b, DType: ir.I32, Shape: []int64{n}}, nil
 }
 
+// registerShard opens dev's agent, registers one symmetric i32 shard of n
+// elements (collective: every rank calls it) and allocates a global local
+// tensor of n elements. done frees both and closes the agent; the caller
+// deregisters before it runs.
+func registerShard(dev runtime.Device, n int64) (reg *transfer.Registration, local runtime.Tensor, done func(), err error) {
+	a, err := transfer.New(dev)
+	if err != nil {
+		return nil, local, nil, err
+	}
+	shard, err := alloc(dev, n, ir.Symmetric)
+	if err != nil {
+		a.Close()
+		return nil, local, nil, err
+	}
+	local, err = alloc(dev, n, ir.Global)
+	if err != nil {
+		dev.Free(shard.Buf)
+		a.Close()
+		return nil, local, nil, err
+	}
+	done = func() {
+		dev.Free(local.Buf)
+		dev.Free(shard.Buf)
+		a.Close()
+	}
+	if reg, err = a.Register(shard); err != nil {
+		done()
+		return nil, local, nil, err
+	}
+	return reg, local, done, nil
+}
+
 func TestRingRead(t *testing.T) {
 	for _, world := range []int{1, 2, 3, 4} {
 		t.Run(fmt.Sprint(world), func(t *testing.T) {
@@ -566,25 +598,11 @@ func TestFreeWithoutDeregisterIsCaught(t *testing.T) {
 func TestWaitBeforePostAndDoubleWait(t *testing.T) {
 	rt := openSim(t, 2)
 	onEveryRank(t, rt, func(dev runtime.Device) error {
-		a, err := transfer.New(dev)
+		reg, local, done, err := registerShard(dev, 16)
 		if err != nil {
 			return err
 		}
-		defer a.Close()
-		shard, err := alloc(dev, 16, ir.Symmetric)
-		if err != nil {
-			return err
-		}
-		defer dev.Free(shard.Buf)
-		local, err := alloc(dev, 16, ir.Global)
-		if err != nil {
-			return err
-		}
-		defer dev.Free(local.Buf)
-		reg, err := a.Register(shard)
-		if err != nil {
-			return err
-		}
+		defer done()
 		defer reg.Deregister()
 		h, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, 1-dev.Rank(), []transfer.Desc{transfer.Whole(0)})
 		if err != nil {
@@ -624,25 +642,11 @@ func TestRepostInFlight(t *testing.T) {
 	g := newGate(t, rt)
 	onEveryRank(t, rt, func(dev runtime.Device) error {
 		r := dev.Rank()
-		a, err := transfer.New(dev)
+		reg, local, done, err := registerShard(dev, 16)
 		if err != nil {
 			return err
 		}
-		defer a.Close()
-		shard, err := alloc(dev, 16, ir.Symmetric)
-		if err != nil {
-			return err
-		}
-		defer dev.Free(shard.Buf)
-		local, err := alloc(dev, 16, ir.Global)
-		if err != nil {
-			return err
-		}
-		defer dev.Free(local.Buf)
-		reg, err := a.Register(shard)
-		if err != nil {
-			return err
-		}
+		defer done()
 		h, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, 1-r, []transfer.Desc{transfer.Whole(0)})
 		if err != nil {
 			return err
