@@ -57,6 +57,8 @@ type Job struct {
 	// multiStream: the program makes streams of its own, so values carry
 	// producer events and a use on another stream waits for its producer.
 	multiStream bool
+	// defOrder numbers every op result in program order (releaseFrame).
+	defOrder map[*ir.Value]int
 }
 
 // Result holds what one Run produced on every hosted rank.
@@ -96,7 +98,7 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 	if err := checkTyped(prog); err != nil {
 		return nil, err
 	}
-	j := &Job{prog: prog, rt: rt, opts: opts}
+	j := &Job{prog: prog, rt: rt, opts: opts, defOrder: map[*ir.Value]int{}}
 	for _, in := range prog.Inputs {
 		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric {
 			j.symmetricInputs = true
@@ -105,6 +107,9 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 	prog.Walk(func(op *ir.Op) {
 		if op.Code == ir.OpStream {
 			j.multiStream = true
+		}
+		for _, res := range op.Results {
+			j.defOrder[res] = len(j.defOrder)
 		}
 	})
 	for _, r := range rt.Ranks() {

@@ -112,12 +112,7 @@ func (r *rank) releaseFrame(f *frame) {
 		r.pool.recycleEvent(ev)
 	}
 	f.events = nil
-	order := map[*ir.Value]int{}
-	r.job.prog.Walk(func(op *ir.Op) {
-		for _, res := range op.Results {
-			order[res] = len(order)
-		}
-	})
+	order := r.job.defOrder
 	var vals []*ir.Value
 	for v, s := range f.vals {
 		if s.owned != nil {

@@ -17,7 +17,8 @@ func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
 		return true
 	}
 	var space []int64
-	for _, r := range run {
+	shapes := make([][]int64, len(run))
+	for i, r := range run {
 		s, ok := f.local(r.Results[0])
 		if !ok {
 			return false
@@ -25,6 +26,7 @@ func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
 		if space, ok = ir.BroadcastShapes(space, s); !ok {
 			return false
 		}
+		shapes[i] = s
 	}
 	if op.Code.IsReduction() {
 		// Every value of the run is computed per element of the
@@ -33,8 +35,7 @@ func (f *fuser) fits(run []*ir.Op, op *ir.Op) bool {
 		if !ok {
 			return false
 		}
-		for _, r := range run {
-			s, _ := f.local(r.Results[0])
+		for _, s := range shapes {
 			if b, ok := ir.BroadcastShapes(in, s); !ok || !slices.Equal(b, in) {
 				return false
 			}
