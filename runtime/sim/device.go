@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hirlab/hir/runtime"
 )
@@ -20,6 +21,8 @@ type Device struct {
 	barrierSeq  int64
 	sendSeq     []int64 // sends enqueued so far, by destination
 	recvSeq     []int64 // recvs enqueued so far, by source
+
+	exchangeSeq atomic.Int64 // Exchange calls so far: the k-th meets every rank's k-th
 }
 
 var _ runtime.Device = (*Device)(nil)

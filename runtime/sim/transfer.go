@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/hirlab/hir/runtime"
 )
@@ -15,10 +14,6 @@ import (
 // transfer is reading fails here instead of reading stale bytes.
 
 var _ runtime.OneSided = (*Device)(nil)
-
-// exchangeSeqs numbers each device's Exchange calls (the k-th of every rank
-// meets the others' k-th).
-var exchangeSeqs sync.Map // *Device -> *atomic.Int64
 
 // SymmetricAllocation returns the sequence number of the symmetric
 // allocation b is this rank's own shard of.
@@ -44,8 +39,7 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 	if d.rt.isClosed() {
 		return nil, ErrClosed
 	}
-	c, _ := exchangeSeqs.LoadOrStore(d, new(atomic.Int64))
-	seq := c.(*atomic.Int64).Add(1) - 1
+	seq := d.exchangeSeq.Add(1) - 1
 	what := fmt.Sprintf("exchange #%d", seq)
 	mine := append([]byte(nil), value...)
 	res, err := d.rt.rv.meet(meetKey{kind: "exchange", seq: seq}, d.rt.allRanks(), d.rank, mine, d.rt.timeout, what,
