@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 )
 
@@ -483,17 +484,17 @@ func literalBits(l *ir.Literal, dt ir.DType) uint64 {
 	case ir.F32:
 		return uint64(math.Float32bits(float32(l.Value())))
 	case ir.F16:
-		return uint64(math.Float32bits(float32(roundBinary(l.Value(), 10, -14, 15))))
+		return uint64(math.Float32bits(float32(host.RoundTo(ir.F16, l.Value()))))
 	case ir.BF16:
-		return uint64(math.Float32bits(float32(roundBinary(l.Value(), 7, -126, 127))))
+		return uint64(math.Float32bits(float32(host.RoundTo(ir.BF16, l.Value()))))
 	case ir.I32:
 		if l.IsFloat {
-			return uint64(uint32(int32(floatToInt(l.Float, math.MinInt32, math.MaxInt32))))
+			return uint64(uint32(int32(host.FloatToInt(ir.I32, l.Float))))
 		}
 		return uint64(uint32(int32(l.Int)))
 	case ir.I64:
 		if l.IsFloat {
-			return uint64(floatToInt(l.Float, math.MinInt64, math.MaxInt64))
+			return uint64(host.FloatToInt(ir.I64, l.Float))
 		}
 		return uint64(l.Int)
 	case ir.Bool:
@@ -502,34 +503,4 @@ func literalBits(l *ir.Literal, dt ir.DType) uint64 {
 		}
 	}
 	return 0
-}
-
-// roundBinary rounds v to a binary format with mantBits fraction bits and
-// normal exponents minExp..maxExp: nearest, ties to even, overflow to
-// infinity, subnormals kept. One rounding from the float64 value.
-func roundBinary(v float64, mantBits, minExp, maxExp int) float64 {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return v
-	}
-	_, e := math.Frexp(math.Abs(v)) // |v| in [2^(e-1), 2^e)
-	exp := max(e-1, minExp)
-	quantum := math.Ldexp(1, exp-mantBits)
-	r := math.RoundToEven(v/quantum) * quantum
-	if math.Abs(r) > math.Ldexp(2-math.Ldexp(1, -mantBits), maxExp) {
-		return math.Copysign(math.Inf(1), v)
-	}
-	return r
-}
-
-// floatToInt casts by SEMANTICS.md: truncate, NaN is 0, saturate.
-func floatToInt(f float64, lo, hi int64) int64 {
-	switch {
-	case f != f:
-		return 0
-	case f >= float64(hi):
-		return hi
-	case f <= float64(lo):
-		return lo
-	}
-	return int64(f)
 }

@@ -16,7 +16,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"strings"
 
 	"github.com/hirlab/hir/ir"
 )
@@ -29,11 +28,7 @@ type Shape struct {
 }
 
 func (s Shape) String() string {
-	parts := make([]string, len(s.Shape))
-	for i, e := range s.Shape {
-		parts[i] = fmt.Sprint(e)
-	}
-	return s.DType.String() + "[" + strings.Join(parts, ", ") + "]"
+	return s.DType.String() + fmtShape(s.Shape)
 }
 
 // ParamKind says how the launcher fills a kernel parameter.
