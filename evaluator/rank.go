@@ -79,6 +79,11 @@ type frame struct {
 func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error) {
 	f := &frame{vals: map[*ir.Value]*slot{}, current: r.dev.DefaultStream(), iter: -1}
 	r.trace = r.trace[:0]
+	if r.xfer != nil {
+		// Live registrations are this Run's: a Run that failed between
+		// register and deregister must not leave one for the next.
+		clear(r.xfer.bound)
+	}
 	f.used = append(f.used, f.current)
 	err := r.bindInputs(f, inputs)
 	if err == nil {
