@@ -191,6 +191,7 @@ func (rt *Runtime) Close() error {
 // every entry costs nanoseconds, and no state ties a goroutine to a thread
 // between calls. Several Devices (one per GPU) may live in one process.
 type Device struct {
+	exchangeSeq atomic.Uint64 // Exchange calls so far: each names its store keys
 	drv  *driver
 	opts Options
 	info DeviceInfo

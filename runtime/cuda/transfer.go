@@ -3,8 +3,6 @@ package cuda
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/hirlab/hir/runtime"
@@ -26,8 +24,6 @@ const (
 	eventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING: cheaper to record
 )
 
-// exchangeSeqs numbers each device's Exchange calls.
-var exchangeSeqs sync.Map // *Device -> *atomic.Uint64
 
 // SymmetricAllocation returns the sequence number of the symmetric
 // allocation b is this rank's own shard of.
@@ -56,8 +52,7 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 	if d.opts.WorldSize == 1 {
 		return [][]byte{append([]byte(nil), value...)}, nil
 	}
-	c, _ := exchangeSeqs.LoadOrStore(d, new(atomic.Uint64))
-	seq := c.(*atomic.Uint64).Add(1) - 1
+	seq := d.exchangeSeq.Add(1) - 1
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
 	defer cancel()
 	all, err := store.ExchangeAll(ctx, d.opts.Store, fmt.Sprintf("cuda/xchg/%d", seq), d.opts.Rank, d.opts.WorldSize, value, d.opts.Timeout)
