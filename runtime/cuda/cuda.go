@@ -192,11 +192,11 @@ func (rt *Runtime) Close() error {
 // between calls. Several Devices (one per GPU) may live in one process.
 type Device struct {
 	exchangeSeq atomic.Uint64 // Exchange calls so far: each names its store keys
-	drv  *driver
-	opts Options
-	info DeviceInfo
-	dev  int32
-	ctx  uintptr
+	drv         *driver
+	opts        Options
+	info        DeviceInfo
+	dev         int32
+	ctx         uintptr
 
 	granularity  uint64
 	handleTypes  atomic.Int32 // requested on cuMemCreate

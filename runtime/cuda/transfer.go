@@ -24,7 +24,6 @@ const (
 	eventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING: cheaper to record
 )
 
-
 // SymmetricAllocation returns the sequence number of the symmetric
 // allocation b is this rank's own shard of.
 func (d *Device) SymmetricAllocation(rb runtime.Buffer) (uint64, error) {
