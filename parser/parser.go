@@ -142,12 +142,14 @@ func (b *builder) syntaxError(err error, l *line) {
 		b.errs.Add(b.pos(ute.Unexpected.Pos), "%s", unexpectedMessage(ute, l))
 		return
 	}
+	// Any other participle error words the grammar (its Go types and
+	// fields), which means nothing to a user: only its position is kept.
+	pos := l.tokens[0].Pos
 	var perr participle.Error
-	if errors.As(err, &perr) {
-		b.errs.Add(b.pos(perr.Position()), "syntax error: %s", perr.Message())
-		return
+	if errors.As(err, &perr) && perr.Position().Line > 0 {
+		pos = perr.Position()
 	}
-	b.errs.Add(b.pos(l.tokens[0].Pos), "syntax error: %v", err)
+	b.errs.Add(b.pos(pos), "syntax error: this line is not a statement hir understands (it starts with %s)", describeToken(l.tokens[0]))
 }
 
 // unexpectedMessage words a participle "unexpected token" for a user: what

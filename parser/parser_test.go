@@ -427,11 +427,7 @@ func checkNoPanicAndRoundTrip(t testing.TB, src []byte) {
 		if !errors.As(err, &list) || len(list) == 0 {
 			t.Fatalf("error %v is not a non-empty ir.ErrorList", err)
 		}
-		for _, e := range list {
-			if !e.Pos.IsValid() {
-				t.Fatalf("error without a line: %v (input %q)", e, src)
-			}
-		}
+		checkMessages(t, src, list)
 		return
 	}
 	_ = p

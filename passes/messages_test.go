@@ -1,0 +1,33 @@
+package passes
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/parser"
+)
+
+// TestLongNamesInMessages: a checker error about a value with a
+// 5000-character name quotes a cut name (ir.Errorf clips every message),
+// still at file:line:col.
+func TestLongNamesInMessages(t *testing.T) {
+	name := "%" + strings.Repeat("v", 5000)
+	src := "mesh 1\ninput %x : f32[4]\ninput %w : i32[4]\n" + name + " = relu %x\n%q = add " + name + ", %w\noutput %q\n"
+	p, err := parser.Parse("long.hir", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Check(p, &Context{})
+	if err == nil {
+		t.Fatal("a mix of f32 and i32 passed the checker")
+	}
+	msg := err.Error()
+	cut := "%" + strings.Repeat("v", ir.MaxQuote-1) + "…"
+	if !strings.HasPrefix(msg, "long.hir:5:6: add: ") || !strings.Contains(msg, cut) || strings.Contains(msg, cut[:len(cut)-len("…")]+"v") {
+		t.Errorf("got %.400s\nwant long.hir:5:6: add: ... %s ...", msg, cut)
+	}
+	if len(msg) > 300 {
+		t.Errorf("message of %d bytes: %.400s", len(msg), msg)
+	}
+}
