@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/hirlab/hir/ir"
@@ -294,17 +295,20 @@ func (r *rank) collective(f *frame, op *ir.Op) error {
 		return err
 	}
 	inType := op.Operands[0].Tensor()
-	// Collectives move contiguous ranges; a strided view goes through a copy.
-	var temp runtime.Buffer
+	// What peers touch must be in this rank's own shard of a symmetric
+	// allocation; the symmetric pass saw to the memory types. Collectives
+	// move contiguous ranges, so a strided view goes through a contiguous
+	// copy, on the symmetric heap when peers touch it (every rank stages
+	// alike: the shapes are the same on every rank).
+	access, _ := ir.LookupRule(op.Code, op.Algo())
+	var temps []runtime.Buffer
 	if !in.IsContiguous() {
-		s, err := r.alloc(f, inType.In(ir.Global), false)
+		s, err := r.staging(f, in, access.ReadsInput, true)
 		if err != nil {
 			return err
 		}
-		if err := r.dev.Copy(s.t, in, f.current); err != nil {
-			return err
-		}
-		in, temp = s.t, s.owned
+		in = s.t
+		temps = append(temps, s.owned)
 	}
 	zero := op.Code == ir.OpReduce || op.Code == ir.OpGather
 	out, err := r.destination(f, op, 1, zero)
@@ -312,9 +316,21 @@ func (r *rank) collective(f *frame, op *ir.Op) error {
 		return err
 	}
 	f.vals[op.Result()] = out
+	outT := out.t
+	if !outT.IsContiguous() {
+		// The collective writes a contiguous copy of the strided output
+		// buffer (holding its contents, for what the op leaves alone), which
+		// is copied back into the buffer after it.
+		s, err := r.staging(f, outT, access.WritesOutput, true)
+		if err != nil {
+			return err
+		}
+		outT = s.t
+		temps = append(temps, s.owned)
+	}
 	call := &runtime.CollectiveCall{
 		Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root(),
-		In: in, Out: out.t,
+		In: in, Out: outT,
 	}
 	outType := op.Result().Tensor()
 	switch op.Code {
@@ -335,7 +351,12 @@ func (r *rank) collective(f *frame, op *ir.Op) error {
 	if err := r.dev.Collective(call, stream); err != nil {
 		return err
 	}
-	if temp != nil {
+	if outT.Buf != out.t.Buf {
+		if err := r.dev.Copy(out.t, outT, stream); err != nil {
+			return err
+		}
+	}
+	for _, temp := range temps {
 		if err := r.pool.put(temp, stream); err != nil {
 			return err
 		}
@@ -351,6 +372,27 @@ func (r *rank) collective(f *frame, op *ir.Op) error {
 		out.done = done
 	}
 	return nil
+}
+
+// staging returns a contiguous buffer shaped like t, in symmetric memory
+// when peers touch it, else global; with fill it holds t's contents
+// (copied on the current stream).
+func (r *rank) staging(f *frame, t runtime.Tensor, peers, fill bool) (*slot, error) {
+	mem := ir.Global
+	if peers {
+		mem = ir.Symmetric
+	}
+	buf, err := r.pool.get(t.Bytes(), mem, f.current)
+	if err != nil {
+		return nil, err
+	}
+	s := &slot{t: runtime.Tensor{Buf: buf, DType: t.DType, Shape: t.Shape}, owned: buf}
+	if fill {
+		if err := r.dev.Copy(s.t, t, f.current); err != nil {
+			return nil, errors.Join(err, r.pool.put(buf, nil))
+		}
+	}
+	return s, nil
 }
 
 // asyncStream returns the stream async collectives run on, ordered after

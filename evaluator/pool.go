@@ -29,11 +29,12 @@ type poolKey struct {
 	mem   ir.MemoryType
 }
 
-// pooled is a parked buffer; ev, when set, completes once the stream that
-// freed it is done with it, so a reuse on another stream waits for it.
+// pooled is a parked buffer; ev, when set, completes once on, the stream
+// that freed it, is done with it.
 type pooled struct {
 	buf runtime.Buffer
 	ev  runtime.Event
+	on  runtime.Stream
 }
 
 func newPool(dev runtime.Device) *pool {
@@ -42,13 +43,11 @@ func newPool(dev runtime.Device) *pool {
 
 func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Buffer, error) {
 	k := poolKey{bytes, mem}
-	if list := p.free[k]; len(list) > 0 {
-		e := list[len(list)-1]
-		p.free[k] = list[:len(list)-1]
+	if i := p.reusable(p.free[k], mem, s); i >= 0 {
+		list := p.free[k]
+		e := list[i]
+		p.free[k] = append(list[:i], list[i+1:]...)
 		if e.ev != nil {
-			if err := s.WaitEvent(e.ev); err != nil {
-				return nil, errors.Join(err, e.ev.Close())
-			}
 			p.recycleEvent(e.ev)
 		}
 		return e.buf, nil
@@ -62,10 +61,37 @@ func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Bu
 	return buf, nil
 }
 
+// reusable picks, last in first, a parked buffer that stream s may take
+// without waiting for another stream: one freed on s itself (stream order
+// already puts the reuse after its last use) or by a caller that
+// synchronised; for global and host memory also one whose freeing stream
+// has passed the free. It never makes s wait for another stream: that wait
+// is an edge the program does not have, and across a send, a recv or a
+// collective it can close a cycle between ranks (the recv's buffer would
+// wait for the send that the peer's recv completes). A symmetric buffer
+// is taken only on a rule that holds on every rank alike, since symmetric
+// allocations are collective and must stay matched. -1: allocate anew.
+func (p *pool) reusable(list []pooled, mem ir.MemoryType, s runtime.Stream) int {
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].ev == nil || list[i].on == s {
+			return i
+		}
+	}
+	if mem == ir.Symmetric {
+		return -1
+	}
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].ev.Query() {
+			return i
+		}
+	}
+	return -1
+}
+
 // put parks buf; s is the stream whose work on buf must finish before reuse
 // (nil when the caller has synchronised).
 func (p *pool) put(buf runtime.Buffer, s runtime.Stream) error {
-	e := pooled{buf: buf}
+	e := pooled{buf: buf, on: s}
 	if s != nil {
 		ev, err := p.takeEvent()
 		if err != nil {

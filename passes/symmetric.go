@@ -63,6 +63,17 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 		s.errs.Add(op.Pos, "%s has no algorithm %s; it supports %s", op.Code, algo, joinOr(ir.Algorithms(op.Code)))
 		return nil
 	}
+	if len(op.Operands) == 2 {
+		if cv := contiguousViewOf(op.Operands[1]); cv != nil {
+			out, what := op.Operands[1], "a contiguous view"
+			if out != cv {
+				what = "a view of the contiguous view " + cv.String()
+			}
+			s.errs.Add(op.Pos, "%s: the output buffer %s is %s, which maps every rank's shard, so each rank would write into its peers' shards at once; give %s an output buffer of this rank's own (`%%buf = alloc : %s`), then copy it into %s if needed",
+				op.Code, out, what, op.Code, out.Tensor().In(ir.Symmetric), out)
+			return nil
+		}
+	}
 	if access.WritesOutput {
 		s.checkOutput(op, algo)
 	}
@@ -71,7 +82,7 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 	}
 	x := op.Operands[0]
 	t := x.Tensor()
-	if t == nil || t.Mem == ir.Symmetric {
+	if t == nil || peerAddressable(x) {
 		return nil
 	}
 	if sym := im.lookup(x); sym != nil {
@@ -80,13 +91,39 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 		return nil
 	}
 	sym := &ir.Value{Name: s.names.fresh(x.Name, ".sym"), Type: t.In(ir.Symmetric), Pos: op.Pos}
+	why := ""
+	if cv := contiguousViewOf(x); cv != nil {
+		why = " (it is symmetric, but as a view of the contiguous view " + cv.String() + " it is this rank's mapping of every shard, which peers cannot address)"
+	}
 	imp := &ir.Op{Code: ir.OpCopy, Operands: []*ir.Value{x}, Results: []*ir.Value{sym}, Pos: op.Pos}
 	imp.SetAttr("mem", ir.AttrValue{Kind: ir.KindWord, Word: ir.Symmetric.String()})
 	sym.Def = imp
 	im.sym[x] = sym
 	op.Operands[0] = sym
-	s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely; imported it onto the symmetric heap as %s", op.Code, algo, x, sym)
+	s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely%s; imported it onto the symmetric heap as %s", op.Code, algo, x, why, sym)
 	return imp
+}
+
+// peerAddressable reports whether peers can address x through the
+// symmetric heap: x is symmetric and lies in this rank's own shard of a
+// symmetric allocation (the allocation itself, or a select or reshape of
+// it: a peer's counterpart is the same window of its own shard). A
+// contiguous view, and any view of one, is symmetric but is this rank's
+// mapping of every shard, not a shard: peers cannot address it.
+func peerAddressable(x *ir.Value) bool {
+	t := x.Tensor()
+	return t != nil && t.Mem == ir.Symmetric && contiguousViewOf(x) == nil
+}
+
+// contiguousViewOf returns the symmetric_contiguous_view result that x is
+// or looks into, or nil.
+func contiguousViewOf(x *ir.Value) *ir.Value {
+	for y := x; y != nil; y = storageOf(y) {
+		if y.Def != nil && y.Def.Code == ir.OpSymmetricContiguousView {
+			return y
+		}
+	}
+	return nil
 }
 
 // checkOutput rejects a remotely written output that is not symmetric.

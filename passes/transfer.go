@@ -124,11 +124,8 @@ func (c *transferChecker) register(op *ir.Op, s *xferScope) {
 	if t := x.Tensor(); t != nil && t.Mem != ir.Symmetric {
 		c.v.errs.Add(op.Pos, "register: %s is in %s memory; peers reach a registered tensor through the symmetric heap, so it must be symmetric (give it a symmetric type, or register `copy %s mem=symmetric`)", x, t.Mem, x)
 	}
-	for y := x; y != nil; y = storageOf(y) {
-		if y.Def != nil && y.Def.Code == ir.OpSymmetricContiguousView {
-			c.v.errs.Add(op.Pos, "register: %s is a contiguous view of every rank's shard; register the shard %s itself", x, y.Def.Operands[0])
-			break
-		}
+	if cv := contiguousViewOf(x); cv != nil {
+		c.v.errs.Add(op.Pos, "register: %s is a contiguous view of every rank's shard; register the shard %s itself", x, cv.Def.Operands[0])
 	}
 	if h != nil {
 		s.regs[h] = &regInfo{op: op}

@@ -14,6 +14,9 @@ import (
 func typecheck(p *ir.Program, _ *Context) error {
 	c := &checker{loops: map[*ir.Value]loopRange{}}
 	top := &blockState{pending: map[*ir.Value]*ir.Op{}}
+	for _, in := range p.Inputs {
+		c.oneShardAxis(in.Pos, "input "+in.String()+" is declared", in.Type)
+	}
 	c.block(p.Body, top)
 	for _, out := range p.Outputs {
 		if op := top.pending[out]; op != nil {
@@ -61,6 +64,11 @@ func (c *checker) block(b *ir.Block, st *blockState) {
 }
 
 func (c *checker) op(op *ir.Op, st *blockState) {
+	for _, r := range op.Results {
+		if !c.oneShardAxis(op.Pos, op.Code.String()+": "+r.String()+" is annotated", r.Type) {
+			return
+		}
+	}
 	for _, x := range op.Operands {
 		if d := st.pending[x]; d != nil && op.Code != ir.OpWait {
 			c.errs.Add(op.Pos, "%s: %s is the result of an async %s; it may be used only after `wait %s`", op.Code, x, d.Code, x)
@@ -78,6 +86,25 @@ func (c *checker) op(op *ir.Op, st *blockState) {
 	if op.Code.IsCollective() && op.Async() {
 		st.pending[op.Results[0]] = op
 	}
+}
+
+// oneShardAxis reports a type written in the program (an input's, a
+// result annotation) that splits more than one axis over the mesh: the
+// mesh has one dimension (DIDx), so a tensor is split along one axis at
+// most. Inferred types never do (broadcast rejects it).
+func (c *checker) oneShardAxis(pos ir.Pos, what string, t ir.Type) bool {
+	tt, ok := t.(*ir.TensorType)
+	if !ok {
+		return true
+	}
+	first := tt.ShardAxis()
+	for i := first + 1; first >= 0 && i < tt.Rank(); i++ {
+		if tt.Dims[i].Parallel == ir.DIDx {
+			c.errs.Add(pos, "%s %s, which splits axes %d and %d over the mesh; the mesh has one dimension (DIDx), so at most one axis may be sharded: keep /DIDx on one axis", what, tt, first, i)
+			return false
+		}
+	}
+	return true
 }
 
 // settle reconciles an inferred result type with the result's annotation.
@@ -364,7 +391,7 @@ func (c *checker) broadcast(op *ir.Op, vals []*ir.Value, types []*ir.TensorType)
 			return nil, false
 		}
 		if sharded >= 0 {
-			c.errs.Add(op.Pos, "%s: the result would be sharded on axes %d and %d; at most one axis may be", op.Code, sharded, j)
+			c.errs.Add(op.Pos, "%s: the result would be sharded on axes %d and %d, but the mesh has one dimension (DIDx), so at most one axis may be sharded; all_gather one of the operands first", op.Code, sharded, j)
 			return nil, false
 		}
 		sharded = j
