@@ -452,7 +452,13 @@ func (r *rank) loop(f *frame, op *ir.Op) error {
 	idx := op.Body.Args[0]
 	outer := f.iter
 	defer func() { f.iter = outer }()
-	for i := from; i < to; i += step {
+	// Count the trips instead of testing i < to: i += step past the last
+	// trip may overflow int64 and wrap below to (a loop that never ends).
+	n := ir.LoopTrips(from, to, step)
+	for k, i := uint64(0), from; k < n; k++ {
+		if k > 0 {
+			i += step // a trip follows, so i+step < to: no overflow
+		}
 		f.vals[idx] = &slot{index: i}
 		f.iter = i
 		if err := r.block(f, op.Body); err != nil {

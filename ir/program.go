@@ -175,7 +175,10 @@ func (op *Op) Peer(rank, size int) int {
 	if !v.Relative {
 		return int(v.Int)
 	}
-	return int(((int64(rank)+v.Int)%int64(size) + int64(size)) % int64(size))
+	// Reduce the offset first: rank+v.Int could overflow for an offset near
+	// the int64 limits (validate rejects those; this never wraps anyway).
+	n := int64(size)
+	return int(((int64(rank)%n+v.Int%n)%n + n) % n)
 }
 
 // Block is an ordered list of ops with arguments (a for loop's index).

@@ -111,7 +111,10 @@ func (t *TensorType) LocalShape(meshSize int) ([]int64, error) {
 // NumElements is the number of elements of the logical shape.
 func (t *TensorType) NumElements() int64 { return Product(t.Shape()) }
 
-// Product multiplies the extents of a shape (1 for a scalar shape).
+// Product multiplies the extents of a shape (1 for a scalar shape). It
+// wraps when the product does not fit in an int64: use it on the shapes of
+// a checked program (the passes reject a type whose size does not fit), and
+// ProductChecked on any other.
 func Product(shape []int64) int64 {
 	n := int64(1)
 	for _, e := range shape {
@@ -226,6 +229,7 @@ func BroadcastShapes(shapes ...[]int64) (out []int64, ok bool) {
 }
 
 // ContiguousStrides returns the row-major strides of shape, in elements.
+// Like Product, it assumes the shape's element count fits in an int64.
 func ContiguousStrides(shape []int64) []int64 {
 	s := make([]int64, len(shape))
 	acc := int64(1)

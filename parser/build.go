@@ -737,8 +737,14 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 			}
 			dim.Parallel = ir.DIDx
 		}
+		// The byte size must fit in an int64, as the passes require of
+		// every type (ir.TensorType.SizeError); 8 bytes for an unknown dtype.
+		size := uint64(8)
+		if isDType {
+			size = uint64(dt.Size())
+		}
 		hi, lo := bits.Mul64(elems, uint64(n))
-		if hi != 0 || lo > math.MaxInt64/8 {
+		if hi != 0 || lo > math.MaxInt64/size {
 			b.errs.Add(b.pos(t.Pos), "tensor type %s is too large", typeText(t))
 			return nil, false
 		}

@@ -339,6 +339,10 @@ func literalFits(l *ir.Literal, dt ir.DType) bool {
 		return v == 0 || v == 1
 	case ir.I32:
 		return v >= math.MinInt32 && v <= math.MaxInt32
+	case ir.I64:
+		// An integer literal is an int64 already; a float one must lie in
+		// [-2^63, 2^63) (float64(MaxInt64) rounds up to 2^63, which does not).
+		return !l.IsFloat || (v >= math.MinInt64 && v < math.MaxInt64)
 	}
 	return true
 }
@@ -543,8 +547,13 @@ func (c *checker) view(op *ir.Op) ([]inferred, bool) {
 				return nil, false
 			}
 		}
-		if ir.Product(shape) != t.NumElements() {
-			c.errs.Add(op.Pos, "reshape: %s has %d elements (%s) but shape=%s has %d", x, t.NumElements(), shapeString(t.Shape()), shapeString(shape), ir.Product(shape))
+		n, fits := ir.ProductChecked(shape)
+		if !fits {
+			c.errs.Add(op.Pos, "reshape: shape=%s has %s elements, which do not fit in a 64-bit size", shapeString(shape), ir.BigProduct(shape))
+			return nil, false
+		}
+		if n != t.NumElements() {
+			c.errs.Add(op.Pos, "reshape: %s has %d elements (%s) but shape=%s has %d", x, t.NumElements(), shapeString(t.Shape()), shapeString(shape), n)
 			return nil, false
 		}
 		res = ir.Tensor(t.DType, shape...).In(t.Mem)
@@ -727,7 +736,7 @@ func (c *checker) forOp(op *ir.Op, st *blockState) {
 	case from > to:
 		c.errs.Add(op.Pos, "for: the range %d to %d runs backwards (from must not exceed to)", from, to)
 	case step > 0 && to > from:
-		c.loops[idx] = loopRange{first: from, last: from + (to-1-from)/step*step}
+		c.loops[idx] = loopRange{first: from, last: ir.LoopLast(from, to, step)}
 	}
 	c.block(op.Body, st.child())
 }

@@ -50,11 +50,19 @@ func (s *freeScope) lookup(root *ir.Value) (ir.Pos, bool) {
 	return ir.Pos{}, false
 }
 
-// divisible reports a tensor whose sharded extent the mesh does not divide.
-// A value computed from one already reported is not reported again.
+// divisible reports a tensor whose size does not fit in an int64
+// (ir.TensorType.SizeError) or whose sharded extent the mesh does not
+// divide. A value computed from one already reported is not reported again.
 func (v *validator) divisible(x *ir.Value, what string, derived bool) {
 	t := x.Tensor()
 	if t == nil {
+		return
+	}
+	if err := t.SizeError(); err != nil {
+		v.badShard[x] = true
+		if !derived {
+			v.errs.Add(x.Pos, "%s : %s: %v", what, t, err)
+		}
 		return
 	}
 	if _, err := t.LocalShape(v.size); err != nil {
@@ -94,7 +102,14 @@ func (v *validator) op(op *ir.Op, s *freeScope) {
 			pos = op.Pos
 		}
 		if t := r.Tensor(); t != nil {
-			if _, err := t.LocalShape(v.size); err != nil {
+			if err := t.SizeError(); err != nil {
+				// every size computed from t (bytes, strides, offsets)
+				// would wrap: report it instead
+				v.badShard[r] = true
+				if !derived {
+					v.errs.Add(pos, "%s: %s : %s: %v", op.Code, r, t, err)
+				}
+			} else if _, err := t.LocalShape(v.size); err != nil {
 				v.badShard[r] = true
 				if !derived {
 					v.errs.Add(pos, "%s: %s : %s: %v", op.Code, r, t, err)
@@ -119,6 +134,29 @@ func (v *validator) op(op *ir.Op, s *freeScope) {
 	if op.Code == ir.OpFor {
 		inner := &freeScope{parent: s, freed: map[*ir.Value]ir.Pos{}, defined: map[*ir.Value]bool{}}
 		v.block(op.Body, inner)
+	}
+	if op.Code == ir.OpFusion && !derived {
+		v.fusionSizes(op)
+	}
+}
+
+// fusionSizes reports a value inside a fusion body whose size does not fit
+// in an int64 (a broadcast the trailing reduction shrinks again): the body
+// means what it means op by op, so its intermediates must have sizes too.
+func (v *validator) fusionSizes(op *ir.Op) {
+	for _, in := range op.Body.Ops {
+		for _, r := range in.Results {
+			if t := r.Tensor(); t != nil {
+				if err := t.SizeError(); err != nil {
+					pos := r.Pos
+					if !pos.IsValid() {
+						pos = in.Pos
+					}
+					v.errs.Add(pos, "%s: %s : %s: %v", in.Code, r, t, err)
+					return
+				}
+			}
+		}
 	}
 }
 
