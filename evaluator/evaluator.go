@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,7 +92,14 @@ type OpStat struct {
 }
 
 // NewJob binds prog (already lowered by passes.Lower) to the ranks rt hosts.
+// A nil prog or rt is an error.
 func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
+	if prog == nil {
+		return nil, errors.New("evaluator.NewJob: the program is nil")
+	}
+	if rt == nil {
+		return nil, errors.New("evaluator.NewJob: the runtime is nil (open one with runtime.Open)")
+	}
 	if prog.Mesh.Size() != rt.WorldSize() {
 		return nil, fmt.Errorf("the program's mesh has %d ranks but the %s runtime was opened for %d", prog.Mesh.Size(), rt.Name(), rt.WorldSize())
 	}
@@ -162,8 +170,9 @@ func (j *Job) Run(inputs map[string]*host.Array) (*Result, error) {
 	return res, nil
 }
 
-// joinRankErrors reports the first failing rank's error; when others failed
-// too (often only because a peer stopped answering) it says which.
+// joinRankErrors reports the first failing rank's error, a *RunError; when
+// others failed too (often only because a peer stopped answering) it says
+// which.
 func joinRankErrors(ranks []*rank, errs []error) error {
 	var first error
 	var others []int
@@ -172,13 +181,18 @@ func joinRankErrors(ranks []*rank, errs []error) error {
 			continue
 		}
 		if first == nil {
-			first = fmt.Errorf("rank %d: %w", ranks[i].id, err)
+			var re *RunError
+			if errors.As(err, &re) {
+				first = err
+			} else {
+				first = &RunError{Rank: ranks[i].id, Err: err}
+			}
 			continue
 		}
 		others = append(others, ranks[i].id)
 	}
 	if first != nil && len(others) > 0 {
-		return fmt.Errorf("%w (ranks %v failed too)", first, others)
+		return fmt.Errorf("%w (%s failed too)", first, rankWords(others))
 	}
 	return first
 }
@@ -249,6 +263,15 @@ func (r *Result) Logical(prog *ir.Program, name string) (*host.Array, error) {
 		shards[rr.Rank] = rr.Outputs[name]
 	}
 	return host.Unshard(shards, axis)
+}
+
+// rankWords writes "rank 1" or "ranks 1, 3".
+func rankWords(ranks []int) string {
+	parts := make([]string, len(ranks))
+	for i, r := range ranks {
+		parts[i] = fmt.Sprint(r)
+	}
+	return "rank" + plural(len(ranks)) + " " + strings.Join(parts, ", ")
 }
 
 func plural(n int) string {

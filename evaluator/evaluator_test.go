@@ -182,7 +182,7 @@ func TestErrorsNameTheOpAndPlace(t *testing.T) {
 	idx.Operands[1] = ir.Int(9)
 	_, err = j.Run(map[string]*host.Array{"x": host.New(ir.F32, shape(4))})
 	require.Error(t, err)
-	require.True(t, strings.HasPrefix(err.Error(), "rank 0: p.hir:3:1: select: index 9 is out of range"), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "p.hir:3:1: rank 0: select: index 9 is out of range"), err.Error())
 }
 
 // BenchmarkOverheadPerOp measures what the evaluator adds per op on the CPU

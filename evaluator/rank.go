@@ -140,24 +140,24 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 		if axis := t.ShardAxis(); axis >= 0 {
 			var err error
 			if a, err = a.Shard(axis, r.id, mesh); err != nil {
-				return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
 		}
 		tensor, ok := r.inputs[in]
 		if !ok {
 			shape, err := t.LocalShape(mesh)
 			if err != nil {
-				return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
 			buf, err := r.dev.Alloc(bytesOf(t.DType, shape), t.Mem)
 			if err != nil {
-				return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
 			tensor = runtime.Tensor{Buf: buf, DType: t.DType, Shape: shape}
 			r.inputs[in] = tensor
 		}
 		if err := r.dev.CopyFromHost(tensor, a.Data, f.current); err != nil {
-			return fmt.Errorf("%s: input %s: %w", in.Pos, in, err)
+			return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 		}
 		f.vals[in] = &slot{t: tensor}
 	}
@@ -209,11 +209,11 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 			err = f.current.Synchronize()
 		}
 		if err != nil {
-			var posErr *opError
-			if errors.As(err, &posErr) {
+			var runErr *RunError
+			if errors.As(err, &runErr) {
 				return err
 			}
-			return &opError{op: op, rank: r.id, err: err}
+			return &RunError{Rank: r.id, Op: op, Pos: op.Pos, Err: err}
 		}
 		if r.job.opts.Stats && op.Code != ir.OpFor {
 			r.recordOp(op, time.Since(start))
@@ -236,20 +236,48 @@ func waitForStats(code ir.Opcode) bool {
 	return code != ir.OpFor && code != ir.OpSend && code != ir.OpRecv
 }
 
-// opError names the op and its place in the source.
-type opError struct {
-	op   *ir.Op
-	rank int
-	err  error
+// RunError is how Job.Run fails: what went wrong (Err, the runtime's error:
+// a *runtime.TimeoutError, a *runtime.OutOfMemoryError, ...) on which rank,
+// in which op at which place in the source. Find it with errors.As; it
+// unwraps to Err, so errors.As reaches the runtime's typed errors through
+// it:
+//
+//	var re *evaluator.RunError
+//	if errors.As(err, &re) { ... re.Rank, re.Pos, re.Op.Code ... }
+//
+// Op is nil when the failure belongs to no op: binding the inputs, reading
+// the outputs, or asynchronous work (a send, a collective) whose error
+// surfaced only when the run waited for its streams at the end. Pos is then
+// the input's or output's position, or zero.
+type RunError struct {
+	Rank int
+	Op   *ir.Op
+	Pos  ir.Pos
+	Err  error
 }
 
-func (e *opError) Error() string {
-	// Run names the rank in front of the whole message; a backend's error
-	// that starts with it again (the CPU runtime's do) drops the repeat.
-	msg := strings.TrimPrefix(e.err.Error(), fmt.Sprintf("rank %d: ", e.rank))
-	return fmt.Sprintf("%s: %s: %s", e.op.Pos, e.op.Code, msg)
+// Error is "file:line:col: rank R: op: cause", the position first as in
+// the parser's and checker's messages (without one when Pos is zero). A
+// cause that starts with "rank R: " again (the CPU runtime's do) drops the
+// repeat.
+func (e *RunError) Error() string {
+	var b strings.Builder
+	if e.Pos.IsValid() {
+		b.WriteString(e.Pos.String() + ": ")
+	}
+	fmt.Fprintf(&b, "rank %d: ", e.Rank)
+	if e.Op != nil {
+		b.WriteString(e.Op.Code.String() + ": ")
+	}
+	msg := "unknown error"
+	if e.Err != nil {
+		msg = strings.TrimPrefix(e.Err.Error(), fmt.Sprintf("rank %d: ", e.Rank))
+	}
+	b.WriteString(msg)
+	return b.String()
 }
-func (e *opError) Unwrap() error { return e.err }
+
+func (e *RunError) Unwrap() error { return e.Err }
 
 func (r *rank) recordOp(op *ir.Op, d time.Duration) {
 	s := r.opStats[op]

@@ -78,7 +78,7 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 				return &p2pPair{send: sv, recv: rv, done: make(chan struct{})}, nil
 			})
 		if err != nil {
-			return errorf(d.rank, "%v", err)
+			return errorf(d.rank, "%w", err)
 		}
 		pair := res.(*p2pPair)
 		if sending {
@@ -92,7 +92,7 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 		case <-pair.done:
 			return nil
 		case <-timer.C:
-			return errorf(d.rank, "%s: timed out after %v waiting for the data", what, d.rt.timeout)
+			return errorf(d.rank, "%w", &runtime.TimeoutError{What: what, After: d.rt.timeout, Missing: []int{src}, Awaited: "the data"})
 		case <-d.rt.closed:
 			return errorf(d.rank, "%s: %v", what, ErrClosed)
 		}
@@ -115,7 +115,7 @@ func (d *Device) Barrier(rs runtime.Stream) error {
 		_, err := d.rt.rv.meet(meetKey{kind: "barrier", seq: seq}, d.rt.allRanks(), d.rank, nil, d.rt.timeout, what,
 			func(map[int]any) (any, error) { return nil, nil })
 		if err != nil {
-			return errorf(d.rank, "%v", err)
+			return errorf(d.rank, "%w", err)
 		}
 		return nil
 	}})

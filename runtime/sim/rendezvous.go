@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/hirlab/hir/runtime"
 )
 
 // A meeting is where the ranks taking part in one collective event (a
@@ -80,8 +82,7 @@ func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, time
 		select {
 		case <-m.done: // completed while we took the lock
 		default:
-			m.err = fmt.Errorf("%s: timed out after %v waiting for %s (arrived: %s)",
-				what, timeout, rankList("rank", m.missing()), joinInts(m.arrived()))
+			m.err = &runtime.TimeoutError{What: what, After: timeout, Missing: m.missing(), Arrived: m.arrived()}
 			close(m.done)
 		}
 		rv.mu.Unlock()
@@ -221,8 +222,8 @@ func (m *member) wait(ch int, from ...int) error {
 		select {
 		case <-changed:
 		case <-timer.C:
-			return fmt.Errorf("%s: rank %d timed out after %v waiting for a %s signal from %s",
-				m.g.what, m.rank, m.g.timeout, channelNames[ch], rankList("rank", missing))
+			return &runtime.TimeoutError{What: m.g.what, After: m.g.timeout, Missing: missing,
+				Awaited: "a " + channelNames[ch] + " signal"}
 		case <-m.g.closed:
 			return fmt.Errorf("%s: %w", m.g.what, ErrClosed)
 		}

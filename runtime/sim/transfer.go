@@ -51,7 +51,7 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 			return all, nil
 		})
 	if err != nil {
-		return nil, errorf(d.rank, "%v", err)
+		return nil, errorf(d.rank, "%w", err)
 	}
 	// Every rank gets its own copy: callers may keep or change what they got.
 	all := res.([][]byte)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hirlab/hir/runtime"
 )
 
 // ErrTimeout is matched (errors.Is) by every error that says a wait for keys
@@ -45,6 +47,23 @@ func (e *TimeoutError) Error() string {
 
 func (e *TimeoutError) Unwrap() error { return ErrTimeout }
 
+// As lets errors.As read the timeout as a *runtime.TimeoutError, the type
+// every runtime's timeouts share (no rank is named: the wait was for keys).
+func (e *TimeoutError) As(target any) bool {
+	t, ok := target.(**runtime.TimeoutError)
+	if ok {
+		*t = &runtime.TimeoutError{What: "store " + e.Op, After: e.After, Awaited: keyList(e.Missing)}
+	}
+	return ok
+}
+
+func keyList(keys []string) string {
+	if len(keys) == 1 {
+		return "key " + quoteList(keys)
+	}
+	return "keys " + quoteList(keys)
+}
+
 // BarrierError says which ranks a barrier did not see arrive: either the
 // time ran out, or a rank that had not arrived disconnected from the store
 // (it died), in which case the barrier fails at once instead of waiting.
@@ -72,6 +91,18 @@ func (e *BarrierError) Unwrap() error {
 		return nil
 	}
 	return ErrTimeout
+}
+
+// As lets errors.As read a timed-out barrier as a *runtime.TimeoutError
+// naming the ranks that never arrived. One that failed because a rank
+// disconnected is not a timeout and does not match.
+func (e *BarrierError) As(target any) bool {
+	t, ok := target.(**runtime.TimeoutError)
+	if !ok || len(e.Disconnected) > 0 {
+		return false
+	}
+	*t = &runtime.TimeoutError{What: fmt.Sprintf("barrier %q", e.Name), After: e.After, Missing: append([]int(nil), e.Missing...)}
+	return true
 }
 
 // roundDur keeps messages readable: "5s", "2.5s", not "4.999871234s".

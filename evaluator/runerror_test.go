@@ -1,0 +1,80 @@
+package evaluator_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/parser"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
+)
+
+func TestRunErrorIsTyped(t *testing.T) {
+	b := ir.NewBuilder(ir.LinearMesh(2))
+	x := b.Input("x", ir.Tensor(ir.F32, 4))
+	idx := b.Op(ir.OpSelect, x, ir.Int(1)).Op()
+	idx.Pos = ir.Pos{File: "p.hir", Line: 3, Col: 1}
+	b.Output(idx.Result())
+	prog, err := b.Program()
+	require.NoError(t, err)
+	j := job(t, prog, evaluator.Options{})
+	idx.Operands[1] = ir.Int(9)
+	_, err = j.Run(map[string]*host.Array{"x": host.New(ir.F32, shape(4))})
+	var re *evaluator.RunError
+	require.True(t, errors.As(err, &re), "%T %v", err, err)
+	require.Equal(t, idx, re.Op)
+	require.Equal(t, ir.Pos{File: "p.hir", Line: 3, Col: 1}, re.Pos)
+	require.Contains(t, []int{0, 1}, re.Rank)
+	require.Contains(t, re.Err.Error(), "index 9 is out of range")
+	// The position is said once, first.
+	require.Equal(t, 1, strings.Count(err.Error(), "p.hir:3:1"), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "p.hir:3:1: rank "), err.Error())
+}
+
+// TestTimeoutIsTyped: a send nobody receives times out with a
+// runtime.TimeoutError naming the peer, reachable with errors.As through the
+// RunError and the "(rank 1 failed too)" of Run's aggregation.
+func TestTimeoutIsTyped(t *testing.T) {
+	src := "mesh 2\ninput %x : f32[4]\nsend %x peer=+1\n%r = recv peer=+1 : f32[4]\noutput %r\n"
+	prog, err := parser.Parse("t.hir", []byte(src))
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	rt, err := runtime.Open("sim", runtime.Config{WorldSize: 2, Timeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer rt.Close()
+	j, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer j.Close()
+	_, err = j.Run(map[string]*host.Array{"x": host.Random(ir.F32, shape(4), 1)})
+	require.Error(t, err)
+
+	var re *evaluator.RunError
+	require.True(t, errors.As(err, &re), "%T %v", err, err)
+	var te *runtime.TimeoutError
+	require.True(t, errors.As(err, &te), "%T %v", err, err)
+	require.True(t, errors.Is(err, runtime.ErrTimeout))
+	require.Equal(t, 100*time.Millisecond, te.After)
+	require.Len(t, te.Missing, 1)
+	require.Equal(t, 1-re.Rank, te.Missing[0], "the missing rank is the peer: %v", err)
+	require.Contains(t, te.What, "send #0")
+	require.Contains(t, err.Error(), "failed too")
+	require.Equal(t, 1, strings.Count(err.Error(), "rank "+string(rune('0'+re.Rank))+": "), err.Error())
+}
+
+func TestNewJobNilRuntime(t *testing.T) {
+	prog, err := parser.Parse("n.hir", []byte("mesh 1\ninput %x : f32[4]\n%y = relu %x\noutput %y\n"))
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	j, err := evaluator.NewJob(prog, nil, evaluator.Options{})
+	require.Nil(t, j)
+	require.EqualError(t, err, "evaluator.NewJob: the runtime is nil (open one with runtime.Open)")
+	_, err = evaluator.NewJob(nil, nil, evaluator.Options{})
+	require.EqualError(t, err, "evaluator.NewJob: the program is nil")
+}
