@@ -63,5 +63,5 @@ output %y
 	require.NoError(t, err)
 	_, err = job(t, prog, evaluator.Options{Timeout: 2 * time.Second}).Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{4}, 1)})
 	require.Error(t, err)
-	require.Regexp(t, `^rank [01]: sr.hir:8:1: sync_stream: send #0 from rank [01] to rank [01]: the send is f32\[4\] \(16 bytes\) but the recv wants f32\[8\]`, err.Error())
+	require.Regexp(t, `^sr.hir:8:1: rank [01]: sync_stream: send #0 from rank [01] to rank [01]: the send is f32\[4\] \(16 bytes\) but the recv wants f32\[8\]`, err.Error())
 }

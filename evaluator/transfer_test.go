@@ -112,6 +112,6 @@ func TestTransferUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	_, err = j.Run(map[string]*host.Array{"x": host.Random(ir.I64, shape(4, 3), 1)})
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "ring.hir:4:6: register: one-sided transfers are unavailable: the device (evaluator_test.plainDevice) does not implement runtime.OneSided (the sim backend)")
+	require.Contains(t, err.Error(), "ring.hir:4:6: rank 0: register: one-sided transfers are unavailable: the device (evaluator_test.plainDevice) does not implement runtime.OneSided (the sim backend)")
 	require.NoError(t, j.Close())
 }

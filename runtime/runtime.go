@@ -295,7 +295,12 @@ func Open(name string, cfg Config) (Runtime, error) {
 	f, ok := factories[name]
 	mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("%w %q (available: %v)", ErrUnknownBackend, name, Backends())
+		hint := ""
+		if name == "sim" {
+			// A Go program registers the CPU runtime by importing it.
+			hint = `; import _ "github.com/hirlab/hir/runtime/sim" to register it`
+		}
+		return nil, fmt.Errorf("%w %q (available: %v)%s", ErrUnknownBackend, name, Backends(), hint)
 	}
 	return f(cfg)
 }

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,5 +28,14 @@ func TestTimeoutError(t *testing.T) {
 		if !errors.As(err, &te) || te != c.e || !errors.Is(err, runtime.ErrTimeout) {
 			t.Errorf("errors.As/Is do not find %v", c.e)
 		}
+	}
+}
+
+// Without the sim package imported (this test binary does not), opening
+// "sim" says how to register it.
+func TestOpenSimWithoutImportSaysHow(t *testing.T) {
+	_, err := runtime.Open("sim", runtime.Config{WorldSize: 1})
+	if !errors.Is(err, runtime.ErrUnknownBackend) || !strings.Contains(err.Error(), `import _ "github.com/hirlab/hir/runtime/sim"`) {
+		t.Errorf("got %v", err)
 	}
 }

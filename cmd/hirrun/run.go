@@ -48,7 +48,8 @@ declares, and prints each rank's outputs (its local shards):
 
 Every program input needs an --input: random values from a seed
 (NAME=random:seed=N; floats uniform in [-1, 1), integers in [-8, 8), bools
-0/1; the same on every platform) or an NPY file (NAME=FILE.npy, holding the
+0/1; the same on every platform; NAME=random alone means seed 0, so a run
+is reproducible) or an NPY file (NAME=FILE.npy, holding the
 whole logical tensor; a bf16 input may be given as <f4 and is rounded to
 nearest even). --output NAME=FILE.npy saves an output's logical tensor,
 assembled from the ranks' shards (bf16 is saved as <f4).
@@ -68,7 +69,7 @@ serialised.`,
 		o := &runOptions{}
 		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
 		fs.IntVar(&o.nproc, "nproc", 0, "the number of ranks, one process per GPU on cuda; must equal the program's mesh size (0: the mesh size)")
-		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` or NAME=FILE.npy (repeat for each input)")
+		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` (random alone: seed 0) or NAME=FILE.npy (repeat for each input)")
 		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy` (repeatable)")
 		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op (serialises the ops)")
 		fs.StringVar(&o.trace, "trace", "", "write the last run's ops on every rank as a Chrome/Perfetto timeline to `FILE.json` (serialises the ops, like --stats)")
@@ -300,7 +301,8 @@ func makeInput(in *ir.Value, value string) (*host.Array, error) {
 	return a, nil
 }
 
-// parseRandom reads "random" or "random:seed=N".
+// parseRandom reads "random" or "random:seed=N". The seed defaults to 0
+// (documented in run's help): the values are reproducible either way.
 func parseRandom(value string) (uint64, error) {
 	opts, _ := strings.CutPrefix(value, "random")
 	opts, _ = strings.CutPrefix(opts, ":")

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRandomDefaultSeed: `--input x=random` is seed 0, as run's help says.
+func TestRandomDefaultSeed(t *testing.T) {
+	prog := writeProgram(t, "p.hir", "mesh 1\ninput %x : f32[6]\n%y = mul %x, 1.0\noutput %y\n")
+	bare := hirrun("run", prog, "--input", "x=random")
+	expectCode(t, bare, exitOK)
+	zero := hirrun("run", prog, "--input", "x=random:seed=0")
+	one := hirrun("run", prog, "--input", "x=random:seed=1")
+	if bare.stdout != zero.stdout || bare.stdout == "" {
+		t.Errorf("random and random:seed=0 differ:\n%s\n%s", bare.stdout, zero.stdout)
+	}
+	if bare.stdout == one.stdout {
+		t.Errorf("seeds 0 and 1 gave the same values:\n%s", one.stdout)
+	}
+	help := hirrun("run", "-h")
+	expectContains(t, "run -h", help.stdout+help.stderr, "NAME=random alone means seed 0", "(random alone: seed 0)")
+}
+
+// TestRunTimeoutMessage: a send nobody receives fails with one line that
+// names the rank once, the wait, its duration and the missing peer.
+func TestRunTimeoutMessage(t *testing.T) {
+	prog := writeProgram(t, "p.hir", "mesh 2\ninput %x : f32[4]\nsend %x peer=+1\n%r = recv peer=-1 : f32[4]\noutput %r\n")
+	r := hirrun("run", prog, "--input", "x=random:seed=1", "--timeout", "200ms")
+	expectCode(t, r, exitFail)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one line, got %q", r.stderr)
+	}
+	msg := lines[0]
+	expectContains(t, "stderr", msg, "timed out after 200ms waiting for rank ", "failed too")
+	for _, rank := range []string{"rank 0: ", "rank 1: "} {
+		if n := strings.Count(msg, rank); n > 1 {
+			t.Errorf("%q said %d times: %s", rank, n, msg)
+		}
+	}
+}
