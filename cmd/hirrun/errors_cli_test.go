@@ -34,9 +34,36 @@ func TestRunTimeoutMessage(t *testing.T) {
 	}
 	msg := lines[0]
 	expectContains(t, "stderr", msg, "timed out after 200ms waiting for rank ", "failed too")
-	for _, rank := range []string{"rank 0: ", "rank 1: "} {
-		if n := strings.Count(msg, rank); n > 1 {
-			t.Errorf("%q said %d times: %s", rank, n, msg)
+	for _, twice := range []string{"rank 0: rank 0", "rank 1: rank 1"} {
+		if strings.Contains(msg, twice) {
+			t.Errorf("the rank is said twice: %s", msg)
+		}
+	}
+}
+
+// TestRunErrorPositionOnce: an op that fails at run time is reported like a
+// compile error, its position first and once, the rank once.
+func TestRunErrorPositionOnce(t *testing.T) {
+	prog := writeProgram(t, "sr.hir", `mesh 2
+input %x : f32[4]
+%s = stream
+set_stream %s
+send %x peer=+1
+set_stream
+%y = recv peer=-1 : f32[8]
+sync_stream
+output %y
+`)
+	r := hirrun("run", prog, "--input", "x=random:seed=1", "--timeout", "2s")
+	expectCode(t, r, exitFail)
+	msg := strings.TrimSpace(r.stderr)
+	if !strings.HasPrefix(msg, prog+":8:1: rank ") || strings.Count(msg, ":8:1") != 1 || strings.Contains(msg, "\n") {
+		t.Errorf("want one line starting %s:8:1: rank, got %q", prog, r.stderr)
+	}
+	expectContains(t, "stderr", msg, "sync_stream: send #0", "the send is f32[4] (16 bytes) but the recv wants f32[8]")
+	for _, twice := range []string{"rank 0: rank 0", "rank 1: rank 1"} {
+		if strings.Contains(msg, twice) {
+			t.Errorf("the rank is said twice: %s", msg)
 		}
 	}
 }
