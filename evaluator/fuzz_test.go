@@ -43,7 +43,7 @@ func FuzzCheckThenRun(f *testing.F) {
 // seedPrograms reads every .hir file of the repository's test data.
 func seedPrograms(tb testing.TB) [][]byte {
 	var out [][]byte
-	for _, pattern := range []string{"../testdata/*.hir", "../testdata/cuda/*.hir", "../examples/*.hir", "../passes/testdata/*/*.hir", "../parser/testdata/*.hir", "testdata/contract/*.hir"} {
+	for _, pattern := range []string{"../testdata/*.hir", "../testdata/cuda/*.hir", "../examples/*.hir", "../passes/testdata/*/*.hir", "../parser/testdata/*.hir", "../testdata/contract/*.hir"} {
 		files, err := filepath.Glob(pattern)
 		if err != nil {
 			tb.Fatal(err)
@@ -264,7 +264,7 @@ func mutateLine(s string, where, how int) string {
 // fuzz target or a review found breaking the contract, each fixed since)
 // through checkThenRun, and checks that each is still accepted.
 func TestContractCorpus(t *testing.T) {
-	files, err := filepath.Glob("testdata/contract/*.hir")
+	files, err := filepath.Glob("../testdata/contract/*.hir")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ programs_rows=""
 declare -A programs_count=()
 if [ $have_hirrun = 1 ]; then
   deadline=$(( $(date +%s) + 150 ))
-  for f in testdata/*.hir testdata/cuda/*.hir; do
+  for f in testdata/*.hir testdata/cuda/*.hir testdata/contract/*.hir; do
     golden=${f%.hir}.golden
     [ -f "$golden" ] || continue
     name=${f#testdata/}

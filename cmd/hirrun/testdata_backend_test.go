@@ -47,7 +47,8 @@ func TestGoldenOnBackend(t *testing.T) {
 			t.Fatalf("HIR_GOLDEN_MAX_RANKS=%q: %v", s, err)
 		}
 	}
-	for _, p := range testdataPrograms(t) {
+	programs := append(testdataPrograms(t), contractPrograms(t)...)
+	for _, p := range programs {
 		if !p.ok() {
 			continue
 		}

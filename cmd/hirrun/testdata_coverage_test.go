@@ -30,8 +30,14 @@ type testdataProgram struct {
 
 func (p testdataProgram) ok() bool { return strings.Contains(p.golden, "\nexit 0\n") }
 
-func testdataPrograms(t *testing.T) []testdataProgram {
-	files, err := filepath.Glob("../../testdata/*.hir")
+func testdataPrograms(t *testing.T) []testdataProgram { return programsIn(t, "") }
+
+// contractPrograms are testdata/contract/*.hir, named contract/NAME.hir:
+// programs the checker accepts that test its promise (docs/SEMANTICS.md).
+func contractPrograms(t *testing.T) []testdataProgram { return programsIn(t, "contract/") }
+
+func programsIn(t *testing.T, dir string) []testdataProgram {
+	files, err := filepath.Glob("../../testdata/" + dir + "*.hir")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +51,7 @@ func testdataPrograms(t *testing.T) []testdataProgram {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, testdataProgram{filepath.Base(f), src, string(golden)})
+		out = append(out, testdataProgram{dir + filepath.Base(f), src, string(golden)})
 	}
 	return out
 }
