@@ -292,4 +292,3 @@ func TestContractCorpus(t *testing.T) {
 		})
 	}
 }
-

@@ -3,6 +3,7 @@ package evaluator
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -123,7 +124,14 @@ func (r *rank) free(f *frame, v *ir.Value) error {
 	if s.owned == nil {
 		return fmt.Errorf("%s does not own its storage (it is an input or a view), so it cannot be freed", v)
 	}
-	if err := r.pool.put(s.owned, f.current); err != nil {
+	// the producer's stream and the streams that read it, if not this one
+	var others []runtime.Stream
+	for _, u := range append(s.users, s.on) {
+		if u != nil && u != f.current && !slices.Contains(others, u) {
+			others = append(others, u)
+		}
+	}
+	if err := r.pool.put(s.owned, f.current, others...); err != nil {
 		return err
 	}
 	delete(f.vals, v)

@@ -35,6 +35,23 @@ type pooled struct {
 	buf runtime.Buffer
 	ev  runtime.Event
 	on  runtime.Stream
+	// others complete once the other streams that used the buffer have
+	// passed their uses (a value read on a second stream and freed on its
+	// producer's).
+	others []runtime.Event
+}
+
+// done reports whether every stream that used e's buffer has passed it.
+func (e *pooled) done() bool {
+	if e.ev != nil && !e.ev.Query() {
+		return false
+	}
+	for _, o := range e.others {
+		if !o.Query() {
+			return false
+		}
+	}
+	return true
 }
 
 func newPool(dev runtime.Device) *pool {
@@ -47,9 +64,7 @@ func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Bu
 		list := p.free[k]
 		e := list[i]
 		p.free[k] = append(list[:i], list[i+1:]...)
-		if e.ev != nil {
-			p.recycleEvent(e.ev)
-		}
+		p.recycle(e)
 		return e.buf, nil
 	}
 	buf, err := p.dev.Alloc(bytes, mem)
@@ -73,7 +88,7 @@ func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Bu
 // allocations are collective and must stay matched. -1: allocate anew.
 func (p *pool) reusable(list []pooled, mem ir.MemoryType, s runtime.Stream) int {
 	for i := len(list) - 1; i >= 0; i-- {
-		if list[i].ev == nil || list[i].on == s {
+		if e := &list[i]; e.ev == nil || (e.on == s && len(e.others) == 0) {
 			return i
 		}
 	}
@@ -81,17 +96,50 @@ func (p *pool) reusable(list []pooled, mem ir.MemoryType, s runtime.Stream) int 
 		return -1
 	}
 	for i := len(list) - 1; i >= 0; i-- {
-		if list[i].ev.Query() {
+		if list[i].done() {
 			return i
 		}
 	}
 	return -1
 }
 
+// recycle keeps e's events for later records.
+func (p *pool) recycle(e pooled) {
+	if e.ev != nil {
+		p.recycleEvent(e.ev)
+	}
+	for _, o := range e.others {
+		p.recycleEvent(o)
+	}
+}
+
+// synchronized forgets the events of every parked buffer: the caller has
+// synchronised every stream, so each may be reused anywhere (a symmetric
+// buffer freed across streams included, on every rank alike).
+func (p *pool) synchronized() {
+	for k, list := range p.free {
+		for i := range list {
+			p.recycle(list[i])
+			list[i] = pooled{buf: list[i].buf}
+		}
+		p.free[k] = list
+	}
+}
+
 // put parks buf; s is the stream whose work on buf must finish before reuse
 // (nil when the caller has synchronised).
-func (p *pool) put(buf runtime.Buffer, s runtime.Stream) error {
+func (p *pool) put(buf runtime.Buffer, s runtime.Stream, others ...runtime.Stream) error {
 	e := pooled{buf: buf, on: s}
+	for _, o := range others {
+		ev, err := p.takeEvent()
+		if err != nil {
+			return err
+		}
+		if err := o.Record(ev); err != nil {
+			return errors.Join(err, ev.Close())
+		}
+		e.others = append(e.others, ev)
+	}
 	if s != nil {
 		ev, err := p.takeEvent()
 		if err != nil {
@@ -127,8 +175,10 @@ func (p *pool) close() error {
 	var errs []error
 	for _, list := range p.free {
 		for _, e := range list {
-			if e.ev != nil {
-				errs = append(errs, e.ev.Synchronize(), e.ev.Close())
+			for _, ev := range append(e.others, e.ev) {
+				if ev != nil {
+					errs = append(errs, ev.Synchronize(), ev.Close())
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package evaluator
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +66,9 @@ type slot struct {
 	// stream waits for exactly that work (SSA makes the producer known).
 	on    runtime.Stream
 	ready runtime.Event
+	// users are the other streams that used the value: its storage is free
+	// for reuse only once they too have passed their uses.
+	users []runtime.Stream
 }
 
 // frame is one Run's bindings and current stream.
@@ -113,6 +117,7 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 // differs between ranks).
 func (r *rank) releaseFrame(f *frame) {
 	// Every stream of the run has been synchronised: no wait is pending.
+	r.pool.synchronized()
 	for _, ev := range f.events {
 		r.pool.recycleEvent(ev)
 	}
@@ -323,6 +328,9 @@ func (r *rank) tensor(f *frame, v *ir.Value) (runtime.Tensor, error) {
 	if s.ready != nil && s.on != f.current {
 		if err := f.current.WaitEvent(s.ready); err != nil {
 			return runtime.Tensor{}, err
+		}
+		if !slices.Contains(s.users, f.current) {
+			s.users = append(s.users, f.current)
 		}
 	}
 	return s.t, nil

@@ -10,6 +10,8 @@ import (
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/parser"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
 )
 
 // TestUseOnAnotherStreamWaitsForItsProducer: %a is allocated (and zero
@@ -49,19 +51,28 @@ output %y
 // A runtime error names the rank once: the CPU runtime's messages start
 // with the rank, and Run puts it in front already.
 func TestRuntimeErrorNamesTheRankOnce(t *testing.T) {
+	// Both ranks send first on one stream: each send waits for a recv
+	// that waits behind the peer's send (a checked program may still stop
+	// for peers that never come: a timeout).
 	src := `mesh 2
 input %x : f32[4]
-%s = stream
-set_stream %s
 send %x peer=+1
-set_stream
-%y = recv peer=-1 : f32[8]
+%y = recv peer=-1 : f32[4]
 sync_stream
 output %y
 `
 	prog, err := parser.Parse("sr.hir", []byte(src))
 	require.NoError(t, err)
-	_, err = job(t, prog, evaluator.Options{Timeout: 2 * time.Second}).Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{4}, 1)})
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	rt, err := runtime.Open("sim", runtime.Config{WorldSize: 2, Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	defer rt.Close()
+	j, err := evaluator.NewJob(prog, rt, evaluator.Options{})
+	require.NoError(t, err)
+	defer j.Close()
+	_, err = j.Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{4}, 1)})
 	require.Error(t, err)
-	require.Regexp(t, `^sr.hir:8:1: rank [01]: sync_stream: send #0 from rank [01] to rank [01]: the send is f32\[4\] \(16 bytes\) but the recv wants f32\[8\]`, err.Error())
+	require.Regexp(t, `^sr.hir:5:1: rank [01]: sync_stream: send #0 from rank [01] to rank [01]: timed out after 300ms`, err.Error())
+	var te *runtime.TimeoutError
+	require.ErrorAs(t, err, &te)
 }

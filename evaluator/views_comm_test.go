@@ -354,7 +354,7 @@ func contractViewPrograms() map[string]string {
 	out := map[string]string{}
 	for _, g := range order {
 		inputs := map[string]string{} // name -> type
-		local := map[string]bool{}     // inputs of one case, renamed
+		local := map[string]bool{}    // inputs of one case, renamed
 		var inputOrder []string
 		var body, outputs []string
 		for k, c := range groups[g] {

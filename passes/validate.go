@@ -11,6 +11,11 @@ import (
 // inside the mesh, collectives on device memory, and frees (no free of an
 // input, no use after free). It runs on a typed program.
 func validate(p *ir.Program, _ *Context) error {
+	if n := p.Mesh.Size(); n > ir.MaxMeshSize {
+		var errs ir.ErrorList
+		errs.Add(p.Mesh.Pos, "mesh of %d ranks is larger than the %d ranks a program may have (ir.MaxMeshSize; docs/RUNTIME.md says why)", n, ir.MaxMeshSize)
+		return errs.Err()
+	}
 	v := &validator{size: p.Mesh.Size(), inputs: map[*ir.Value]bool{}, outputs: map[*ir.Value]*ir.Value{}, badShard: map[*ir.Value]bool{}}
 	for _, out := range p.Outputs {
 		v.outputs[rootOf(out)] = out
@@ -22,6 +27,7 @@ func validate(p *ir.Program, _ *Context) error {
 	top := &freeScope{freed: map[*ir.Value]ir.Pos{}}
 	v.block(p.Body, top)
 	checkTransfers(p, v)
+	checkPointToPoint(p, v)
 	return v.errs.Err()
 }
 

@@ -42,25 +42,26 @@ func TestRunTimeoutMessage(t *testing.T) {
 }
 
 // TestRunErrorPositionOnce: an op that fails at run time is reported like a
-// compile error, its position first and once, the rank once.
+// compile error, its position first and once, the rank once. (A checked
+// program fails at run time only for a resource: here memory.)
 func TestRunErrorPositionOnce(t *testing.T) {
-	prog := writeProgram(t, "sr.hir", `mesh 2
+	prog := writeProgram(t, "oom.hir", `mesh 2
 input %x : f32[4]
+%y = mul %x, 2.0
 %s = stream
 set_stream %s
-send %x peer=+1
+%a = alloc : f32[1048576]
 set_stream
-%y = recv peer=-1 : f32[8]
-sync_stream
-output %y
+output %y, %a
 `)
-	r := hirrun("run", prog, "--input", "x=random:seed=1", "--timeout", "2s")
+	t.Setenv("HIR_SIM_MEMORY_LIMIT", "1MiB")
+	r := hirrun("run", prog, "--input", "x=random:seed=1")
 	expectCode(t, r, exitFail)
 	msg := strings.TrimSpace(r.stderr)
-	if !strings.HasPrefix(msg, prog+":8:1: rank ") || strings.Count(msg, ":8:1") != 1 || strings.Contains(msg, "\n") {
-		t.Errorf("want one line starting %s:8:1: rank, got %q", prog, r.stderr)
+	if !strings.HasPrefix(msg, prog+":6:6: rank ") || strings.Count(msg, ":6:6") != 1 || strings.Contains(msg, "\n") {
+		t.Errorf("want one line starting %s:6:6: rank, got %q", prog, r.stderr)
 	}
-	expectContains(t, "stderr", msg, "sync_stream: send #0", "the send is f32[4] (16 bytes) but the recv wants f32[8]")
+	expectContains(t, "stderr", msg, "alloc: ", "out of memory")
 	for _, twice := range []string{"rank 0: rank 0", "rank 1: rank 1"} {
 		if strings.Contains(msg, twice) {
 			t.Errorf("the rank is said twice: %s", msg)
