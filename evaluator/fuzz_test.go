@@ -69,7 +69,7 @@ const (
 	fuzzMaxTensor     = 1 << 20 // bytes of any one tensor
 	fuzzMaxIterations = 4096    // ops run inside loops, all loops together
 	fuzzMemoryLimit   = 256 << 20
-	fuzzPeerTimeout   = 2 * time.Second
+	fuzzPeerTimeout   = time.Second
 	fuzzHang          = 60 * time.Second
 )
 

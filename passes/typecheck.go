@@ -13,7 +13,7 @@ import (
 // After the pass every value has a type, so running it again changes nothing.
 func typecheck(p *ir.Program, _ *Context) error {
 	c := &checker{loops: map[*ir.Value]loopRange{}}
-	top := &blockState{pending: map[*ir.Value]*ir.Op{}}
+	top := newBlockState()
 	for _, in := range p.Inputs {
 		c.oneShardAxis(in.Pos, "input "+in.String()+" is declared", in.Type)
 	}
@@ -34,15 +34,28 @@ type checker struct {
 // loopRange is the first and last value a loop index takes.
 type loopRange struct{ first, last int64 }
 
-// blockState tracks the async results of a block not yet waited for.
+// blockState tracks the async results of a block not yet waited for, and
+// those waited for already.
 type blockState struct {
 	pending map[*ir.Value]*ir.Op
+	waited  map[*ir.Value]ir.Pos
+	// outer marks pending results of an enclosing block: a loop body that
+	// waited for one would wait on every iteration.
+	outer map[*ir.Value]bool
+}
+
+func newBlockState() *blockState {
+	return &blockState{pending: map[*ir.Value]*ir.Op{}, waited: map[*ir.Value]ir.Pos{}, outer: map[*ir.Value]bool{}}
 }
 
 func (s *blockState) child() *blockState {
-	c := &blockState{pending: map[*ir.Value]*ir.Op{}}
+	c := newBlockState()
 	for v, op := range s.pending {
 		c.pending[v] = op
+		c.outer[v] = true
+	}
+	for v, pos := range s.waited {
+		c.waited[v] = pos
 	}
 	return c
 }
@@ -711,7 +724,16 @@ func (c *checker) wait(op *ir.Op, st *blockState) bool {
 	d := v.Def
 	switch {
 	case d != nil && d.Code.IsCollective() && d.Async():
+		if pos, ok := st.waited[v]; ok {
+			c.errs.Add(op.Pos, "wait: %s was already waited for at %s; wait once per async result", v, pos)
+			return false
+		}
+		if st.outer[v] {
+			c.errs.Add(op.Pos, "wait: %s is an async result from outside this for loop; waiting for it in the body would wait on every iteration (wait before or after the loop)", v)
+			return false
+		}
 		delete(st.pending, v)
+		st.waited[v] = op.Pos
 		return true
 	case d != nil && d.Code == ir.OpTransfer:
 		return true
@@ -767,7 +789,7 @@ func (c *checker) fusion(op *ir.Op) ([]inferred, bool) {
 		return nil, false
 	}
 	before := len(c.errs)
-	c.block(op.Body, &blockState{pending: map[*ir.Value]*ir.Op{}})
+	c.block(op.Body, newBlockState())
 	if len(c.errs) > before {
 		return nil, false
 	}
