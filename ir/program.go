@@ -190,7 +190,17 @@ type Block struct {
 // Mesh is the set of devices that take part; rank r runs on Devices[r].
 type Mesh struct {
 	Devices []int
+	Pos     Pos // where the program declares it; zero for a built program
 }
+
+// MaxMeshSize is the most ranks a program may have; the checker rejects a
+// larger mesh. Every runtime keeps per-rank state (the CPU runtime a few
+// goroutines and about 8 KiB per rank, and every collective meets all
+// ranks), so 4096 keeps the CPU runtime, which hosts every rank in one
+// process, within seconds and megabytes for a small program, and is well
+// past the GPUs one job of a hir program spans. docs/RUNTIME.md has the
+// figures.
+const MaxMeshSize = 4096
 
 // LinearMesh returns the mesh of devices 0..n-1.
 func LinearMesh(n int) Mesh {

@@ -198,6 +198,7 @@ func (b *builder) mesh(m *meshAST) {
 			b.meshBad = true
 		default:
 			b.prog.Mesh = ir.LinearMesh(int(n))
+			b.prog.Mesh.Pos = pos
 		}
 		return
 	}
@@ -238,7 +239,7 @@ func (b *builder) mesh(m *meshAST) {
 		}
 	}
 	if !b.meshBad {
-		b.prog.Mesh = ir.Mesh{Devices: devices}
+		b.prog.Mesh = ir.Mesh{Devices: devices, Pos: pos}
 	}
 }
 

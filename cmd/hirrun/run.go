@@ -146,7 +146,12 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		}
 		return exitFail
 	}
-	res, err := c.execute(prog, rt, inputs, o)
+	release, err := reserveInputs(prog, rt)
+	var res *evaluator.Result
+	if err == nil {
+		res, err = c.execute(prog, rt, inputs, o)
+		release()
+	}
 	if cerr := rt.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing the %s runtime: %w", rt.Name(), cerr)
 	}
@@ -263,6 +268,9 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 		}
 		return nil, fmt.Errorf("missing input%s %s; give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input %s=random:seed=1",
 			plural(len(missing)), strings.Join(missing, ", "), first)
+	}
+	if err := checkInputMemory(prog); err != nil {
+		return nil, err
 	}
 	inputs := map[string]*host.Array{}
 	for _, in := range prog.Inputs {

@@ -296,7 +296,7 @@ func TestTooLargeIsAClearError(t *testing.T) {
 	d := openSingle(t)
 	for _, mem := range []ir.MemoryType{ir.Global, ir.Symmetric} {
 		_, err := d.Alloc(1<<50, mem)
-		if err == nil || !strings.Contains(err.Error(), "does not fit on device 0") || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
+		if err == nil || !strings.Contains(err.Error(), "does not fit: device 0") || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
 			t.Errorf("%v alloc of 1 PiB: %v", mem, err)
 		}
 	}

@@ -135,9 +135,14 @@ func (d *Device) tooLarge(what string, bytes int64, err error) error {
 	if !IsResult(err, errOutOfMemory) {
 		return fmt.Errorf("rank %d: %s of %d bytes: %w", d.opts.Rank, what, bytes, err)
 	}
-	free, total, _ := d.drv.memGetInfo()
-	return fmt.Errorf("rank %d: %s of %d bytes (%s) does not fit on device %d (%s): %s free of %s: %w",
-		d.opts.Rank, what, bytes, human(uint64(bytes)), d.opts.Device, d.info.Name, human(free), human(total), err)
+	// The typed error (errors.As with *runtime.OutOfMemoryError) wraps the
+	// driver's, so IsResult(err, errOutOfMemory) still holds.
+	oom := &runtime.OutOfMemoryError{Where: fmt.Sprintf("device %d (%s)", d.opts.Device, d.info.Name), What: what,
+		Asked: bytes, Free: -1, Limit: -1, Err: err}
+	if free, total, ierr := d.drv.memGetInfo(); ierr == nil {
+		oom.Free, oom.Limit = int64(free), int64(total)
+	}
+	return fmt.Errorf("rank %d: %w", d.opts.Rank, oom)
 }
 
 func human(n uint64) string {

@@ -88,12 +88,24 @@ func (j *collJob) store(v *view, lo int64, a acc) {
 }
 
 // peer is v as it lies in peer's shard of its symmetric buffer.
+//
+// It reaches the peer's shard buffer directly rather than through
+// PeerBuffer, whose views are registered and cached per (rank, peer) until
+// the allocation is freed: a collective in which every rank reads every
+// peer would leave D² views behind, quadratic in the mesh.
 func (j *collJob) peer(v *view, p int) (*view, error) {
-	pb, err := j.d.PeerBuffer(v.buf, p)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", j.what, err)
+	a := v.buf.sym
+	if a == nil {
+		return nil, fmt.Errorf("%s: buffer %d is %v memory; only symmetric buffers can be reached on peers", j.what, v.buf.id, v.buf.mem)
 	}
-	return v.on(pb.(*buffer), 0), nil
+	if p < 0 || p >= len(a.shards) {
+		return nil, fmt.Errorf("%s: peer %d out of range [0, %d)", j.what, p, len(a.shards))
+	}
+	sh := a.shards[p]
+	if sh.freed.Load() {
+		return nil, fmt.Errorf("%s: rank %d freed symmetric alloc #%d before the collective read it", j.what, p, a.seq)
+	}
+	return v.on(sh, 0), nil
 }
 
 // reduceFromPeers reduces elements [lo, hi) of v (sliced by sel) over every
@@ -153,6 +165,9 @@ func (j *collJob) allReduceOneShot(m *member) error {
 func (j *collJob) allReduceTwoShot(m *member) error {
 	r := j.d.rank
 	b := chunkBounds(j.in.n, j.d.rt.size)
+	if b[r] == b[r+1] {
+		return m.barrier() // an empty chunk (fewer elements than ranks): nothing to read or write
+	}
 	total, err := j.reduceFromPeers(j.in, whole, b[r], b[r+1])
 	if err != nil {
 		return err

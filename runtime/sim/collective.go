@@ -187,6 +187,16 @@ func (c callDesc) String() string {
 type arrival struct {
 	desc    callDesc
 	staging *buffer
+	oom     error // this rank's staging and scratch did not fit
+}
+
+// scratchBytes bounds the private memory an algorithm makes besides its
+// staging buffer: values are reduced in float64 or int64 accumulators (two
+// live at once: the running total and the peer's chunk being folded in),
+// and the ring and staged algorithms pack the input and the output.
+func (j *collJob) scratchBytes() int64 {
+	n := max(j.in.n, j.out.n)
+	return 16*n + j.in.n*j.in.esz() + j.out.n*j.out.esz()
 }
 
 // stagingSlot is the bytes one sender needs in a receiver's staging buffer
@@ -215,12 +225,26 @@ func (j *collJob) run() error {
 		return errorf(d.rank, "%s: a buffer was freed before the collective ran", j.what)
 	}
 	slot := j.stagingSlot()
-	var staging *buffer
+	// The staging buffer and the algorithm's scratch come out of the
+	// memory budget before anything is made. Every rank computes the same
+	// sizes, but the budget is shared, so one rank may fail where another
+	// did not: the failing rank still joins the meeting (with no staging)
+	// and the group fails on every rank alike instead of leaving the
+	// others to time out.
+	reserve := j.scratchBytes()
 	if slot > 0 {
+		reserve += slot * int64(d.rt.size)
+	}
+	oomErr := d.rt.mem.take(reserve, j.what+" staging and scratch")
+	if oomErr == nil {
+		defer d.rt.mem.give(reserve)
+	}
+	var staging *buffer
+	if slot > 0 && oomErr == nil {
 		staging = d.rt.newBuffer(make([]byte, slot*int64(d.rt.size)), ir.Global, d.rank, nil, false)
 		defer d.rt.release(staging)
 	}
-	res, err := d.rt.rv.meet(meetKey{kind: "coll", seq: j.seq}, d.rt.allRanks(), d.rank, arrival{j.desc(), staging}, d.rt.timeout, j.what,
+	res, err := d.rt.rv.meet(meetKey{kind: "coll", seq: j.seq}, d.rt.allRanks(), d.rank, arrival{j.desc(), staging, oomErr}, d.rt.timeout, j.what,
 		func(payloads map[int]any) (any, error) {
 			descs := map[int]any{}
 			for r, p := range payloads {
@@ -228,6 +252,11 @@ func (j *collJob) run() error {
 			}
 			if err := agree(j.what, "call", descs, d.rt.size); err != nil {
 				return nil, err
+			}
+			for r := 0; r < d.rt.size; r++ {
+				if err := payloads[r].(arrival).oom; err != nil {
+					return nil, fmt.Errorf("rank %d: %w", r, err)
+				}
 			}
 			g := newGroup(d.rt.size, d.rt.timeout, j.what, d.rt.closed)
 			g.slot = slot
@@ -237,11 +266,11 @@ func (j *collJob) run() error {
 			return g, nil
 		})
 	if err != nil {
-		return errorf(d.rank, "%v", err)
+		return errorf(d.rank, "%w", err)
 	}
 	m := res.(*group).member(d.rank)
 	if err := j.dispatch(m); err != nil {
-		return errorf(d.rank, "%v", err)
+		return errorf(d.rank, "%w", err)
 	}
 	return nil
 }

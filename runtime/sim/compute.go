@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -62,6 +63,7 @@ type step struct {
 }
 
 type compiler struct {
+	mem    *memoryBudget // broadcast and reduction maps are checked against it before they are made
 	rank   int
 	k      *kernel
 	byPtr  map[*ir.Value]int
@@ -74,16 +76,16 @@ func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
 	if spec == nil || spec.Op == nil {
 		return nil, errorf(d.rank, "compile: no op")
 	}
-	k, err := compile(spec)
+	k, err := compile(spec, &d.rt.mem)
 	if err != nil {
 		return nil, errorf(d.rank, "compile %s at %s: %v", spec.Op.Code, spec.Op.Pos, err)
 	}
 	return k, nil
 }
 
-func compile(spec *runtime.KernelSpec) (*kernel, error) {
+func compile(spec *runtime.KernelSpec, mem *memoryBudget) (*kernel, error) {
 	op := spec.Op
-	c := &compiler{k: &kernel{name: op.Code.String(), inputs: cloneShapes(spec.Inputs), outputs: cloneShapes(spec.Outputs)},
+	c := &compiler{mem: mem, k: &kernel{name: op.Code.String(), inputs: cloneShapes(spec.Inputs), outputs: cloneShapes(spec.Outputs)},
 		byPtr: map[*ir.Value]int{}, byName: map[string]int{}}
 	var tensors []*ir.Value
 	for _, v := range op.Operands {
@@ -311,9 +313,47 @@ func (c *compiler) pointwise(op *ir.Op) (step, error) {
 			continue
 		}
 		s, info, _ := c.tensorOperand(v)
+		if !slices.Equal(shape, info.shape) {
+			if err := c.fits(shape, "broadcast map"); err != nil {
+				return st, err
+			}
+		}
 		st.args = append(st.args, operand{slot: s, index: broadcastIndex(shape, info.shape)})
 	}
 	return st, nil
+}
+
+// fits checks that an index map of one int64 per element of shape fits the
+// memory budget now (the map lives as long as the kernel, outside any
+// buffer, so it is checked rather than taken).
+func (c *compiler) fits(shape []int64, what string) error {
+	if c.mem == nil {
+		return nil
+	}
+	n := ir.Product(shape)
+	if n > math.MaxInt64/8 {
+		n = math.MaxInt64 / 8
+	}
+	return c.mem.check(8*n, "the kernel's "+what)
+}
+
+// scratchBytes is the memory a run of k holds besides its arguments: every
+// slot (inputs and intermediates) is held as float64 or int64, and a
+// literal yield is spread over the output first.
+func (k *kernel) scratchBytes() int64 {
+	var n int64
+	for _, s := range k.slots {
+		n += ir.Product(s.shape)
+	}
+	for i, y := range k.yields {
+		if y.slot < 0 && i < len(k.outputs) {
+			n += ir.Product(k.outputs[i].Shape)
+		}
+	}
+	if n > math.MaxInt64/8 {
+		return math.MaxInt64
+	}
+	return 8 * n
 }
 
 // broadcastIndex maps each element of out to the element of an operand of
@@ -402,6 +442,9 @@ func (c *compiler) reduction(op *ir.Op) (step, error) {
 	}
 	st.args = []operand{{slot: s}}
 	st.inDT, st.dt, st.shape = in.dt, in.dt, outShape
+	if err := c.fits(in.shape, "reduction map"); err != nil {
+		return st, err
+	}
 	st.reduceIndex = odometer(in.shape, strides)
 	return st, nil
 }
@@ -479,6 +522,11 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 				return errorf(d.rank, "launch %s: argument %d's buffer was freed before the kernel ran", k.name, i)
 			}
 		}
+		scratch := k.scratchBytes()
+		if err := d.rt.mem.take(scratch, k.name+"'s working memory"); err != nil {
+			return errorf(d.rank, "%w", err)
+		}
+		defer d.rt.mem.give(scratch)
 		if err := k.run(views[:len(k.inputs)], views[len(k.inputs):]); err != nil {
 			return errorf(d.rank, "%s: %v", k.name, err)
 		}

@@ -44,6 +44,10 @@ func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) e
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "copy to host: buffer %d freed before the copy ran", v.buf.id)
 		}
+		if v.contig { // no packed copy: it would double the memory a readback takes
+			copy(dst, v.data[:v.n*v.esz()])
+			return nil
+		}
 		copy(dst, v.packed(0, v.n))
 		return nil
 	}})

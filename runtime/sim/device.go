@@ -19,8 +19,11 @@ type Device struct {
 	symAllocSeq int64 // symmetric allocs so far: matches the k-th across ranks
 	collSeq     int64 // collectives enqueued so far
 	barrierSeq  int64
-	sendSeq     []int64 // sends enqueued so far, by destination
-	recvSeq     []int64 // recvs enqueued so far, by source
+	// sends enqueued so far, by destination, and recvs by source: maps,
+	// not slices of the world size, so a rank holds only the peers it
+	// talks to (slices made the runtime's memory quadratic in the mesh)
+	sendSeq map[int]int64
+	recvSeq map[int]int64
 
 	exchangeSeq atomic.Int64 // Exchange calls so far: the k-th meets every rank's k-th
 }

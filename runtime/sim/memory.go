@@ -71,8 +71,8 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	}
 	switch mem {
 	case ir.Global, ir.Host:
-		if err := d.rt.mem.take(bytes); err != nil {
-			return nil, fmt.Errorf("rank %d: alloc of %s in %v memory: %w", d.rank, formatBytes(bytes), mem, err)
+		if err := d.rt.mem.take(bytes, fmt.Sprintf("alloc in %v memory", mem)); err != nil {
+			return nil, fmt.Errorf("rank %d: %w", d.rank, err)
 		}
 		return d.rt.newBuffer(make([]byte, bytes), mem, d.rank, nil, false), nil
 	case ir.Symmetric:
@@ -102,9 +102,9 @@ func (rt *Runtime) newSymAlloc(seq, bytes int64) (*symAlloc, error) {
 	if shard < bytes || (shard > 0 && shard*int64(rt.size)/int64(rt.size) != shard) {
 		return nil, fmt.Errorf("symmetric alloc #%d of %d bytes per rank: the size overflows", seq, bytes)
 	}
-	if err := rt.mem.take(shard * int64(rt.size)); err != nil {
-		return nil, fmt.Errorf("symmetric alloc #%d of %s per rank (%s on %d ranks): %w",
-			seq, formatBytes(bytes), formatBytes(shard*int64(rt.size)), rt.size, err)
+	if err := rt.mem.take(shard*int64(rt.size), fmt.Sprintf("symmetric alloc #%d (%s per rank on %d ranks)",
+		seq, formatBytes(bytes), rt.size)); err != nil {
+		return nil, err
 	}
 	a := &symAlloc{seq: seq, shard: shard, backing: make([]byte, shard*int64(rt.size)),
 		freedBy: make([]bool, rt.size), peerViews: map[[2]int]*buffer{}, contigViews: map[int]*buffer{}}
@@ -121,13 +121,10 @@ func (a *symAlloc) shardBytes(r int) []byte {
 	return a.backing[lo:hi:hi]
 }
 
-func (rt *Runtime) allRanks() []int {
-	rs := make([]int, rt.size)
-	for i := range rs {
-		rs[i] = i
-	}
-	return rs
-}
+// allRanks is every rank, for a meeting of all: one shared slice, not a
+// new one per rank per meeting (D ranks each making D ints per collective
+// was quadratic in the mesh).
+func (rt *Runtime) allRanks() []int { return rt.ranks }
 
 // Free releases a buffer once the device's streams have passed the work
 // enqueued so far (cudaFree synchronises too). A symmetric allocation is

@@ -158,19 +158,38 @@ type group struct {
 	pads    []*signalPad
 	staging []*buffer // rank r's private staging: one slot per sender
 	slot    int64     // bytes per staging slot
+	bar     barrier
 }
+
+// A group's memory is linear in the ranks: pads and members keep counters
+// only for the peers that signalled (maps, not slices of the world size),
+// and the barrier is one counter, not a signal from every rank to every
+// other. Tables of D counters per rank made every collective quadratic in
+// the mesh (64 MiB of counters per collective at 4096 ranks).
 
 type signalPad struct {
 	mu      sync.Mutex
-	counts  [][numChannels]uint64 // by sender
-	changed chan struct{}         // closed and replaced on every signal
+	counts  map[int]*[numChannels]uint64 // by sender; absent: no signal yet
+	changed chan struct{}                // closed and replaced on every signal
+}
+
+// barrier counts the ranks that entered the group's current barrier. Every
+// rank runs the same algorithm, so the k-th barrier of every rank is the
+// same one, and a rank cannot enter the next before the current completed.
+type barrier struct {
+	mu      sync.Mutex
+	entered []int64       // barriers each rank entered, for the timeout's message
+	arrived int           // ranks in the current barrier
+	done    chan struct{} // closed (and replaced) when the current one completes
 }
 
 func newGroup(size int, timeout time.Duration, what string, closed <-chan struct{}) *group {
 	g := &group{size: size, timeout: timeout, what: what, closed: closed}
-	for r := 0; r < size; r++ {
-		g.pads = append(g.pads, &signalPad{counts: make([][numChannels]uint64, size), changed: make(chan struct{})})
+	g.pads = make([]*signalPad, size)
+	for r := range g.pads {
+		g.pads[r] = &signalPad{counts: map[int]*[numChannels]uint64{}, changed: make(chan struct{})}
 	}
+	g.bar = barrier{entered: make([]int64, size), done: make(chan struct{})}
 	return g
 }
 
@@ -178,12 +197,22 @@ func newGroup(size int, timeout time.Duration, what string, closed <-chan struct
 type member struct {
 	g    *group
 	rank int
-	seen [][numChannels]uint64 // signals consumed, by sender
-	sent []int64               // staged chunks sent, by receiver
+	seen map[int]*[numChannels]uint64 // signals consumed, by sender
+	sent map[int]int64                // staged chunks sent, by receiver
 }
 
 func (g *group) member(rank int) *member {
-	return &member{g: g, rank: rank, seen: make([][numChannels]uint64, g.size), sent: make([]int64, g.size)}
+	return &member{g: g, rank: rank, seen: map[int]*[numChannels]uint64{}, sent: map[int]int64{}}
+}
+
+// counter returns m[k], made on first use.
+func counter(m map[int]*[numChannels]uint64, k int) *[numChannels]uint64 {
+	c, ok := m[k]
+	if !ok {
+		c = new([numChannels]uint64)
+		m[k] = c
+	}
+	return c
 }
 
 // signal bumps peer's pad slot for this rank on channel ch. The pad's mutex
@@ -191,7 +220,7 @@ func (g *group) member(rank int) *member {
 func (m *member) signal(peer, ch int) {
 	p := m.g.pads[peer]
 	p.mu.Lock()
-	p.counts[m.rank][ch]++
+	counter(p.counts, m.rank)[ch]++
 	close(p.changed)
 	p.changed = make(chan struct{})
 	p.mu.Unlock()
@@ -207,7 +236,14 @@ func (m *member) wait(ch int, from ...int) error {
 		p.mu.Lock()
 		var missing []int
 		for _, f := range from {
-			if p.counts[f][ch] <= m.seen[f][ch] {
+			var got, seen uint64
+			if c := p.counts[f]; c != nil {
+				got = c[ch]
+			}
+			if c := m.seen[f]; c != nil {
+				seen = c[ch]
+			}
+			if got <= seen {
 				missing = append(missing, f)
 			}
 		}
@@ -215,7 +251,7 @@ func (m *member) wait(ch int, from ...int) error {
 		p.mu.Unlock()
 		if len(missing) == 0 {
 			for _, f := range from {
-				m.seen[f][ch]++
+				counter(m.seen, f)[ch]++
 			}
 			return nil
 		}
@@ -230,23 +266,49 @@ func (m *member) wait(ch int, from ...int) error {
 	}
 }
 
-func (m *member) peers() []int {
-	var ps []int
-	for r := 0; r < m.g.size; r++ {
-		if r != m.rank {
-			ps = append(ps, r)
-		}
-	}
-	return ps
-}
-
-// barrier: signal every peer, wait for every peer.
+// barrier returns once every rank of the group entered it (as many times
+// as this rank has), or fails naming the ranks that did not. The mutex and
+// the closed channel order every rank's writes before it with the reads
+// after it.
 func (m *member) barrier() error {
-	ps := m.peers()
-	for _, p := range ps {
-		m.signal(p, chBarrier)
+	b := &m.g.bar
+	b.mu.Lock()
+	k := b.entered[m.rank]
+	b.entered[m.rank]++
+	b.arrived++
+	if b.arrived == m.g.size {
+		b.arrived = 0
+		close(b.done)
+		b.done = make(chan struct{})
+		b.mu.Unlock()
+		return nil
 	}
-	return m.wait(chBarrier, ps...)
+	done := b.done
+	b.mu.Unlock()
+	timer := time.NewTimer(m.g.timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-timer.C:
+		b.mu.Lock()
+		var missing []int
+		for r, n := range b.entered {
+			if n <= k {
+				missing = append(missing, r)
+			}
+		}
+		b.mu.Unlock()
+		select {
+		case <-done: // completed while we looked
+			return nil
+		default:
+		}
+		return &runtime.TimeoutError{What: m.g.what, After: m.g.timeout, Missing: missing,
+			Awaited: "a " + channelNames[chBarrier] + " signal"}
+	case <-m.g.closed:
+		return fmt.Errorf("%s: %w", m.g.what, ErrClosed)
+	}
 }
 
 // send stages data in peer's private staging slot for this rank (waiting

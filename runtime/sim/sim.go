@@ -47,6 +47,7 @@ type Runtime struct {
 	mem         memoryBudget
 	devices     []*Device
 	rv          *rendezvous
+	ranks       []int // 0 … size-1, shared by every meeting of all ranks: never changed
 
 	nextID atomic.Uint64
 
@@ -82,6 +83,9 @@ func NewWithOptions(cfg runtime.Config, opts Options) (*Runtime, error) {
 	}
 	limit := opts.MemoryLimit
 	if limit == 0 {
+		if _, err := memoryLimitFromEnv(); err != nil {
+			return nil, fmt.Errorf("sim: %v", err)
+		}
 		limit = DefaultMemoryLimit()
 	}
 	if limit < 0 {
@@ -96,9 +100,12 @@ func NewWithOptions(cfg runtime.Config, opts Options) (*Runtime, error) {
 		closed:      make(chan struct{}),
 	}
 	rt.rv = newRendezvous(rt.closed)
+	rt.ranks = make([]int, cfg.WorldSize)
+	for r := range rt.ranks {
+		rt.ranks[r] = r
+	}
 	for r := 0; r < cfg.WorldSize; r++ {
-		d := &Device{rt: rt, rank: r, streams: map[*stream]bool{},
-			sendSeq: make([]int64, cfg.WorldSize), recvSeq: make([]int64, cfg.WorldSize)}
+		d := &Device{rt: rt, rank: r, streams: map[*stream]bool{}, sendSeq: map[int]int64{}, recvSeq: map[int]int64{}}
 		d.def = newStream(d, true)
 		rt.devices = append(rt.devices, d)
 	}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim"
+)
+
+// inputBytes is the bytes of every input's logical tensor, as the host
+// arrays made for them hold it, and a list naming each (for messages).
+// A size past int64 is math.MaxInt64.
+func inputBytes(prog *ir.Program) (int64, string) {
+	var total int64
+	var parts []string
+	for _, in := range prog.Inputs {
+		t := in.Tensor()
+		if t == nil {
+			continue
+		}
+		n := int64(t.DType.Size())
+		for _, e := range t.Shape() {
+			if e != 0 && n > math.MaxInt64/e {
+				n = math.MaxInt64
+				break
+			}
+			n *= e
+		}
+		if total > math.MaxInt64-n {
+			total = math.MaxInt64
+		} else {
+			total += n
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", in, runtime.FormatBytes(n)))
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+// checkInputMemory refuses, before any is made, inputs whose host arrays
+// alone do not fit the memory limit (sim.DefaultMemoryLimit: the machine's,
+// or HIR_SIM_MEMORY_LIMIT): making them would crash the process.
+func checkInputMemory(prog *ir.Program) error {
+	n, list := inputBytes(prog)
+	limit := sim.DefaultMemoryLimit()
+	if n <= limit {
+		return nil
+	}
+	return &runtime.OutOfMemoryError{Where: "the host", What: "the inputs (" + list + ")",
+		Asked: n, Free: -1, Limit: limit, Hint: "set " + sim.MemoryLimitEnv + " to change the limit"}
+}
+
+// hostReserver is a runtime whose device memory is the host's (the CPU
+// runtime): the host arrays of the inputs take from its budget too.
+type hostReserver interface {
+	Reserve(what string, bytes int64) (release func(), err error)
+}
+
+// reserveInputs takes the input arrays' bytes from rt's budget where rt
+// shares the host's memory; release gives them back.
+func reserveInputs(prog *ir.Program, rt runtime.Runtime) (release func(), err error) {
+	r, ok := rt.(hostReserver)
+	if !ok {
+		return func() {}, nil
+	}
+	n, list := inputBytes(prog)
+	return r.Reserve("the host copies of the inputs ("+list+")", n)
+}
