@@ -19,6 +19,10 @@ func typecheck(p *ir.Program, _ *Context) error {
 	}
 	c.block(p.Body, top)
 	for _, out := range p.Outputs {
+		if out.Type != nil && out.Tensor() == nil {
+			c.errs.Add(out.Pos, "%s is a %s, which cannot be a program output; a program outputs tensors", out, out.Type)
+			continue
+		}
 		if op := top.pending[out]; op != nil {
 			c.errs.Add(out.Pos, "output %s comes from an async %s that is never waited for; add `wait %s`", out, op.Code, out)
 		}
