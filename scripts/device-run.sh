@@ -97,7 +97,9 @@ if [ $have_hirrun = 1 ]; then
 fi
 row "hirrun topo" "$topo_status"
 
-# Every testdata program with a golden, on CUDA with --nproc = its mesh,
+# Every testdata program with a golden (testdata/contract included: the
+# programs the checker accepts that test its promise), on CUDA with
+# --nproc = its mesh,
 # compared with the golden's exit status and stdout byte for byte (and
 # stderr for goldens of failing programs). pass: identical; unsupported:
 # the run stopped at an op the CUDA runtime does not do yet; differs: ran,
@@ -119,7 +121,7 @@ section() { # the lines of golden $1 between "-- $2 --" and the next section
 programs_rows=""
 declare -A programs_count=()
 if [ $have_hirrun = 1 ]; then
-  deadline=$(( $(date +%s) + 150 ))
+  deadline=$(( $(date +%s) + ${HIR_EXACT_SECS:-150} ))
   for f in testdata/*.hir testdata/cuda/*.hir testdata/contract/*.hir; do
     golden=${f%.hir}.golden
     [ -f "$golden" ] || continue
@@ -136,7 +138,7 @@ if [ $have_hirrun = 1 ]; then
     if [ "$share" = 1 ] && [ "$want_rc" = 0 ] && grep -q 'algo=nccl' "$f"; then
       status=skip detail="needs $mesh GPUs (NCCL refuses shared GPUs)"
     elif [ "$(date +%s)" -ge "$deadline" ]; then
-      status=skip detail="out of time (150 s for all programs)"
+      status=skip detail="out of time (${HIR_EXACT_SECS:-150} s for all programs)"
     else
       read -r -a args <<<"$(sed -n '1s#^// args:##p' "$f")"
       t0=$(date +%s.%N)
@@ -173,11 +175,13 @@ row "testdata on --backend cuda, exact" "$programs_status"
 # Bad input: a tensor larger than the device is a clear error on every
 # rank (size asked, device, free memory), exit 1.
 large_status="not built"
-if [ $have_hirrun = 1 ] && [ "$gpus" -ge 2 ]; then
-  timeout 30 "$bin/hirrun" run --backend cuda testdata/cuda/bad/too_large.hir >"$out/too_large.log" 2>&1
+if [ $have_hirrun = 1 ] && [ "$gpus" -ge 1 ]; then
+  share=0
+  [ "$gpus" -lt 2 ] && share=1
+  HIR_CUDA_SHARE_GPUS=$share timeout 30 "$bin/hirrun" run --backend cuda testdata/cuda/bad/too_large.hir >"$out/too_large.log" 2>&1
   rc=$?
-  if [ $rc = 1 ] && grep -q 'does not fit on device' "$out/too_large.log" && grep -q ' free of ' "$out/too_large.log"; then
-    large_status="pass: $(grep -m1 -o 'does not fit on device.*' "$out/too_large.log" | cut -c1-120)"
+  if [ $rc = 1 ] && grep -q 'out of memory: .* does not fit: device' "$out/too_large.log" && grep -q ' free of ' "$out/too_large.log"; then
+    large_status="pass: $(grep -m1 -o 'out of memory: .*' "$out/too_large.log" | cut -c1-140)"
   else
     large_status="FAIL: exit $rc: $(grep -v '^$' "$out/too_large.log" | head -2 | paste -sd' ' - | cut -c1-160)"
   fi
@@ -190,20 +194,21 @@ row "tensor too large for the device" "$large_status"
 golden_status="not built"
 if [ -x "$bin/hirrun.test" ] && [ $have_hirrun = 1 ]; then
   (cd cmd/hirrun && HIR_GOLDEN_BACKEND=cuda HIRRUN="../../$bin/hirrun" HIR_GOLDEN_MAX_RANKS=4 HIR_GOLDEN_GPUS="$gpus" HIR_CUDA_SHARE_GPUS=1 \
-    timeout 150 "../../$bin/hirrun.test" -test.run='^TestGoldenOnBackend$' -test.v -test.count=1 -test.timeout=145s) \
+    timeout "${HIR_GOLDEN_SECS:-150}" "../../$bin/hirrun.test" -test.run='^TestGoldenOnBackend$' -test.v -test.count=1 -test.timeout="$(( ${HIR_GOLDEN_SECS:-150} - 5 ))s") \
     >"$out/golden-cuda.log" 2>&1
   rc=$?
   gcount() { grep -cE "^ +--- $1: TestGoldenOnBackend/" "$out/golden-cuda.log" || true; }
-  golden_status="$(gcount PASS) passed, $(gcount FAIL) failed, $(gcount SKIP) skipped (exit $rc; failed: $(grep -oE -- '--- FAIL: TestGoldenOnBackend/[a-z0-9_]+' "$out/golden-cuda.log" | sed 's#.*/##' | paste -sd' ' -))"
+  golden_status="$(gcount PASS) passed, $(gcount FAIL) failed, $(gcount SKIP) skipped (exit $rc; failed: $(grep -oE -- '--- FAIL: TestGoldenOnBackend/[a-z0-9_/]+' "$out/golden-cuda.log" | sed 's#^--- FAIL: TestGoldenOnBackend/##' | paste -sd' ' -))"
 fi
 row "testdata goldens on cuda, within tolerance" "$golden_status"
 
 # Nothing left behind: no hirrun or test process, no socket file.
 sleep 1
-leftover_procs=$(pgrep -f "$bin/(hirrun|cuda.test)" | grep -vx "$$" | wc -l)
+pgrep -af "$bin/(hirrun|cuda.test)" | grep -v "^$$ " >"$out/leftover.log"
+leftover_procs=$(wc -l <"$out/leftover.log")
 leftover_socks=$(find "$sockdir" -name '*.sock' 2>/dev/null | wc -l)
 
-row "left behind" "$leftover_procs processes, $leftover_socks socket files in $sockdir"
+row "left behind" "$leftover_procs processes, $leftover_socks socket files in $sockdir$( [ "$leftover_procs" -gt 0 ] && printf ' (%s)' "$(cut -c1-80 "$out/leftover.log" | paste -sd';' - | tr '|' '/')")"
 echo
 cat "$summary"
 if [ -n "$programs_rows" ]; then
