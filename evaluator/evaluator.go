@@ -60,6 +60,9 @@ type Job struct {
 	multiStream bool
 	// defOrder numbers every op result in program order (releaseFrame).
 	defOrder map[*ir.Value]int
+	// hostMem, where the runtime's memory is the host's, budgets the host
+	// copies of input shards and outputs.
+	hostMem runtime.HostMemory
 }
 
 // Result holds what one Run produced on every hosted rank.
@@ -107,6 +110,7 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		return nil, err
 	}
 	j := &Job{prog: prog, rt: rt, opts: opts, defOrder: map[*ir.Value]int{}}
+	j.hostMem, _ = rt.(runtime.HostMemory)
 	for _, in := range prog.Inputs {
 		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric {
 			j.symmetricInputs = true

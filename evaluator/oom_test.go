@@ -48,4 +48,46 @@ func TestOutOfMemoryIsTypedEndToEnd(t *testing.T) {
 	if !strings.Contains(err.Error(), "out of memory: ") || !strings.Contains(err.Error(), "free of its 2.00 MiB limit") {
 		t.Errorf("message: %v", err)
 	}
+	// the kernel fails when its stream runs it, after the host has moved
+	// on: the error still names the op that enqueued it
+	var re *evaluator.RunError
+	if !errors.As(err, &re) || re.Op == nil || re.Op.Code != ir.OpFusion || re.Pos.Line != 3 || !strings.HasPrefix(err.Error(), "oom.hir:3:") {
+		t.Errorf("want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
+	}
+}
+
+// The outputs read back to the host take from the CPU runtime's budget
+// too (runtime.HostMemory), until the next Run: an output that fits as a
+// buffer but not twice over is an out-of-memory error naming it, and the
+// budget comes back, so a Run with more room succeeds.
+func TestOutputsReadBackAreBudgeted(t *testing.T) {
+	src := "mesh 2\ninput %x : f32[64, 1024]\n%y = copy %x\noutput %y\n"
+	prog, err := parser.Parse("out.hir", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := passes.Lower(prog, &passes.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	// each rank holds x and y (256 KiB each) on the device: 1 MiB in all;
+	// reading y back on both ranks needs 512 KiB more
+	const limit = 1<<20 + 256<<10
+	rt, err := sim.NewWithOptions(runtime.Config{WorldSize: 2}, sim.Options{MemoryLimit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	job, err := evaluator.NewJob(prog, rt, evaluator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{64, 1024}, 1)}
+	for run := 1; run <= 2; run++ {
+		_, err = job.Run(in)
+		var oom *runtime.OutOfMemoryError
+		if !errors.As(err, &oom) || !strings.Contains(err.Error(), "output %y read back to the host") || oom.Asked != 256<<10 {
+			t.Fatalf("run %d: want an out-of-memory error reading %%y back, got %v", run, err)
+		}
+	}
 }

@@ -355,6 +355,9 @@ func (r *rank) collective(f *frame, op *ir.Op) error {
 		if stream, err = r.asyncStream(f); err != nil {
 			return err
 		}
+		if l, ok := stream.(runtime.Labeler); ok {
+			l.Label(op)
+		}
 	}
 	if err := r.dev.Collective(call, stream); err != nil {
 		return err

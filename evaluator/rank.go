@@ -31,6 +31,8 @@ type rank struct {
 	stats   Stats
 	opStats map[*ir.Op]*OpStat
 	trace   []TraceEvent // this Run's ops, with Options.Trace
+
+	outputsHeld []func() // budget of the last Run's outputs (releaseOutputs)
 }
 
 // handleKey names a symmetric-memory handle: which allocation, which op
@@ -89,6 +91,7 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 		clear(r.xfer.bound)
 	}
 	f.used = append(f.used, f.current)
+	r.releaseOutputs()
 	err := r.bindInputs(f, inputs)
 	if err == nil {
 		err = r.block(f, r.job.prog.Body)
@@ -104,7 +107,30 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 		}
 	}
 	r.releaseFrame(f)
+	if err != nil {
+		err = r.runError(nil, err)
+	}
 	return outs, err
+}
+
+// runError makes err a *RunError naming the op it came from: the op whose
+// enqueued work failed (a runtime.WorkError: the failure surfaced later,
+// at a sync), else op (nil when the error belongs to no op).
+func (r *rank) runError(op *ir.Op, err error) error {
+	var runErr *RunError
+	if errors.As(err, &runErr) {
+		return err
+	}
+	var we *runtime.WorkError
+	if errors.As(err, &we) {
+		if o, ok := we.Label.(*ir.Op); ok {
+			op = o
+		}
+	}
+	if op == nil {
+		return &RunError{Rank: r.id, Err: err}
+	}
+	return &RunError{Rank: r.id, Op: op, Pos: op.Pos, Err: err}
 }
 
 // releaseFrame returns to the pool whatever the program did not free itself
@@ -143,7 +169,12 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 		t := in.Tensor()
 		a := inputs[in.Name]
 		if axis := t.ShardAxis(); axis >= 0 {
-			var err error
+			// the shard is a host copy, held until the upload is done
+			release, err := r.reserveHost(fmt.Sprintf("the host copy of input %s's shard", in), int64(len(a.Data))/int64(mesh))
+			if err != nil {
+				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
+			}
+			defer release()
 			if a, err = a.Shard(axis, r.id, mesh); err != nil {
 				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
@@ -184,6 +215,24 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	return nil
 }
 
+// reserveHost takes bytes of host memory from the runtime's budget where
+// the runtime's memory is the host's (runtime.HostMemory).
+func (r *rank) reserveHost(what string, bytes int64) (release func(), err error) {
+	if r.job.hostMem == nil {
+		return func() {}, nil
+	}
+	return r.job.hostMem.Reserve(fmt.Sprintf("rank %d: %s", r.id, what), bytes)
+}
+
+// releaseOutputs gives back the budget of the outputs the last Run read
+// back: they count until the next Run or Close.
+func (r *rank) releaseOutputs() {
+	for _, release := range r.outputsHeld {
+		release()
+	}
+	r.outputsHeld = r.outputsHeld[:0]
+}
+
 func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 	outs := map[string]*host.Array{}
 	for _, v := range r.job.prog.Outputs {
@@ -191,6 +240,11 @@ func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 		if err != nil {
 			return nil, err
 		}
+		release, err := r.reserveHost(fmt.Sprintf("output %s read back to the host", v), s.t.Bytes())
+		if err != nil {
+			return nil, &RunError{Rank: r.id, Pos: v.Pos, Err: err}
+		}
+		r.outputsHeld = append(r.outputsHeld, release)
 		a := host.New(s.t.DType, s.t.Shape)
 		if err := r.dev.CopyToHost(a.Data, s.t, f.current); err != nil {
 			return nil, fmt.Errorf("output %s: %w", v, err)
@@ -206,6 +260,9 @@ func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 func (r *rank) block(f *frame, b *ir.Block) error {
 	for _, op := range b.Ops {
 		start := time.Now()
+		if l, ok := f.current.(runtime.Labeler); ok {
+			l.Label(op) // a failure of the work it enqueues names op
+		}
 		err := r.op(f, op)
 		if err == nil && r.job.multiStream {
 			err = r.markProduced(f, op.Results)
@@ -214,11 +271,7 @@ func (r *rank) block(f *frame, b *ir.Block) error {
 			err = f.current.Synchronize()
 		}
 		if err != nil {
-			var runErr *RunError
-			if errors.As(err, &runErr) {
-				return err
-			}
-			return &RunError{Rank: r.id, Op: op, Pos: op.Pos, Err: err}
+			return r.runError(op, err)
 		}
 		if r.job.opts.Stats && op.Code != ir.OpFor {
 			r.recordOp(op, time.Since(start))
@@ -359,6 +412,7 @@ func (r *rank) alloc(f *frame, t *ir.TensorType, zero bool) (*slot, error) {
 func bytesOf(dt ir.DType, shape []int64) int64 { return ir.Product(shape) * int64(dt.Size()) }
 
 func (r *rank) close() error {
+	r.releaseOutputs()
 	errs := []error{r.closeTransfers()}
 	for _, s := range r.streams {
 		errs = append(errs, s.Close())

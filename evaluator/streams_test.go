@@ -53,7 +53,8 @@ output %y
 func TestRuntimeErrorNamesTheRankOnce(t *testing.T) {
 	// Both ranks send first on one stream: each send waits for a recv
 	// that waits behind the peer's send (a checked program may still stop
-	// for peers that never come: a timeout).
+	// for peers that never come: a timeout). The failure surfaces at
+	// sync_stream, but names the send whose work failed.
 	src := `mesh 2
 input %x : f32[4]
 send %x peer=+1
@@ -72,7 +73,7 @@ output %y
 	defer j.Close()
 	_, err = j.Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{4}, 1)})
 	require.Error(t, err)
-	require.Regexp(t, `^sr.hir:5:1: rank [01]: sync_stream: send #0 from rank [01] to rank [01]: timed out after 300ms`, err.Error())
+	require.Regexp(t, `^sr.hir:3:1: rank [01]: send: send #0 from rank [01] to rank [01]: timed out after 300ms`, err.Error())
 	var te *runtime.TimeoutError
 	require.ErrorAs(t, err, &te)
 }

@@ -74,3 +74,32 @@ func FormatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.2f %s", v, units[u])
 }
+
+// HostMemory is implemented by a runtime whose device memory is the host's
+// (the CPU runtime). Host copies made beside its buffers — the input
+// arrays, their per-rank shards, the outputs read back — take from the same
+// budget, so a program too large for the machine stops with an
+// *OutOfMemoryError instead of crashing the process.
+type HostMemory interface {
+	// Reserve takes bytes from the budget for what (named in the error);
+	// release gives them back (calling it again does nothing).
+	Reserve(what string, bytes int64) (release func(), err error)
+}
+
+// Labeler is implemented by streams that can name the part of the host
+// program whose enqueued work failed. Work enqueued after Label(l) carries
+// l; when it fails, the error that Synchronize (or a later call) reports is
+// a *WorkError with that label. The evaluator labels work with the op that
+// enqueued it, so an asynchronous failure still names its source position.
+type Labeler interface {
+	Label(label any)
+}
+
+// WorkError is the failure of enqueued work labelled by Labeler.Label.
+type WorkError struct {
+	Label any
+	Err   error
+}
+
+func (e *WorkError) Error() string { return e.Err.Error() }
+func (e *WorkError) Unwrap() error { return e.Err }

@@ -52,16 +52,10 @@ func checkInputMemory(prog *ir.Program) error {
 		Asked: n, Free: -1, Limit: limit, Hint: "set " + sim.MemoryLimitEnv + " to change the limit"}
 }
 
-// hostReserver is a runtime whose device memory is the host's (the CPU
-// runtime): the host arrays of the inputs take from its budget too.
-type hostReserver interface {
-	Reserve(what string, bytes int64) (release func(), err error)
-}
-
 // reserveInputs takes the input arrays' bytes from rt's budget where rt
 // shares the host's memory; release gives them back.
 func reserveInputs(prog *ir.Program, rt runtime.Runtime) (release func(), err error) {
-	r, ok := rt.(hostReserver)
+	r, ok := rt.(runtime.HostMemory)
 	if !ok {
 		return func() {}, nil
 	}

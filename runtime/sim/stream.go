@@ -15,6 +15,7 @@ import (
 type work struct {
 	run    func() error
 	always bool // runs even after an error (event records and waits)
+	label  any  // the stream's label when it was enqueued (runtime.Labeler)
 }
 
 type stream struct {
@@ -28,6 +29,7 @@ type stream struct {
 	completed uint64
 	changed   chan struct{} // closed and replaced when completed grows
 	err       error         // first error since the last Synchronize
+	label     any           // carried by work enqueued from now on
 	closing   bool
 	exited    chan struct{}
 }
@@ -67,6 +69,9 @@ func (s *stream) loop() {
 		if !skip {
 			err = s.runSafely(w.run)
 		}
+		if err != nil && w.label != nil {
+			err = &runtime.WorkError{Label: w.label, Err: err}
+		}
 
 		s.mu.Lock()
 		if err != nil && s.err == nil {
@@ -99,6 +104,7 @@ func (s *stream) enqueue(w work) error {
 	if s.dev.rt.isClosed() {
 		return ErrClosed
 	}
+	w.label = s.label
 	s.queue = append(s.queue, w)
 	s.submitted++
 	select {
@@ -107,6 +113,15 @@ func (s *stream) enqueue(w work) error {
 	}
 	return nil
 }
+
+// Label sets the label of work enqueued from now on (runtime.Labeler).
+func (s *stream) Label(label any) {
+	s.mu.Lock()
+	s.label = label
+	s.mu.Unlock()
+}
+
+var _ runtime.Labeler = (*stream)(nil)
 
 // waitPassed blocks until the stream has run everything enqueued before the
 // call.
