@@ -221,7 +221,7 @@ func (r *rank) reserveHost(what string, bytes int64) (release func(), err error)
 	if r.job.hostMem == nil {
 		return func() {}, nil
 	}
-	return r.job.hostMem.Reserve(fmt.Sprintf("rank %d: %s", r.id, what), bytes)
+	return r.job.hostMem.Reserve(what, bytes) // the RunError names the rank
 }
 
 // releaseOutputs gives back the budget of the outputs the last Run read

@@ -26,6 +26,15 @@ func (p Pos) String() string {
 	return fmt.Sprintf("%s:%d:%d", file, p.Line, p.Col)
 }
 
+// LineCol is "line:col", for messages that name places in the file their
+// own position names already ("op made by Go code" for the zero Pos).
+func (p Pos) LineCol() string {
+	if !p.IsValid() {
+		return "(made by Go code)"
+	}
+	return fmt.Sprintf("%d:%d", p.Line, p.Col)
+}
+
 // Literal is a constant operand: `mul %x, 2.0` or `select %x, 3`.
 type Literal struct {
 	IsFloat bool

@@ -45,13 +45,14 @@ var pipeline = []Pass{
 	{Name: "typecheck", Doc: "infer every result type; check dtypes, shapes, shardings, annotations and async waits", Run: typecheck},
 	{Name: "validate", Doc: "check memory types and dimensions: mesh divisibility, contiguous views, ranks, host memory, frees", Run: validate},
 	{Name: "symmetric", Doc: "apply the symmetric-heap rules: import remotely read inputs, reject non-symmetric remotely written outputs", Run: symmetric},
+	{Name: "deadlock", Doc: "play the program on every rank at once: reject sends, recvs, collectives and stream waits that would wait for each other forever", Run: deadlock},
 	{Name: "fuse", Doc: "group runs of pointwise ops (and one trailing reduction) into fusion ops", Run: fuse},
 	{Name: "kernels", Doc: "check that the target backend can compile every compute op (when Context.CheckKernel is set)", Run: checkKernels},
 	{Name: "insert-free", Doc: "free every freshly allocated value after its last use", Run: insertFree},
 }
 
 // checkPasses is how many passes of the pipeline can reject a program.
-const checkPasses = 3
+const checkPasses = 4
 
 // Pipeline returns the passes in the order they run.
 func Pipeline() []Pass { return append([]Pass(nil), pipeline...) }
@@ -67,7 +68,8 @@ func Lookup(name string) (Pass, bool) {
 }
 
 // Check runs the passes that can reject a program (typecheck, validate,
-// symmetric). symmetric also rewrites the program: it inserts imports.
+// symmetric, deadlock). symmetric also rewrites the program: it inserts
+// imports.
 func Check(p *ir.Program, ctx *Context) error { return run(p, pipeline[:checkPasses], ctx) }
 
 // Lower runs the whole pipeline in place.
