@@ -1,6 +1,11 @@
 package parser
 
 import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/hirlab/hir/passes"
@@ -21,6 +26,48 @@ func BenchmarkParseAndCheck(b *testing.B) {
 		}
 		if err := passes.Check(prog, &passes.Context{}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGoParser is the peer figure for BenchmarkParse: Go's own
+// go/parser on Go source of about the same size (the standard library's
+// go/, net/http and runtime packages, whole files that parse, one by one), in MB/s of
+// source, measured in the same run.
+func BenchmarkGoParser(b *testing.B) {
+	want := len(generateProgram(100_000))
+	var files [][]byte
+	total := 0
+	for _, dir := range []string{"go", "net/http", "runtime", "cmd/compile/internal"} {
+		filepath.WalkDir(filepath.Join(runtime.GOROOT(), "src", dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || total >= want {
+				return nil
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || filepath.Ext(path) != ".go" {
+				return nil
+			}
+			src, err := os.ReadFile(path)
+			if _, perr := parser.ParseFile(token.NewFileSet(), path, src, parser.ParseComments); err == nil && perr == nil {
+				files = append(files, src)
+				total += len(src)
+			}
+			return nil
+		})
+	}
+	if total < want/2 {
+		b.Skipf("found only %d bytes of Go source under GOROOT", total)
+	}
+	b.SetBytes(int64(total))
+	b.ReportAllocs()
+	for b.Loop() {
+		fset := token.NewFileSet()
+		for i, src := range files {
+			if _, err := parser.ParseFile(fset, itoa(i)+".go", src, parser.ParseComments); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

@@ -452,7 +452,7 @@ func FuzzParse(f *testing.F) {
 // kinds of statements.
 func generateProgram(n int) []byte {
 	var b bytes.Buffer
-	b.WriteString("mesh 8\n\ninput %x : f32[64/DIDx, 128] symmetric\ninput %w : bf16[128, 128]\n")
+	b.WriteString("mesh 8\n\ninput %x : f32[64/DIDx, 128] symmetric\ninput %w : bf16[128, 128]\n%sends = stream\n")
 	prev := "%x"
 	for i := 0; i < n; {
 		name := "%v" + itoa(i)
@@ -461,9 +461,10 @@ func generateProgram(n int) []byte {
 			b.WriteString(name + " = mul " + prev + ", 2.5 : f32[64/DIDx, 128]\n")
 		case 4:
 			b.WriteString(name + " = add " + prev + ", " + prev + "\n")
-		case 5: // the gathered tensor is sent on; the chain goes on sharded
+		case 5: // the gathered tensor is sent on (on a stream of its own,
+			// as a ring shift must) and received; the chain goes on sharded
 			b.WriteString(name + " = all_gather " + prev + " algo=ring async=false : f32[64, 128] symmetric\n")
-			b.WriteString("send " + name + " peer=+1\n")
+			b.WriteString("set_stream %sends\nsend " + name + " peer=+1\nset_stream\n" + name + ".r = recv peer=-1 : f32[64, 128]\n")
 			i += 2
 			continue
 		case 6:
