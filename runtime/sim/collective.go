@@ -135,14 +135,11 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	default:
 		j.axis, j.concat = 0, 0
 	}
-	if access.ReadsInput && in.buf.sym == nil {
-		return nil, fmt.Errorf("%s reads its input from peers, so the input must be in a symmetric buffer; buffer %d is %v memory", name, in.buf.id, in.buf.mem)
+	if access.ReadsInput && (in.buf.sym == nil || in.buf.view) {
+		return nil, fmt.Errorf("%s reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer %d is %s", name, in.buf.id, in.buf.kind())
 	}
-	if access.WritesOutput && out.buf.sym == nil {
-		return nil, fmt.Errorf("%s writes its output on peers, so the output must be in a symmetric buffer; buffer %d is %v memory", name, out.buf.id, out.buf.mem)
-	}
-	if (access.ReadsInput && in.buf.view) || (access.WritesOutput && out.buf.view) {
-		return nil, fmt.Errorf("%s: a tensor peers access must be in this rank's own shard, not a view", name)
+	if access.WritesOutput && (out.buf.sym == nil || out.buf.view) {
+		return nil, fmt.Errorf("%s writes its output on peers, so the output must be this rank's shard of a symmetric buffer; buffer %d is %s", name, out.buf.id, out.buf.kind())
 	}
 	return j, nil
 }

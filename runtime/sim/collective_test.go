@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -434,6 +435,37 @@ func TestCollectiveBadCalls(t *testing.T) {
 		err := d.Collective(&c.call, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: got %v, want an error containing %q", c.call.Op, c.call.Algo, err, c.want)
+		}
+	}
+}
+
+// A collective that reads its input remotely refuses a contiguous view
+// (this rank's mapping of every shard, which peers cannot address) and
+// says what the buffer is: never "global" for a symmetric view.
+func TestRemoteReadOfAContiguousViewSaysWhatItIs(t *testing.T) {
+	const D = 2
+	rt := newRuntime(t, D, 5*time.Second)
+	errs := onAll(rt, func(d *Device) error {
+		b, err := d.Alloc(16, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		view, err := d.ContiguousView(b)
+		if err != nil {
+			return err
+		}
+		out, err := d.Alloc(int64(D)*int64(view.Size()), ir.Global)
+		if err != nil {
+			return err
+		}
+		in := runtime.Tensor{Buf: view, DType: ir.F32, Shape: []int64{view.Size() / 4}}
+		c := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: in, Out: runtime.Tensor{Buf: out, DType: ir.F32, Shape: in.Shape}}
+		err = d.Collective(c, d.DefaultStream())
+		return errors.Join(err, d.Free(out), d.Free(b))
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "is the contiguous view of every rank's shard") || strings.Contains(err.Error(), "global") {
+			t.Errorf("rank %d: got %v, want an error naming the contiguous view", r, err)
 		}
 	}
 }

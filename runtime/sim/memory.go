@@ -24,6 +24,20 @@ type buffer struct {
 
 var _ runtime.Buffer = (*buffer)(nil)
 
+// kind says what the buffer is, for messages (a view of a symmetric
+// allocation is never called global).
+func (b *buffer) kind() string {
+	switch {
+	case b.view && b.owner < 0:
+		return "the contiguous view of every rank's shard"
+	case b.view:
+		return fmt.Sprintf("rank %d's shard mapped by a peer", b.owner)
+	case b.sym != nil:
+		return "a symmetric shard"
+	}
+	return fmt.Sprintf("%v memory", b.mem)
+}
+
 func (b *buffer) ID() uint64         { return b.id }
 func (b *buffer) Size() int64        { return int64(len(b.data)) }
 func (b *buffer) Mem() ir.MemoryType { return b.mem }
