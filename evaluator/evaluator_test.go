@@ -10,9 +10,10 @@ import (
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/parser"
 	"github.com/hirlab/hir/passes"
 	"github.com/hirlab/hir/runtime"
-	_ "github.com/hirlab/hir/runtime/sim"
+	"github.com/hirlab/hir/runtime/sim"
 )
 
 // job lowers prog and binds it to a fresh CPU runtime of the program's mesh.
@@ -28,6 +29,25 @@ func job(t testing.TB, prog *ir.Program, opts evaluator.Options) *evaluator.Job 
 		require.NoError(t, rt.Close())
 	})
 	return j
+}
+
+// simJob parses and lowers src (named file) and binds it to a fresh CPU
+// runtime opened with cfg's timeout and opts (WorldSize is the mesh's).
+func simJob(t testing.TB, file, src string, cfg runtime.Config, opts sim.Options) (*ir.Program, *sim.Runtime, *evaluator.Job) {
+	t.Helper()
+	prog, err := parser.Parse(file, []byte(src))
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	cfg.WorldSize = prog.Mesh.Size()
+	rt, err := sim.NewWithOptions(cfg, opts)
+	require.NoError(t, err)
+	j, err := evaluator.NewJob(prog, rt, evaluator.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, j.Close())
+		require.NoError(t, rt.Close())
+	})
+	return prog, rt, j
 }
 
 func shape(xs ...int64) []int64 { return xs }

@@ -8,8 +8,6 @@ import (
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
-	"github.com/hirlab/hir/parser"
-	"github.com/hirlab/hir/passes"
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/sim"
 )
@@ -19,25 +17,9 @@ import (
 // wrapping (rank, op position).
 func TestOutOfMemoryIsTypedEndToEnd(t *testing.T) {
 	src := "mesh 2\ninput %x : f32[1024, 256]\n%y = add %x, 1.0\n%z = mul %y, %y\noutput %z\n"
-	prog, err := parser.Parse("oom.hir", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := passes.Lower(prog, &passes.Context{}); err != nil {
-		t.Fatal(err)
-	}
 	const limit = 2 << 20 // each rank's input is 1 MiB: no room for a result
-	rt, err := sim.NewWithOptions(runtime.Config{WorldSize: 2}, sim.Options{MemoryLimit: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	job, err := evaluator.NewJob(prog, rt, evaluator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer job.Close()
-	_, err = job.Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{1024, 256}, 1)})
+	_, _, job := simJob(t, "oom.hir", src, runtime.Config{}, sim.Options{MemoryLimit: limit})
+	_, err := job.Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{1024, 256}, 1)})
 	var oom *runtime.OutOfMemoryError
 	if !errors.As(err, &oom) {
 		t.Fatalf("want a *runtime.OutOfMemoryError, got %v", err)
@@ -60,38 +42,21 @@ func TestOutOfMemoryIsTypedEndToEnd(t *testing.T) {
 	if re.Op != nil && (re.Op.Code != ir.OpFusion || re.Pos.Line != 3 || !strings.HasPrefix(err.Error(), "oom.hir:3:")) {
 		t.Errorf("want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
 	}
-
 }
 
 // The outputs read back to the host take from the CPU runtime's budget
 // too (runtime.HostMemory), until the next Run: an output that fits as a
-// buffer but not twice over is an out-of-memory error naming it, and the
-// budget comes back, so a Run with more room succeeds.
+// buffer but not twice over is an out-of-memory error naming it, and a
+// failed Run gives the budget back (the next fails the same way, no sooner).
 func TestOutputsReadBackAreBudgeted(t *testing.T) {
 	src := "mesh 2\ninput %x : f32[64, 1024]\n%y = copy %x\noutput %y\n"
-	prog, err := parser.Parse("out.hir", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := passes.Lower(prog, &passes.Context{}); err != nil {
-		t.Fatal(err)
-	}
 	// each rank holds x and y (256 KiB each) on the device: 1 MiB in all;
 	// reading y back on both ranks needs 512 KiB more
 	const limit = 1<<20 + 256<<10
-	rt, err := sim.NewWithOptions(runtime.Config{WorldSize: 2}, sim.Options{MemoryLimit: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	job, err := evaluator.NewJob(prog, rt, evaluator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer job.Close()
+	_, _, job := simJob(t, "out.hir", src, runtime.Config{}, sim.Options{MemoryLimit: limit})
 	in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{64, 1024}, 1)}
 	for run := 1; run <= 2; run++ {
-		_, err = job.Run(in)
+		_, err := job.Run(in)
 		var oom *runtime.OutOfMemoryError
 		if !errors.As(err, &oom) || !strings.Contains(err.Error(), "output %y read back to the host") || oom.Asked != 256<<10 {
 			t.Fatalf("run %d: want an out-of-memory error reading %%y back, got %v", run, err)

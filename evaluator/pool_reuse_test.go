@@ -78,14 +78,7 @@ set_stream
 sync_stream %s
 output %y
 `
-	prog, err := parser.Parse("xs.hir", []byte(src))
-	require.NoError(t, err)
-	require.NoError(t, passes.Lower(prog, &passes.Context{}))
-	rt, err := sim.New(runtime.Config{WorldSize: 2, Timeout: 5 * time.Second})
-	require.NoError(t, err)
-	defer rt.Close()
-	j, err := evaluator.NewJob(prog, rt, evaluator.Options{})
-	require.NoError(t, err)
+	_, rt, j := simJob(t, "xs.hir", src, runtime.Config{Timeout: 5 * time.Second}, sim.Options{})
 	x := host.Random(ir.F32, shape(4, 8), 1)
 	in := map[string]*host.Array{"x": x}
 	res, err := j.Run(in)
@@ -100,6 +93,4 @@ output %y
 		require.NoError(t, err)
 	}
 	require.LessOrEqual(t, rt.LiveBuffers(), live+4, "later Runs keep allocating")
-	require.NoError(t, j.Close())
-	require.Equal(t, 0, rt.LiveBuffers())
 }
