@@ -74,6 +74,9 @@ type builder struct {
 	laterDef map[string]ir.Pos // every name the text defines, for "used before defined"
 	poisoned map[string]bool   // names whose definition was rejected: uses are not reported
 
+	reference bool      // parse with the participle grammar only (parseWith)
+	alloc     fastAlloc // the fast path's slabs
+
 	meshPos    ir.Pos
 	meshBad    bool
 	firstStmt  ir.Pos // first statement, where a missing mesh is reported

@@ -83,25 +83,45 @@ func isNameChar(c byte) bool { return isIdentChar(c) || c == '.' }
 // tabs and carriage returns are dropped; newlines are kept because they end
 // statements.
 func scan(filename, src string) []lexer.Token {
-	tokens := make([]lexer.Token, 0, len(src)/3+1)
-	line, lineStart := 1, 0
-	i := 0
-	emit := func(typ lexer.TokenType, start, _ int, value string) {
-		tokens = append(tokens, lexer.Token{
-			Type:  typ,
-			Value: value,
-			Pos:   lexer.Position{Filename: filename, Offset: start, Line: line, Column: start - lineStart + 1},
-		})
+	s := scanner{filename: filename, src: src, line: 1, tokens: make([]lexer.Token, 0, len(src)/3+1)}
+	for s.scanLine() {
 	}
+	return s.tokens
+}
+
+// scanner scans src one line at a time, appending to tokens (Parse reuses
+// one buffer for every line).
+type scanner struct {
+	filename, src   string
+	i               int
+	line, lineStart int
+	tokens          []lexer.Token
+}
+
+func (s *scanner) emit(typ lexer.TokenType, start int, value string) {
+	s.tokens = append(s.tokens, lexer.Token{
+		Type:  typ,
+		Value: value,
+		Pos:   lexer.Position{Filename: s.filename, Offset: start, Line: s.line, Column: start - s.lineStart + 1},
+	})
+}
+
+// scanLine appends the tokens of the next line, up to and including its
+// newline token, or the EOF token at the end of src; it returns false once
+// it has appended the EOF token.
+func (s *scanner) scanLine() bool {
+	src, i := s.src, s.i
+	defer func() { s.i = i }()
 	for i < len(src) {
 		c := src[i]
 		switch {
 		case c == ' ' || c == '\t' || c == '\r':
 			i++
 		case c == '\n':
-			emit(tokNewline, i, i+1, "\n")
+			s.emit(tokNewline, i, "\n")
 			i++
-			line, lineStart = line+1, i
+			s.line, s.lineStart = s.line+1, i
+			return true
 		case c == '/' && i+1 < len(src) && src[i+1] == '/':
 			for i < len(src) && src[i] != '\n' {
 				i++
@@ -112,25 +132,25 @@ func scan(filename, src string) []lexer.Token {
 				j++
 			}
 			if j == i+1 {
-				emit(tokBad, i, j, "a name needs letters, digits, _ or . after %")
+				s.emit(tokBad, i, "a name needs letters, digits, _ or . after %")
 			} else {
-				emit(tokVar, i, j, src[i:j])
+				s.emit(tokVar, i, src[i:j])
 			}
 			i = j
 		case isDigit(c) || ((c == '-' || c == '+') && i+1 < len(src) && isDigit(src[i+1])):
-			i = scanNumber(src, i, emit)
+			i = scanNumber(src, i, s.emit)
 		case (c == '-' || c == '+') && hasWordAt(src, i+1, "inf"):
-			emit(tokFloat, i, i+4, src[i:i+4])
+			s.emit(tokFloat, i, src[i:i+4])
 			i += 4
 		case isIdentStart(c):
 			j := i + 1
 			for j < len(src) && isIdentChar(src[j]) {
 				j++
 			}
-			emit(tokIdent, i, j, src[i:j])
+			s.emit(tokIdent, i, src[i:j])
 			i = j
 		case c == '=' || c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == '/':
-			emit(tokPunct, i, i+1, src[i:i+1])
+			s.emit(tokPunct, i, src[i:i+1])
 			i++
 		default:
 			r, size := utf8.DecodeRuneInString(src[i:])
@@ -143,12 +163,12 @@ func scan(filename, src string) []lexer.Token {
 			default:
 				msg = fmt.Sprintf("unexpected character %q", r)
 			}
-			emit(tokBad, i, i+size, msg)
+			s.emit(tokBad, i, msg)
 			i += size
 		}
 	}
-	emit(tokEOF, i, i, "")
-	return tokens
+	s.emit(tokEOF, i, "")
+	return false
 }
 
 // hasWordAt reports whether src holds the identifier word at i (and not a
@@ -160,7 +180,7 @@ func hasWordAt(src string, i int, word string) bool {
 
 // scanNumber scans [+-]digits[.digits][(e|E)[+-]digits] at i. A number run
 // into letters (8x, 2.0f) is reported as one bad token rather than split.
-func scanNumber(src string, i int, emit func(lexer.TokenType, int, int, string)) int {
+func scanNumber(src string, i int, emit func(lexer.TokenType, int, string)) int {
 	start := i
 	if src[i] == '-' || src[i] == '+' {
 		i++
@@ -198,9 +218,9 @@ func scanNumber(src string, i int, emit func(lexer.TokenType, int, int, string))
 		i++
 	}
 	if bad {
-		emit(tokBad, start, i, fmt.Sprintf("malformed number %q", src[start:i]))
+		emit(tokBad, start, fmt.Sprintf("malformed number %q", src[start:i]))
 	} else {
-		emit(typ, start, i, src[start:i])
+		emit(typ, start, src[start:i])
 	}
 	return i
 }

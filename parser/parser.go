@@ -65,11 +65,15 @@ type line struct {
 // round-trip text that is well formed but not a valid program (a float
 // attribute, which no op takes yet).
 func parse(filename string, src []byte, verify bool) (*ir.Program, error) {
+	return parseWith(filename, src, verify, false)
+}
+
+// parseWith is parse; reference=true parses every line with the participle
+// grammar alone (parseReference), without the fast path (fast.go).
+func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program, error) {
 	b := newBuilder(filename)
-	lines := splitLines(scan(filename, string(src)))
-	for i := range lines {
-		b.parseLine(&lines[i])
-	}
+	b.reference = reference
+	lines := b.scanAndParseLines(filename, string(src))
 	b.collectDefinitions(lines)
 	for i := range lines {
 		b.line(&lines[i])
@@ -121,6 +125,14 @@ func (b *builder) parseLine(l *line) {
 	for _, t := range l.tokens {
 		if t.Type == tokBad {
 			b.errs.Add(b.pos(t.Pos), "%s", t.Value)
+			return
+		}
+	}
+	if !b.reference {
+		// The fast path; a line it does not accept goes to the grammar,
+		// which words the error.
+		if ast, ok := parseLineFast(l.tokens, &b.alloc); ok {
+			l.ast = ast
 			return
 		}
 	}

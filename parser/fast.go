@@ -1,0 +1,531 @@
+package parser
+
+import (
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// The fast path: a hand-written recursive-descent parser for one line's
+// tokens that builds the same syntax tree (lineAST) as the participle
+// grammar in grammar.go, which stays the grammar of record.
+//
+// It only ever accepts: a line it cannot parse is handed to the participle
+// parser of the line's kind, which rejects it and whose error (token and
+// position) is worded by syntaxError as before. So error messages and
+// positions are the grammar's by construction; what must agree is the set of
+// lines accepted and the tree built for them, which FuzzDifferential
+// (fast_test.go) checks line by line and program by program.
+//
+// The parser follows participle's behaviour with UseLookahead(1), not only
+// the EBNF: participle commits to a group once it has matched one token of
+// it and does not backtrack out of a group that matched. Where that matters:
+//
+//   - `for` followed by a name starts a for header; if the header then fails,
+//     the line is rejected (participle gave up after two tokens). `for`
+//     followed by anything else is a generic op named for (the builder
+//     reports it as a malformed for).
+//   - inf and nan after an op name are operands, never attribute keys.
+//
+// Everywhere else the alternatives start with distinct tokens, and a group
+// that fails part-way leaves a token that nothing after it can match, so
+// failing the whole line is what participle does too.
+
+// fastAlloc hands out the tree's nodes from slabs, so that a line costs a
+// few allocations per thousand lines rather than a dozen per line.
+type fastAlloc struct {
+	lines    []lineAST
+	ops      []opAST
+	generics []genericAST
+	names    []nameTok
+	idents   []identTok
+	ints     []intTok
+	operands []operandAST
+	attrs    []attrAST
+	values   []attrValueAST
+	types    []typeAST
+	shapes   []shapeAST
+	dims     []dimAST
+	strs     []string
+	namePtrs []*nameTok
+	opPtrs   []*operandAST
+	attrPtrs []*attrAST
+	typePtrs []*typeAST
+	dimPtrs  []*dimAST
+	intPtrs  []*intTok
+}
+
+const slab = 256
+
+func take[T any](s *[]T) *T {
+	if len(*s) == cap(*s) {
+		*s = make([]T, 0, slab)
+	}
+	*s = append(*s, *new(T))
+	return &(*s)[len(*s)-1]
+}
+
+// takeSlice returns a slice of n pointers carved from a slab (its capacity
+// is exactly n, so appending to it never writes into the slab).
+func takeSlice[T any](s *[]*T, n int) []*T {
+	if n > slab/4 {
+		return make([]*T, n)
+	}
+	if cap(*s)-len(*s) < n {
+		*s = make([]*T, 0, slab)
+	}
+	start := len(*s)
+	*s = (*s)[:start+n]
+	return (*s)[start : start+n : start+n]
+}
+
+type fastParser struct {
+	toks []lexer.Token // ends with EOF
+	i    int
+	a    *fastAlloc
+}
+
+func (p *fastParser) tok() *lexer.Token { return &p.toks[p.i] }
+
+// at is the token at j, or the line's EOF past its end.
+func (p *fastParser) at(j int) *lexer.Token {
+	if j >= len(p.toks) {
+		return &p.toks[len(p.toks)-1]
+	}
+	return &p.toks[j]
+}
+
+// punct reports whether the current token is the punctuation s.
+func (p *fastParser) punct(s byte) bool {
+	t := &p.toks[p.i]
+	return t.Type == tokPunct && t.Value[0] == s
+}
+
+func (p *fastParser) word(w string) bool {
+	t := &p.toks[p.i]
+	return t.Type == tokIdent && t.Value == w
+}
+
+func (p *fastParser) next() { p.i++ }
+
+// parseLineFast parses one line (its tokens end with EOF); ok is false when
+// the line is not accepted.
+func parseLineFast(toks []lexer.Token, a *fastAlloc) (ast *lineAST, ok bool) {
+	p := fastParser{toks: toks, a: a}
+	ast = take(&a.lines)
+	first := &toks[0]
+	switch {
+	case first.Type == tokIdent && first.Value == "mesh":
+		ast.Mesh, ok = p.mesh()
+	case first.Type == tokIdent && first.Value == "input":
+		ast.Input, ok = p.input()
+	case first.Type == tokIdent && first.Value == "output":
+		ast.Output, ok = p.output()
+	case first.Type == tokPunct && first.Value == "}":
+		ast.Close = &closeAST{Pos: first.Pos, Brace: true}
+		p.next()
+		ok = true
+	default:
+		ast.Op, ok = p.op()
+	}
+	if !ok || p.tok().Type != tokEOF {
+		return nil, false
+	}
+	return ast, true
+}
+
+func (p *fastParser) mesh() (*meshAST, bool) {
+	m := &meshAST{Pos: p.tok().Pos}
+	p.next()
+	switch {
+	case p.tok().Type == tokInt:
+		m.Count = p.intTok()
+		return m, true
+	case p.punct('['):
+		var ok bool
+		m.List, ok = p.intList()
+		return m, ok
+	}
+	return nil, false
+}
+
+func (p *fastParser) intList() (*intListAST, bool) {
+	l := &intListAST{Pos: p.tok().Pos, Open: true}
+	p.next()
+	if p.tok().Type == tokInt {
+		n := 1
+		for j := p.i + 1; p.toks[j].Type == tokPunct && p.toks[j].Value == "," && p.toks[j+1].Type == tokInt; j += 2 {
+			n++
+		}
+		l.Items = takeSlice(&p.a.intPtrs, n)
+		l.Items[0] = p.intTok()
+		for k := 1; k < n; k++ {
+			p.next() // ,
+			l.Items[k] = p.intTok()
+		}
+	}
+	if !p.punct(']') {
+		return nil, false
+	}
+	p.next()
+	return l, true
+}
+
+func (p *fastParser) intTok() *intTok {
+	t := p.tok()
+	n := take(&p.a.ints)
+	n.Pos, n.Text = t.Pos, t.Value
+	p.next()
+	return n
+}
+
+func (p *fastParser) identTok() *identTok {
+	t := p.tok()
+	n := take(&p.a.idents)
+	n.Pos, n.Text = t.Pos, t.Value
+	p.next()
+	return n
+}
+
+func (p *fastParser) nameTok() *nameTok {
+	t := p.tok()
+	n := take(&p.a.names)
+	n.Pos, n.Text = t.Pos, t.Value
+	p.next()
+	return n
+}
+
+// names reads %a, %b, ... (the current token is a name).
+func (p *fastParser) names() ([]*nameTok, bool) {
+	n := 1
+	j := p.i + 1
+	for ; p.toks[j].Type == tokPunct && p.toks[j].Value == ","; j += 2 {
+		if p.toks[j+1].Type != tokVar {
+			return nil, false
+		}
+		n++
+	}
+	out := takeSlice(&p.a.namePtrs, n)
+	out[0] = p.nameTok()
+	for k := 1; k < n; k++ {
+		p.next() // ,
+		out[k] = p.nameTok()
+	}
+	return out, true
+}
+
+func (p *fastParser) input() (*inputAST, bool) {
+	in := &inputAST{Pos: p.tok().Pos}
+	p.next()
+	if p.tok().Type != tokVar {
+		return nil, false
+	}
+	in.Name = p.nameTok()
+	if !p.punct(':') {
+		return nil, false
+	}
+	p.next()
+	var ok bool
+	in.Type, ok = p.typ()
+	return in, ok
+}
+
+func (p *fastParser) output() (*outputAST, bool) {
+	out := &outputAST{Pos: p.tok().Pos}
+	p.next()
+	if p.tok().Type != tokVar {
+		return nil, false
+	}
+	var ok bool
+	out.Values, ok = p.names()
+	return out, ok
+}
+
+func (p *fastParser) op() (*opAST, bool) {
+	o := take(&p.a.ops)
+	o.Pos = p.tok().Pos
+	if p.tok().Type == tokVar {
+		var ok bool
+		if o.Results, ok = p.names(); !ok || !p.punct('=') {
+			return nil, false
+		}
+		p.next()
+	}
+	if p.tok().Type != tokIdent {
+		return nil, false
+	}
+	if p.word("for") && p.toks[p.i+1].Type == tokVar {
+		var ok bool
+		o.For, ok = p.forHeader()
+		return o, ok
+	}
+	var ok bool
+	o.Generic, ok = p.generic()
+	return o, ok
+}
+
+func (p *fastParser) forHeader() (*forAST, bool) {
+	f := &forAST{Pos: p.tok().Pos}
+	p.next()
+	f.Index = p.nameTok()
+	if !p.punct('=') {
+		return nil, false
+	}
+	p.next()
+	if p.tok().Type != tokInt {
+		return nil, false
+	}
+	f.From = p.intTok()
+	if !p.word("to") {
+		return nil, false
+	}
+	p.next()
+	if p.tok().Type != tokInt {
+		return nil, false
+	}
+	f.To = p.intTok()
+	if p.word("step") {
+		p.next()
+		if p.tok().Type != tokInt {
+			return nil, false
+		}
+		f.Step = p.intTok()
+	}
+	if !p.punct('{') {
+		return nil, false
+	}
+	p.next()
+	f.Open = true
+	return f, true
+}
+
+func isOperandStart(t *lexer.Token) bool {
+	switch t.Type {
+	case tokVar, tokInt, tokFloat:
+		return true
+	case tokIdent:
+		return t.Value == "inf" || t.Value == "nan"
+	}
+	return false
+}
+
+func (p *fastParser) generic() (*genericAST, bool) {
+	g := take(&p.a.generics)
+	g.Name = p.identTok()
+	if isOperandStart(p.tok()) {
+		n := 1
+		j := p.i + 1
+		for ; p.toks[j].Type == tokPunct && p.toks[j].Value == ","; j += 2 {
+			if !isOperandStart(&p.toks[j+1]) {
+				return nil, false
+			}
+			n++
+		}
+		g.Operands = takeSlice(&p.a.opPtrs, n)
+		for k := 0; k < n; k++ {
+			if k > 0 {
+				p.next() // ,
+			}
+			t := p.tok()
+			x := take(&p.a.operands)
+			x.Pos = t.Pos
+			s := take(&p.a.strs)
+			*s = t.Value
+			if t.Type == tokVar {
+				x.Name = s
+			} else {
+				x.Num = s
+			}
+			g.Operands[k] = x
+			p.next()
+		}
+	}
+	if p.tok().Type == tokIdent {
+		n := 0
+		for j := p.i; p.toks[j].Type == tokIdent; {
+			n++
+			if !(p.toks[j+1].Type == tokPunct && p.toks[j+1].Value == "=") {
+				return nil, false
+			}
+			j += 2
+			switch t := &p.toks[j]; {
+			case t.Type == tokInt, t.Type == tokFloat, t.Type == tokIdent:
+				j++
+			case t.Type == tokPunct && t.Value == "[":
+				for j++; p.toks[j].Type != tokEOF && !(p.toks[j].Type == tokPunct && p.toks[j].Value == "]"); j++ {
+				}
+				j++
+			default:
+				return nil, false
+			}
+			if j >= len(p.toks) {
+				return nil, false
+			}
+		}
+		g.Attrs = takeSlice(&p.a.attrPtrs, n)
+		for k := 0; k < n; k++ {
+			a := take(&p.a.attrs)
+			a.Pos, a.Key = p.tok().Pos, p.tok().Value
+			p.i += 2 // key =
+			v := take(&p.a.values)
+			t := p.tok()
+			v.Pos = t.Pos
+			switch t.Type {
+			case tokInt, tokFloat:
+				s := take(&p.a.strs)
+				*s = t.Value
+				v.Num = s
+				p.next()
+			case tokIdent:
+				s := take(&p.a.strs)
+				*s = t.Value
+				v.Word = s
+				p.next()
+			default:
+				var ok bool
+				if v.List, ok = p.intList(); !ok {
+					return nil, false
+				}
+			}
+			a.Value = v
+			g.Attrs[k] = a
+		}
+	}
+	if p.punct(':') {
+		n := 1
+		depth := 0
+		for j := p.i + 1; p.toks[j].Type != tokEOF; j++ {
+			if t := &p.toks[j]; t.Type == tokPunct {
+				switch t.Value {
+				case "[":
+					depth++
+				case "]":
+					depth--
+				case ",":
+					if depth == 0 {
+						n++
+					}
+				}
+			}
+		}
+		g.Types = takeSlice(&p.a.typePtrs, n)
+		for k := 0; k < n; k++ {
+			p.next() // : or ,
+			var ok bool
+			if g.Types[k], ok = p.typ(); !ok {
+				return nil, false
+			}
+			if k < n-1 && !p.punct(',') {
+				return nil, false
+			}
+		}
+	}
+	if p.punct('{') {
+		g.Open = true
+		p.next()
+	}
+	return g, true
+}
+
+func (p *fastParser) typ() (*typeAST, bool) {
+	if p.tok().Type != tokIdent {
+		return nil, false
+	}
+	t := take(&p.a.types)
+	t.Pos = p.tok().Pos
+	t.Name = p.identTok()
+	if !p.punct('[') {
+		return t, true
+	}
+	s := take(&p.a.shapes)
+	s.Open = true
+	p.next()
+	if p.tok().Type == tokInt {
+		n := 1
+		for j := p.i + 1; ; {
+			if t := p.at(j); t.Type == tokPunct && t.Value == "/" {
+				j += 2
+			}
+			if t := p.at(j); !(t.Type == tokPunct && t.Value == ",") {
+				break
+			}
+			n++
+			j += 2
+		}
+		s.Dims = takeSlice(&p.a.dimPtrs, n)
+		for k := 0; k < n; k++ {
+			if k > 0 {
+				p.next() // ,
+			}
+			if p.tok().Type != tokInt {
+				return nil, false
+			}
+			d := take(&p.a.dims)
+			d.Pos = p.tok().Pos
+			d.Extent = p.intTok()
+			if p.punct('/') {
+				p.next()
+				if p.tok().Type != tokIdent {
+					return nil, false
+				}
+				d.Parallel = p.identTok()
+			}
+			s.Dims[k] = d
+		}
+	}
+	if !p.punct(']') {
+		return nil, false
+	}
+	p.next()
+	if p.tok().Type == tokIdent {
+		s.Mem = p.identTok()
+	}
+	t.Shape = s
+	return t, true
+}
+
+// scanAndParseLines scans src a line at a time into one reused buffer and
+// parses each line as it comes (what splitLines and parseLine do to the
+// whole token stream, without holding every token at once). A line that
+// parsed keeps only its first token (as its tokens, in a shared slab); a
+// rejected line keeps a copy of all of them, for the builder's recovery.
+func (b *builder) scanAndParseLines(filename, src string) []line {
+	s := scanner{filename: filename, src: src, line: 1, tokens: make([]lexer.Token, 0, 64)}
+	lines := make([]line, 0, strings.Count(src, "\n")+1)
+	var firsts []lexer.Token
+	for more := true; more; {
+		s.tokens = s.tokens[:0]
+		more = s.scanLine()
+		toks := s.tokens
+		n := len(toks)
+		if n == 1 {
+			continue // an empty line
+		}
+		toks[n-1] = lexer.EOFToken(toks[n-1].Pos)
+		l := line{tokens: toks}
+		b.parseLine(&l)
+		if l.ast != nil {
+			if len(firsts) == cap(firsts) {
+				firsts = make([]lexer.Token, 0, 1024)
+			}
+			firsts = append(firsts, toks[0])
+			l.tokens = firsts[len(firsts)-1 : len(firsts) : len(firsts)]
+		} else {
+			l.tokens = append([]lexer.Token(nil), toks...)
+		}
+		lines = append(lines, l)
+	}
+	b.presize(len(lines))
+	return lines
+}
+
+// presize sizes the builder's maps of names for a program of n lines.
+func (b *builder) presize(n int) {
+	if len(b.defined) == 0 && len(b.laterDef) == 0 {
+		b.defined = make(map[string]ir.Pos, n)
+		b.laterDef = make(map[string]ir.Pos, n)
+		b.stack[0].scope.names = make(map[string]*ir.Value, n)
+	}
+}

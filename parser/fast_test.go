@@ -1,0 +1,185 @@
+package parser
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// parseReference parses src with the participle grammar alone, as Parse did
+// before the fast path: the reference the fast path is held to.
+func parseReference(filename string, src []byte) (prog *ir.Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			prog = nil
+			err = ir.ErrorList{ir.Errorf(ir.Pos{File: filename}, "%s: %v", internalErrorText, r)}
+		}
+	}()
+	return parseWith(filename, src, true, true)
+}
+
+// differentialSeeds is every .hir file of the repository, and lines where
+// participle's lookahead, not only the EBNF, decides.
+func differentialSeeds(t testing.TB) [][]byte {
+	var seeds [][]byte
+	for _, pattern := range []string{
+		"testdata/*.hir", "testdata/errors/*.hir",
+		"../testdata/*.hir", "../testdata/contract/*.hir", "../examples/*.hir", "../examples/*/*.hir",
+		"../passes/testdata/*/*.hir",
+	} {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seeds = append(seeds, src)
+		}
+	}
+	for _, s := range []string{
+		"mesh 2\ninput %x : f32[4]\nfor %i\nfor relu=3\nfor\nfor %i, %j\nfor %i = 0 to 4 step {\n}\noutput %x\n",
+		"mesh 2\n%a = relu inf=3\n%b = relu nan, inf, -inf, +inf, 1e-05, 2\n%c = relu %x, \n%d = relu %x foo\n%e = relu %x foo=\n",
+		"mesh [0, 1,]\nmesh []\nmesh [\nmesh x\ninput %x f32[4]\ninput %x : f32[4/DIDx/DIDx]\ninput %y : f32[4/]\ninput %z : f32[4,]\n",
+		"mesh 2\n%a = f x=[1, 2 y=3\n%b = f x=[] : f32[] symmetric, f32 {\n%c, = f\n%d, %e = f : f32[2], f32[3] foo {\n}\n}\n} }\noutput\noutput %a,\n",
+		"mesh 2\n%a = f : \n%b = f : f32[8] , \n%c = f : f32[8]] , f32\n%d = f x = ]\n%e = f x=-1 y=true z=word w=[1,2,3]\n",
+		"mesh 2\nfor %i = 0 to 4 {\n%a = for %j = 1 to 2 step 3 {\n}\n}\nfor %i = 0 to 4 { x\n",
+	} {
+		seeds = append(seeds, []byte(s))
+	}
+	return seeds
+}
+
+// checkDifferential fails when the fast path and the participle grammar
+// disagree on src: on any line, whether it is accepted and the tree built;
+// on the whole program, the errors (text and positions) or the printed
+// program.
+func checkDifferential(t *testing.T, src []byte) {
+	t.Helper()
+	var alloc fastAlloc
+	for _, l := range splitLines(scan("f.hir", string(src))) {
+		bad := false
+		for _, tok := range l.tokens {
+			bad = bad || tok.Type == tokBad
+		}
+		if bad {
+			continue
+		}
+		fast, ok := parseLineFast(l.tokens, &alloc)
+		ref, err := parseLineReference(l.tokens)
+		switch {
+		case ok && err != nil:
+			t.Fatalf("fast path accepts what the grammar rejects (%v): %q", err, lineText(l.tokens))
+		case !ok && err == nil:
+			t.Fatalf("fast path rejects what the grammar accepts: %q", lineText(l.tokens))
+		case ok && !reflect.DeepEqual(fast, ref):
+			t.Fatalf("fast path builds another tree for %q:\nfast: %s\ngrammar: %s", lineText(l.tokens), dump(fast), dump(ref))
+		}
+	}
+	prog, err := Parse("f.hir", src)
+	refProg, refErr := parseReference("f.hir", src)
+	if fmt.Sprint(err) != fmt.Sprint(refErr) {
+		t.Fatalf("errors differ on %q:\nfast: %v\ngrammar: %v", clipForLog(src), err, refErr)
+	}
+	if err == nil {
+		var a, b bytes.Buffer
+		if err := ir.Print(&a, prog); err != nil {
+			t.Fatal(err)
+		}
+		if err := ir.Print(&b, refProg); err != nil {
+			t.Fatal(err)
+		}
+		if a.String() != b.String() {
+			t.Fatalf("programs differ on %q:\nfast:\n%s\ngrammar:\n%s", clipForLog(src), a.String(), b.String())
+		}
+	}
+}
+
+func parseLineReference(tokens []lexer.Token) (ast *lineAST, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	peek, err := lexer.Upgrade(&sliceLexer{tokens: tokens})
+	if err != nil {
+		return nil, err
+	}
+	return parseLineAST(tokens[0], peek)
+}
+
+func lineText(tokens []lexer.Token) string {
+	var parts []string
+	for _, t := range tokens[:len(tokens)-1] {
+		parts = append(parts, t.Value)
+	}
+	return strings.Join(parts, " ")
+}
+
+func dump(v any) string {
+	var b strings.Builder
+	dumpValue(&b, reflect.ValueOf(v))
+	return b.String()
+}
+
+func dumpValue(b *strings.Builder, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			b.WriteString("nil")
+			return
+		}
+		b.WriteString("&")
+		dumpValue(b, v.Elem())
+	case reflect.Struct:
+		b.WriteString(v.Type().Name() + "{")
+		for i := 0; i < v.NumField(); i++ {
+			fmt.Fprintf(b, "%s:", v.Type().Field(i).Name)
+			dumpValue(b, v.Field(i))
+			b.WriteString(" ")
+		}
+		b.WriteString("}")
+	case reflect.Slice:
+		if v.IsNil() {
+			b.WriteString("nil")
+			return
+		}
+		b.WriteString("[")
+		for i := 0; i < v.Len(); i++ {
+			dumpValue(b, v.Index(i))
+			b.WriteString(" ")
+		}
+		b.WriteString("]")
+	default:
+		fmt.Fprintf(b, "%v", v.Interface())
+	}
+}
+
+func TestDifferentialSeeds(t *testing.T) {
+	for _, src := range differentialSeeds(t) {
+		checkDifferential(t, src)
+	}
+	// The benchmark's program, whose lines are all accepted by the fast path.
+	checkDifferential(t, generateProgram(300))
+}
+
+// FuzzDifferential holds the fast path (fast.go) to the participle grammar:
+// the same lines accepted, the same trees, the same errors and programs.
+func FuzzDifferential(f *testing.F) {
+	for _, src := range differentialSeeds(f) {
+		f.Add(src)
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		checkDifferential(t, src)
+	})
+}
