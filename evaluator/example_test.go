@@ -22,7 +22,7 @@ func Example() {
 	b := ir.NewBuilder(ir.LinearMesh(4))
 	x := b.Input("x", ir.Tensor(ir.F32, 8, 4).Sharded(0).In(ir.Symmetric))
 	y := b.Unary(ir.OpRelu, x)
-	g := b.Collective(ir.OpAllGather, y, "ring").Type(ir.Tensor(ir.F32, 8, 4).In(ir.Symmetric)).Value()
+	g := b.Collective(ir.OpAllGather, y, ir.AlgoRing).Type(ir.Tensor(ir.F32, 8, 4).In(ir.Symmetric)).Value()
 	b.Output(g)
 	prog, err := b.Program()
 	check(err)

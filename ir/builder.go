@@ -152,11 +152,12 @@ func (b *Builder) Binary(code Opcode, x, y *Value) *Value { return b.Op(code, x,
 // Alloc appends an allocation of type t.
 func (b *Builder) Alloc(t *TensorType) *Value { return b.Op(OpAlloc).Type(t).Value() }
 
-// Collective appends a collective with algorithm algo ("" for auto).
-func (b *Builder) Collective(code Opcode, x *Value, algo string) *OpBuilder {
+// Collective appends a collective with algorithm algo (no algo attribute
+// for AlgoAuto).
+func (b *Builder) Collective(code Opcode, x *Value, algo Algo) *OpBuilder {
 	ob := b.Op(code, x)
-	if algo != "" {
-		ob.Word("algo", algo)
+	if algo != AlgoAuto {
+		ob.Word("algo", algo.String())
 	}
 	return ob
 }

@@ -142,8 +142,8 @@ func (info *OpInfo) Attr(key string) (AttrSpec, bool) {
 
 // Algorithm words and reduce-op words.
 var (
-	AlgoWords     = []string{"auto", "one_shot", "two_shot", "ring", "copy_engine", "nccl"}
-	ReduceOpWords = []string{"sum", "max", "min", "prod", "avg"}
+	AlgoWords     = algoNames[:]      // Algo's words (ir.ParseAlgo)
+	ReduceOpWords = reduceOpNames[1:] // ReduceOp's words (ir.ParseReduceOp)
 	DTypeWords    = []string{"f32", "f16", "bf16", "f64", "i32", "i64", "bool"}
 	MemWords      = []string{"global", "symmetric", "host"}
 	DirWords      = []string{"read", "write"}

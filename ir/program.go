@@ -166,11 +166,19 @@ func (op *Op) IntsAttr(key string) []int64 {
 	return v.Ints
 }
 
-// Algo is the collective's algorithm ("auto" when unset).
-func (op *Op) Algo() string { return op.WordAttr("algo", "auto") }
+// Algo is the collective's algorithm (AlgoAuto when unset). A word that
+// names no algorithm (Verify rejects it) gives an Algo no table lists.
+func (op *Op) Algo() Algo {
+	a, _ := ParseAlgo(op.WordAttr("algo", "auto"))
+	return a
+}
 
-// ReduceOp is the collective's reduce op ("sum" when unset).
-func (op *Op) ReduceOp() string { return op.WordAttr("op", "sum") }
+// ReduceOp is the collective's reduce op (ReduceSum when unset). A word
+// that names no reduce op (Verify rejects it) gives one that is not Valid.
+func (op *Op) ReduceOp() ReduceOp {
+	r, _ := ParseReduceOp(op.WordAttr("op", "sum"))
+	return r
+}
 
 // Root is the collective's root rank (0 when unset).
 func (op *Op) Root() int { return int(op.IntAttr("root", 0)) }

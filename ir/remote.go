@@ -16,7 +16,7 @@ type RemoteAccess struct {
 // CollectiveRule is one cell of the symmetric-heap table.
 type CollectiveRule struct {
 	Op     Opcode
-	Algo   string
+	Algo   Algo
 	Access RemoteAccess
 }
 
@@ -31,42 +31,42 @@ var (
 // has and what each touches remotely. `auto` is listed with the access the
 // runtime may rely on: it picks only algorithms whose needs the operands meet.
 var symmetricRules = []CollectiveRule{
-	{OpAllGather, "auto", writes},
-	{OpAllGather, "one_shot", writes},
-	{OpAllGather, "ring", writes},
-	{OpAllGather, "copy_engine", reads},
-	{OpAllGather, "nccl", none},
+	{OpAllGather, AlgoAuto, writes},
+	{OpAllGather, AlgoOneShot, writes},
+	{OpAllGather, AlgoRing, writes},
+	{OpAllGather, AlgoCopyEngine, reads},
+	{OpAllGather, AlgoNCCL, none},
 
-	{OpReduceScatter, "auto", reads},
-	{OpReduceScatter, "one_shot", reads},
-	{OpReduceScatter, "ring", none},
-	{OpReduceScatter, "nccl", none},
+	{OpReduceScatter, AlgoAuto, reads},
+	{OpReduceScatter, AlgoOneShot, reads},
+	{OpReduceScatter, AlgoRing, none},
+	{OpReduceScatter, AlgoNCCL, none},
 
-	{OpAllReduce, "auto", reads},
-	{OpAllReduce, "one_shot", reads},
-	{OpAllReduce, "two_shot", both},
-	{OpAllReduce, "ring", none},
-	{OpAllReduce, "nccl", none},
+	{OpAllReduce, AlgoAuto, reads},
+	{OpAllReduce, AlgoOneShot, reads},
+	{OpAllReduce, AlgoTwoShot, both},
+	{OpAllReduce, AlgoRing, none},
+	{OpAllReduce, AlgoNCCL, none},
 
-	{OpAllToAll, "auto", both},
-	{OpAllToAll, "one_shot", both},
-	{OpAllToAll, "nccl", none},
+	{OpAllToAll, AlgoAuto, both},
+	{OpAllToAll, AlgoOneShot, both},
+	{OpAllToAll, AlgoNCCL, none},
 
-	{OpBroadcast, "auto", reads},
-	{OpBroadcast, "one_shot", reads},
-	{OpBroadcast, "nccl", none},
+	{OpBroadcast, AlgoAuto, reads},
+	{OpBroadcast, AlgoOneShot, reads},
+	{OpBroadcast, AlgoNCCL, none},
 
-	{OpReduce, "auto", reads},
-	{OpReduce, "one_shot", reads},
-	{OpReduce, "nccl", none},
+	{OpReduce, AlgoAuto, reads},
+	{OpReduce, AlgoOneShot, reads},
+	{OpReduce, AlgoNCCL, none},
 
-	{OpGather, "auto", reads},
-	{OpGather, "one_shot", reads},
-	{OpGather, "nccl", none},
+	{OpGather, AlgoAuto, reads},
+	{OpGather, AlgoOneShot, reads},
+	{OpGather, AlgoNCCL, none},
 
-	{OpScatter, "auto", reads},
-	{OpScatter, "one_shot", reads},
-	{OpScatter, "nccl", none},
+	{OpScatter, AlgoAuto, reads},
+	{OpScatter, AlgoOneShot, reads},
+	{OpScatter, AlgoNCCL, none},
 }
 
 // SymmetricRules returns the whole table, in a stable order.
@@ -74,7 +74,7 @@ func SymmetricRules() []CollectiveRule { return append([]CollectiveRule(nil), sy
 
 // LookupRule returns what collective op with algorithm algo touches
 // remotely; ok is false when op has no such algorithm.
-func LookupRule(op Opcode, algo string) (access RemoteAccess, ok bool) {
+func LookupRule(op Opcode, algo Algo) (access RemoteAccess, ok bool) {
 	for _, r := range symmetricRules {
 		if r.Op == op && r.Algo == algo {
 			return r.Access, true
@@ -84,8 +84,8 @@ func LookupRule(op Opcode, algo string) (access RemoteAccess, ok bool) {
 }
 
 // Algorithms lists the algorithms collective op supports.
-func Algorithms(op Opcode) []string {
-	var out []string
+func Algorithms(op Opcode) []Algo {
+	var out []Algo
 	for _, r := range symmetricRules {
 		if r.Op == op {
 			out = append(out, r.Algo)

@@ -23,19 +23,43 @@ func TestEveryCollectiveHasRules(t *testing.T) {
 			continue
 		}
 		algos := Algorithms(op)
-		if len(algos) == 0 || algos[0] != "auto" {
+		if len(algos) == 0 || algos[0] != AlgoAuto {
 			t.Errorf("%s: algorithms %v must start with auto", op, algos)
 		}
-		if _, ok := LookupRule(op, "nccl"); !ok {
+		if _, ok := LookupRule(op, AlgoNCCL); !ok {
 			t.Errorf("%s has no nccl rule", op)
 		}
 		for _, a := range algos {
-			if !contains(AlgoWords, a) {
+			if !contains(AlgoWords, a.String()) {
 				t.Errorf("%s: algorithm %q is not in AlgoWords", op, a)
 			}
 		}
 	}
-	if _, ok := LookupRule(OpAllToAll, "two_shot"); ok {
+	if _, ok := LookupRule(OpAllToAll, AlgoTwoShot); ok {
 		t.Error("all_to_all must not have two_shot")
+	}
+}
+
+func TestAlgoAndReduceOpWords(t *testing.T) {
+	for _, w := range AlgoWords {
+		a, ok := ParseAlgo(w)
+		if !ok || a.String() != w {
+			t.Errorf("ParseAlgo(%q) = %v, %v", w, a, ok)
+		}
+	}
+	for _, w := range ReduceOpWords {
+		r, ok := ParseReduceOp(w)
+		if !ok || r.String() != w || !r.Valid() {
+			t.Errorf("ParseReduceOp(%q) = %v, %v", w, r, ok)
+		}
+	}
+	if _, ok := ParseAlgo("two_shots"); ok {
+		t.Error("ParseAlgo accepted two_shots")
+	}
+	if _, ok := ParseReduceOp(""); ok {
+		t.Error(`ParseReduceOp accepted ""`)
+	}
+	if ReduceUnset.Valid() {
+		t.Error("ReduceUnset is Valid")
 	}
 }

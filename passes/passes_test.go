@@ -170,7 +170,7 @@ func TestInsertFreeIsIdempotent(t *testing.T) {
 	p := build(t, 2, func(b *ir.Builder) {
 		x := b.Input("x", ir.Tensor(ir.F32, 4))
 		a := b.Unary(ir.OpExp, x)
-		g := b.Collective(ir.OpAllReduce, a, "nccl").Value()
+		g := b.Collective(ir.OpAllReduce, a, ir.AlgoNCCL).Value()
 		b.Output(b.Unary(ir.OpNeg, g))
 	})
 	if err := Lower(p, nil); err != nil {
@@ -214,7 +214,7 @@ func BenchmarkLower(b *testing.B) {
 			for j := 0; j < 9; j++ {
 				x = bld.Binary(ir.OpAdd, x, ir.Float(1))
 			}
-			x = bld.Collective(ir.OpAllReduce, x, "one_shot").Value()
+			x = bld.Collective(ir.OpAllReduce, x, ir.AlgoOneShot).Value()
 		}
 		bld.Output(x)
 		p, err := bld.Program()

@@ -60,7 +60,7 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 	algo := op.Algo()
 	access, ok := ir.LookupRule(op.Code, algo)
 	if !ok {
-		s.errs.Add(op.Pos, "%s has no algorithm %s; it supports %s", op.Code, algo, joinOr(ir.Algorithms(op.Code)))
+		s.errs.Add(op.Pos, "%s has no algorithm %s; it supports %s", op.Code, algo, joinOr(ir.Words(ir.Algorithms(op.Code))))
 		return nil
 	}
 	if len(op.Operands) == 2 {
@@ -127,7 +127,7 @@ func contiguousViewOf(x *ir.Value) *ir.Value {
 }
 
 // checkOutput rejects a remotely written output that is not symmetric.
-func (s *symmetrizer) checkOutput(op *ir.Op, algo string) {
+func (s *symmetrizer) checkOutput(op *ir.Op, algo ir.Algo) {
 	out, buffer := op.Result(), false
 	if len(op.Operands) == 2 {
 		out, buffer = op.Operands[1], true
@@ -141,14 +141,14 @@ func (s *symmetrizer) checkOutput(op *ir.Op, algo string) {
 		fix = "pass a symmetric buffer (" + out.String() + " = alloc : " + t.In(ir.Symmetric).String() + ")"
 	}
 	if alts := nonWriting(op.Code); len(alts) > 0 {
-		fix += ", or choose an algorithm that does not write remotely (algo=" + joinOr(alts) + ")"
+		fix += ", or choose an algorithm that does not write remotely (algo=" + joinOr(ir.Words(alts)) + ")"
 	}
 	s.errs.Add(op.Pos, "%s (algo=%s) writes its output %s remotely, but %s is in %s memory; %s", op.Code, algo, out, out, t.Mem, fix)
 }
 
 // nonWriting lists op's algorithms that do not write the output remotely.
-func nonWriting(op ir.Opcode) []string {
-	var out []string
+func nonWriting(op ir.Opcode) []ir.Algo {
+	var out []ir.Algo
 	for _, a := range ir.Algorithms(op) {
 		if acc, _ := ir.LookupRule(op, a); !acc.WritesOutput {
 			out = append(out, a)

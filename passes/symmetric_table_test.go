@@ -31,7 +31,7 @@ func cellProgram(t *testing.T, rule ir.CollectiveRule, outMem ir.MemoryType, buf
 	if buffer {
 		operands = append(operands, b.Op(ir.OpAlloc).Name("buf").Type(out.In(outMem)).Value())
 	}
-	ob := b.Op(rule.Op, operands...).Name("y").Word("algo", rule.Algo)
+	ob := b.Op(rule.Op, operands...).Name("y").Word("algo", rule.Algo.String())
 	if rule.Op == ir.OpAllToAll {
 		ob.Int("axis", 1)
 	}
@@ -78,7 +78,7 @@ func TestSymmetricTable(t *testing.T) {
 				if variant.buffer {
 					out = "%buf"
 				}
-				for _, part := range []string{rule.Op.String(), "algo=" + rule.Algo, "writes its output " + out + " remotely"} {
+				for _, part := range []string{rule.Op.String(), "algo=" + rule.Algo.String(), "writes its output " + out + " remotely"} {
 					if !strings.Contains(err.Error(), part) {
 						t.Errorf("%s: error %q does not name %q", name, err, part)
 					}
@@ -107,7 +107,7 @@ func TestSymmetricTable(t *testing.T) {
 func TestSymmetricUnknownAlgo(t *testing.T) {
 	b := ir.NewBuilder(ir.LinearMesh(2))
 	x := b.Input("x", ir.Tensor(ir.F32, 4))
-	y := b.Collective(ir.OpReduceScatter, x, "two_shot").Type(ir.Tensor(ir.F32, 4).Sharded(0).In(ir.Symmetric)).Value()
+	y := b.Collective(ir.OpReduceScatter, x, ir.AlgoTwoShot).Type(ir.Tensor(ir.F32, 4).Sharded(0).In(ir.Symmetric)).Value()
 	b.Output(y)
 	p, err := b.Program()
 	if err != nil {
@@ -125,10 +125,10 @@ func TestSymmetricUnknownAlgo(t *testing.T) {
 func TestSymmetricReusesImports(t *testing.T) {
 	b := ir.NewBuilder(ir.LinearMesh(2))
 	x := b.Input("x", ir.Tensor(ir.F32, 4))
-	y1 := b.Collective(ir.OpAllReduce, x, "one_shot").Name("y1").Value()
-	y2 := b.Collective(ir.OpAllReduce, x, "one_shot").Name("y2").Value()
+	y1 := b.Collective(ir.OpAllReduce, x, ir.AlgoOneShot).Name("y1").Value()
+	y2 := b.Collective(ir.OpAllReduce, x, ir.AlgoOneShot).Name("y2").Value()
 	b.For("i", 0, 2, 1, func(*ir.Value) {
-		b.Collective(ir.OpBroadcast, x, "").Name("y3")
+		b.Collective(ir.OpBroadcast, x, ir.AlgoAuto).Name("y3")
 	})
 	b.Output(y1, y2)
 	p, err := b.Program()

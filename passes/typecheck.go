@@ -657,7 +657,7 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 		switch {
 		case t.DType == ir.Bool:
 			return fail("%s is bool; reducing over ranks needs numbers", x)
-		case op.ReduceOp() == "avg" && !t.DType.IsFloat():
+		case op.ReduceOp() == ir.ReduceAvg && !t.DType.IsFloat():
 			return fail("op=avg needs a float tensor; %s is %s", x, t.DType)
 		}
 	}

@@ -246,8 +246,8 @@ type Kernel interface {
 // them remotely (ir.LookupRule) they are views of symmetric buffers.
 type CollectiveCall struct {
 	Op       ir.Opcode
-	Algo     string // a concrete algorithm or "auto"
-	ReduceOp string // sum max min prod avg
+	Algo     ir.Algo     // a concrete algorithm or ir.AlgoAuto (the zero value)
+	ReduceOp ir.ReduceOp // for the reducing collectives; ir.ReduceUnset means sum
 	Root     int
 	// Axis is the axis along which shards are gathered or scattered:
 	// the input's DIDx axis for all_gather and gather, the output's for

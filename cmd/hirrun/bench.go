@@ -284,7 +284,7 @@ func printFastest(w io.Writer, figs []cuda.CollFigure) {
 	var keys []key
 	for _, f := range figs {
 		k := key{f.Op, f.DType, f.Bytes}
-		if f.Algo == "nccl" {
+		if f.Algo == ir.AlgoNCCL.String() {
 			nccl[k] = f
 		}
 		b, seen := best[k]

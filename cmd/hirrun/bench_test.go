@@ -141,10 +141,10 @@ func TestSaveAutoTableMerges(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(back, saved) {
 		t.Fatalf("loaded %+v (%v), saved %+v", back, err, saved)
 	}
-	if got := back.Ranked(ir.OpAllReduce, 2, ir.BF16, 8<<10); !reflect.DeepEqual(got, []string{"nccl", "one_shot"}) {
+	if got := ir.Words(back.Ranked(ir.OpAllReduce, 2, ir.BF16, 8<<10)); !reflect.DeepEqual(got, []string{"nccl", "one_shot"}) {
 		t.Errorf("all_reduce: %v", got)
 	}
-	if got := back.Ranked(ir.OpAllGather, 2, ir.F16, 1<<30); !reflect.DeepEqual(got, []string{"copy_engine"}) {
+	if got := ir.Words(back.Ranked(ir.OpAllGather, 2, ir.F16, 1<<30)); !reflect.DeepEqual(got, []string{"copy_engine"}) {
 		t.Errorf("all_gather kept: %v", got)
 	}
 }

@@ -63,7 +63,7 @@ var notYetInTestdata = map[ir.Opcode]bool{}
 func TestTestdataCoversTheLanguage(t *testing.T) {
 	ops := map[ir.Opcode]bool{}
 	algos := map[string]bool{} // "all_reduce algo=ring"
-	reduceOps := map[string]bool{}
+	reduceOps := map[ir.ReduceOp]bool{}
 	dtypes := map[ir.DType]bool{}
 	meshes := map[int]bool{}
 	for _, p := range testdataPrograms(t) {
@@ -89,7 +89,7 @@ func TestTestdataCoversTheLanguage(t *testing.T) {
 				}
 			}
 			if op.Code.IsCollective() {
-				algos[op.Code.String()+" algo="+op.WordAttr("algo", "auto")] = true
+				algos[op.Code.String()+" algo="+op.Algo().String()] = true
 				if _, has := op.Attr("op"); has || op.Code == ir.OpAllReduce {
 					reduceOps[op.ReduceOp()] = true
 				}
@@ -102,11 +102,11 @@ func TestTestdataCoversTheLanguage(t *testing.T) {
 		}
 	}
 	for _, rule := range ir.SymmetricRules() {
-		if key := rule.Op.String() + " algo=" + rule.Algo; !algos[key] {
+		if key := rule.Op.String() + " algo=" + rule.Algo.String(); !algos[key] {
 			t.Errorf("no succeeding testdata program runs %s", key)
 		}
 	}
-	for _, w := range ir.ReduceOpWords {
+	for _, w := range ir.ReduceOps() {
 		if !reduceOps[w] {
 			t.Errorf("no succeeding testdata program reduces over ranks with op=%s", w)
 		}

@@ -98,9 +98,10 @@ func ParseAutoTable(data []byte) (*AutoTable, error) {
 			continue
 		}
 		var ranked []string
-		for _, a := range e.Ranked {
-			if _, ok := ir.LookupRule(op, a); ok && a != "auto" {
-				ranked = append(ranked, a)
+		for _, w := range e.Ranked {
+			a, ok := ir.ParseAlgo(w)
+			if _, known := ir.LookupRule(op, a); ok && known && a != ir.AlgoAuto {
+				ranked = append(ranked, w)
 			}
 		}
 		if len(ranked) == 0 {
@@ -179,7 +180,8 @@ func (t *AutoTable) Merge(old *AutoTable) *AutoTable {
 
 // Ranked is the table's ranking for a call of op over world ranks of dtype
 // dt moving bytes (as benchBytes counts them), or nil when it has none.
-func (t *AutoTable) Ranked(op ir.Opcode, world int, dt ir.DType, bytes int64) []string {
+// Words that name no algorithm are left out (LoadAutoTable drops them).
+func (t *AutoTable) Ranked(op ir.Opcode, world int, dt ir.DType, bytes int64) []ir.Algo {
 	if t == nil {
 		return nil
 	}
@@ -203,7 +205,13 @@ func (t *AutoTable) Ranked(op ir.Opcode, world int, dt ir.DType, bytes int64) []
 	if best == nil {
 		return nil
 	}
-	return best.Ranked
+	out := make([]ir.Algo, 0, len(best.Ranked))
+	for _, w := range best.Ranked {
+		if a, ok := ir.ParseAlgo(w); ok {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // CollFigure is one measured point of MeasureCollectives: the slowest

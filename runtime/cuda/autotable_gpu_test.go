@@ -62,7 +62,7 @@ func collAutoScenario() error {
 			}
 			for _, size := range []int64{8 << 10, 64 << 10, 512 << 10, 4 << 20, 64 << 20} {
 				call, _ := benchCall(op, ir.BF16, size/2, d.WorldSize(), inB, out)
-				call.Algo = "auto"
+				call.Algo = ir.AlgoAuto
 				if err := d.Collective(&call, s); err != nil {
 					return err
 				}
@@ -70,14 +70,14 @@ func collAutoScenario() error {
 				if err != nil {
 					return err
 				}
-				want := ""
+				want, found := ir.AlgoAuto, false
 				for _, a := range tbl.Ranked(op, d.WorldSize(), ir.BF16, size) {
 					if d.fits(p, a) {
-						want = a
+						want, found = a, true
 						break
 					}
 				}
-				if want == "" {
+				if !found {
 					want = defaultAlgo(p)
 				}
 				fmt.Printf("rank %d: auto %s bf16 %d bytes into %v: %s (table: %v)\n", d.Rank(), op, size, out.Mem(), p.impl, tbl.Ranked(op, d.WorldSize(), ir.BF16, size))

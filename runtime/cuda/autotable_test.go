@@ -50,7 +50,7 @@ func TestBuildAutoTableRanksFastestFirst(t *testing.T) {
 		{ir.OpAllReduce, 1 << 20, []string{"two_shot", "nccl", "one_shot", "ring"}},
 		{ir.OpAllGather, 1 << 30, []string{"copy_engine", "one_shot", "nccl"}},
 	} {
-		if got := tb.Ranked(c.op, 2, ir.BF16, c.bytes); !reflect.DeepEqual(got, c.want) {
+		if got := ir.Words(tb.Ranked(c.op, 2, ir.BF16, c.bytes)); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s %d: %v, want %v", c.op, c.bytes, got, c.want)
 		}
 	}
@@ -66,7 +66,7 @@ func TestAutoTableBuckets(t *testing.T) {
 		if len(r) == 0 {
 			return ""
 		}
-		return r[0]
+		return r[0].String()
 	}
 	for _, c := range []struct {
 		bytes int64
@@ -118,13 +118,13 @@ func TestAutoTableSaveLoadMerge(t *testing.T) {
 	// entries, and keeps f32's and 4 ranks'.
 	fresh := BuildAutoTable("GPU X", "", []CollFigure{{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 1}})
 	m := fresh.Merge(back)
-	if got := m.Ranked(ir.OpAllReduce, 2, ir.BF16, 1<<20); !reflect.DeepEqual(got, []string{"nccl"}) {
+	if got := ir.Words(m.Ranked(ir.OpAllReduce, 2, ir.BF16, 1<<20)); !reflect.DeepEqual(got, []string{"nccl"}) {
 		t.Errorf("bf16 after the merge: %v", got)
 	}
-	if got := m.Ranked(ir.OpAllReduce, 2, ir.F32, 8<<10); !reflect.DeepEqual(got, []string{"ring"}) {
+	if got := ir.Words(m.Ranked(ir.OpAllReduce, 2, ir.F32, 8<<10)); !reflect.DeepEqual(got, []string{"ring"}) {
 		t.Errorf("f32 lost in the merge: %v", got)
 	}
-	if got := m.Ranked(ir.OpAllReduce, 4, ir.BF16, 8<<10); !reflect.DeepEqual(got, []string{"one_shot"}) {
+	if got := ir.Words(m.Ranked(ir.OpAllReduce, 4, ir.BF16, 8<<10)); !reflect.DeepEqual(got, []string{"one_shot"}) {
 		t.Errorf("4 ranks lost in the merge: %v", got)
 	}
 	if got := m.Ranked(ir.OpAllGather, 2, ir.BF16, 1<<30); len(got) == 0 {
@@ -221,11 +221,11 @@ func TestAutoFollowsTable(t *testing.T) {
 	}}
 	plan := func(op ir.Opcode, in, out *buffer, nIn, nOut int64) string {
 		t.Helper()
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: op, Algo: "auto", ReduceOp: "sum", In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)})
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p.impl
+		return p.impl.String()
 	}
 	for _, c := range []struct {
 		name    string

@@ -48,11 +48,11 @@ func BenchIters(bytes int64) int {
 
 // BenchAlgorithms are the algorithms MeasureCollectives runs for op: every
 // one the rules table lists but auto, and nccl only where it loads.
-func BenchAlgorithms(op ir.Opcode) []string {
+func BenchAlgorithms(op ir.Opcode) []ir.Algo {
 	_, ncclErr := NCCLVersion()
-	var out []string
+	var out []ir.Algo
 	for _, a := range ir.Algorithms(op) {
-		if a == "auto" || a == "nccl" && ncclErr != nil {
+		if a == ir.AlgoAuto || a == ir.AlgoNCCL && ncclErr != nil {
 			continue
 		}
 		out = append(out, a)
@@ -114,7 +114,7 @@ func MeasureCollectives(rt *Runtime, o CollBenchOptions) ([]CollFigure, error) {
 	// µs for a call that took 5.4 a moment later): warm the host and the
 	// path up first, with the same number of calls on every rank.
 	if warm, ok := benchCall(ir.OpAllReduce, o.DTypes[0], o.MinBytes/int64(o.DTypes[0].Size()), D, inB, outB); ok {
-		warm.Algo = "one_shot"
+		warm.Algo = ir.AlgoOneShot
 		for i := 0; i < 3000; i++ {
 			if err := d.Collective(&warm, s); err != nil {
 				return nil, fmt.Errorf("bench: warming up: %w", err)
@@ -135,7 +135,7 @@ func MeasureCollectives(rt *Runtime, o CollBenchOptions) ([]CollFigure, error) {
 				}
 				for _, algo := range BenchAlgorithms(op) {
 					call.Algo = algo
-					f := CollFigure{Op: op.String(), Algo: algo, DType: dt.String(), World: D, Bytes: size, Iters: o.Iters(size)}
+					f := CollFigure{Op: op.String(), Algo: algo.String(), DType: dt.String(), World: D, Bytes: size, Iters: o.Iters(size)}
 					us, err := d.timeCollective(&call, s, ev, o.Warmups, f.Iters, o.Reps)
 					if err != nil {
 						return nil, fmt.Errorf("bench: %s algo=%s %s %d bytes: %w", op, algo, dt, size, err)
@@ -188,7 +188,7 @@ func benchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buff
 	t := func(b runtime.Buffer, shape ...int64) runtime.Tensor {
 		return runtime.Tensor{Buf: b, DType: dt, Shape: shape}
 	}
-	c := runtime.CollectiveCall{Op: op, ReduceOp: "sum"}
+	c := runtime.CollectiveCall{Op: op, ReduceOp: ir.ReduceSum}
 	switch op {
 	case ir.OpAllReduce:
 		c.In, c.Out = t(inB, n), t(outB, n)
@@ -204,7 +204,7 @@ func benchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buff
 		return c, false
 	}
 	if op != ir.OpAllReduce && op != ir.OpReduceScatter {
-		c.ReduceOp = ""
+		c.ReduceOp = ir.ReduceUnset
 	}
 	return c, true
 }

@@ -17,9 +17,9 @@ import (
 // collPlan is one collective, validated, with its algorithm resolved.
 type collPlan struct {
 	op           ir.Opcode
-	algo         string // as called
-	impl         string // what runs: one_shot, two_shot, ring, copy_engine, nccl
-	reduce       string
+	algo         ir.Algo // as called
+	impl         ir.Algo // what runs: one_shot, two_shot, ring, copy_engine, nccl
+	reduce       ir.ReduceOp
 	root         int
 	axis, concat int
 	dt           ir.DType
@@ -102,9 +102,6 @@ func blockLayout(full []int64, axis int, ext int64) (off1 int64, l lay) {
 func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	D := d.opts.WorldSize
 	algo := c.Algo
-	if algo == "" {
-		algo = "auto"
-	}
 	p := &collPlan{op: c.Op, algo: algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: c.In, out: c.Out}
 	name := fmt.Sprintf("%s algo=%s", c.Op, algo)
 	fail := func(format string, args ...any) (*collPlan, error) {
@@ -114,7 +111,7 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 		return fail("%s is not a collective", c.Op)
 	}
 	if _, ok := ir.LookupRule(c.Op, algo); !ok {
-		return fail("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Algorithms(c.Op), ", "))
+		return fail("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Words(ir.Algorithms(c.Op)), ", "))
 	}
 	var err error
 	if p.inB, err = d.own(c.In.Buf); err != nil {
@@ -141,20 +138,20 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	}
 	switch c.Op {
 	case ir.OpAllReduce, ir.OpReduceScatter, ir.OpReduce:
-		if p.reduce == "" {
-			p.reduce = "sum"
+		if p.reduce == ir.ReduceUnset {
+			p.reduce = ir.ReduceSum
 		}
-		if _, ok := reduceOpCodes[p.reduce]; !ok {
+		if !p.reduce.Valid() {
 			return fail("unknown reduce op %q (want one of %s)", p.reduce, strings.Join(ir.ReduceOpWords, ", "))
 		}
 		if _, ok := reduceDTypes[p.dt]; !ok {
 			return fail("cannot reduce %s tensors (op=%s); reductions take f32, f16, bf16, f64, i32 or i64", p.dt, p.reduce)
 		}
-		if p.reduce == "avg" && !p.dt.IsFloat() {
+		if p.reduce == ir.ReduceAvg && !p.dt.IsFloat() {
 			return fail("op=avg needs a float dtype, not %s", p.dt)
 		}
 	default:
-		p.reduce = ""
+		p.reduce = ir.ReduceUnset
 	}
 	switch c.Op {
 	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
@@ -176,9 +173,9 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	}
 	p.impl = d.resolveAlgo(p)
 	p.access = implAccess(c.Op, p.impl)
-	p.ll = c.Op == ir.OpAllReduce && p.impl == "one_shot" && useLL(p)
-	p.cePush = p.impl == "copy_engine" && p.outB.kind == kindSym && cePush
-	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == "two_shot" && twoShotCEMin > 0 && p.in.Bytes() >= twoShotCEMin
+	p.ll = c.Op == ir.OpAllReduce && p.impl == ir.AlgoOneShot && useLL(p)
+	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.kind == kindSym && cePush
+	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == ir.AlgoTwoShot && twoShotCEMin > 0 && p.in.Bytes() >= twoShotCEMin
 	if p.access.ReadsInput && p.inB.kind != kindSym {
 		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.id, p.inB.mem, kindName(p.inB.kind))
 	}
@@ -203,7 +200,7 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	if p.cePush {
 		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.sym.seq, c.Out.Offset)
 	}
-	if p.impl == "ring" && p.op != ir.OpAllGather {
+	if p.impl == ir.AlgoRing && p.op != ir.OpAllGather {
 		p.ring = ringGeometry
 		p.desc += " ring=" + p.ring.String()
 	}
@@ -213,9 +210,9 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 // implAccess is what algorithm impl of op touches remotely as this
 // runtime runs it: the rules table, except the ring, which goes through
 // its own staging.
-func implAccess(op ir.Opcode, impl string) ir.RemoteAccess {
+func implAccess(op ir.Opcode, impl ir.Algo) ir.RemoteAccess {
 	access, _ := ir.LookupRule(op, impl)
-	if impl == "ring" && (op == ir.OpAllReduce || op == ir.OpReduceScatter) {
+	if impl == ir.AlgoRing && (op == ir.OpAllReduce || op == ir.OpReduceScatter) {
 		access = ir.RemoteAccess{}
 	}
 	return access
@@ -241,8 +238,8 @@ func kindName(k bufKind) string {
 // table (hirrun bench; autotable.go) ranks first for this collective,
 // world size, dtype class and size whose symmetric-heap needs the operands
 // meet, else the compiled-in choice (defaultAlgo).
-func (d *Device) resolveAlgo(p *collPlan) string {
-	if p.algo != "auto" {
+func (d *Device) resolveAlgo(p *collPlan) ir.Algo {
+	if p.algo != ir.AlgoAuto {
 		return p.algo
 	}
 	if t := d.comm.table; t != nil {
@@ -260,18 +257,18 @@ func (d *Device) resolveAlgo(p *collPlan) string {
 // two_shot (same rank-order result, 1/D of the loads), and all_gather of
 // a symmetric input from copyEngineMin bytes of output, which runs
 // copy_engine.
-func defaultAlgo(p *collPlan) string {
+func defaultAlgo(p *collPlan) ir.Algo {
 	switch p.op {
 	case ir.OpAllReduce:
 		if p.in.Bytes() > autoOneShotMax && p.outB.kind == kindSym {
-			return "two_shot"
+			return ir.AlgoTwoShot
 		}
 	case ir.OpAllGather:
 		if copyEngineMin > 0 && p.out.Bytes() >= copyEngineMin && p.inB.kind == kindSym {
-			return "copy_engine"
+			return ir.AlgoCopyEngine
 		}
 	}
-	return "one_shot"
+	return ir.AlgoOneShot
 }
 
 // cePush says whether copy_engine pushes each rank's shard into the
@@ -301,20 +298,20 @@ func envBytes(name string, def int64) int64 {
 // fits says whether algorithm algo can run p as auto's choice: op has it,
 // the operands are symmetric where it touches them remotely, and NCCL
 // loads where it is NCCL.
-func (d *Device) fits(p *collPlan, algo string) bool {
-	if _, ok := ir.LookupRule(p.op, algo); !ok || algo == "auto" {
+func (d *Device) fits(p *collPlan, algo ir.Algo) bool {
+	if _, ok := ir.LookupRule(p.op, algo); !ok || algo == ir.AlgoAuto {
 		return false
 	}
 	acc := implAccess(p.op, algo)
 	if acc.ReadsInput && p.inB.kind != kindSym || acc.WritesOutput && p.outB.kind != kindSym {
 		return false
 	}
-	if algo == "nccl" {
+	if algo == ir.AlgoNCCL {
 		if _, err := NCCLVersion(); err != nil {
 			return false
 		}
 	}
-	if algo == "ring" && p.op == ir.OpAllReduce && p.inPtr != p.outPtr && overlaps(p.in, p.inB, p.out, p.outB) {
+	if algo == ir.AlgoRing && p.op == ir.OpAllReduce && p.inPtr != p.outPtr && overlaps(p.in, p.inB, p.out, p.outB) {
 		return false
 	}
 	return true
@@ -377,8 +374,8 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 			return err
 		}
 		p.what = fmt.Sprintf("%s algo=%s %s%v", p.op, p.algo, p.dt, p.in.Shape)
-		if p.reduce != "" {
-			p.what += " op=" + p.reduce
+		if p.reduce != ir.ReduceUnset {
+			p.what += " op=" + p.reduce.String()
 		}
 		p.desc += fmt.Sprintf(" channel=%d", ch.idx)
 		if err := d.agree(cs, p); err != nil {
@@ -417,11 +414,11 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	}
 	var runErr error
 	switch p.impl {
-	case "nccl":
+	case ir.AlgoNCCL:
 		runErr = d.runNCCL(p, s)
-	case "copy_engine":
+	case ir.AlgoCopyEngine:
 		runErr = d.runCopyEngine(cs, ch, p, s)
-	case "ring":
+	case ir.AlgoRing:
 		if p.op == ir.OpAllGather {
 			runErr = d.runAllGatherRing(cs, ch, p, s)
 		} else {
@@ -447,7 +444,8 @@ const maxCachedPlans = 1024
 // planning reads, with shapes of up to maxKeyDims dimensions inline.
 type planKey struct {
 	op                 ir.Opcode
-	algo, reduce       string
+	algo               ir.Algo
+	reduce             ir.ReduceOp
 	root, axis, concat int
 	in, out            tensorKey
 	s                  *stream
@@ -533,13 +531,13 @@ func (d *Device) agree(cs *commState, p *collPlan) error {
 
 // preloadKernels loads the modules p's algorithm launches.
 func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
-	if p.impl == "nccl" || d.opts.WorldSize == 1 {
+	if p.impl == ir.AlgoNCCL || d.opts.WorldSize == 1 {
 		return nil
 	}
 	if _, err := moveFunction(cs, d, "hir_barrier"); err != nil {
 		return err
 	}
-	if p.reduce == "" {
+	if p.reduce == ir.ReduceUnset {
 		return nil
 	}
 	dt := p.dt
@@ -738,7 +736,7 @@ func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *st
 	alias := overlaps(p.in, p.inB, p.out, p.outB)
 	switch p.op {
 	case ir.OpAllReduce:
-		if p.impl == "two_shot" {
+		if p.impl == ir.AlgoTwoShot {
 			// Chunk c of the flat tensor, bounds rounded to 16 bytes so
 			// every chunk moves as vectors; each element is still reduced
 			// in rank order, as one_shot does.

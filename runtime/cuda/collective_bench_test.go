@@ -29,14 +29,14 @@ func init() { scenarios["coll-bench"] = collBenchScenario }
 
 type benchRow struct {
 	op   ir.Opcode
-	algo string
+	algo ir.Algo
 }
 
 var benchRows = []benchRow{
-	{ir.OpAllReduce, "one_shot"}, {ir.OpAllReduce, "two_shot"}, {ir.OpAllReduce, "ring"}, {ir.OpAllReduce, "nccl"},
-	{ir.OpAllGather, "one_shot"}, {ir.OpAllGather, "copy_engine"}, {ir.OpAllGather, "ring"}, {ir.OpAllGather, "nccl"},
-	{ir.OpReduceScatter, "one_shot"}, {ir.OpReduceScatter, "ring"}, {ir.OpReduceScatter, "nccl"},
-	{ir.OpAllToAll, "one_shot"}, {ir.OpAllToAll, "nccl"},
+	{ir.OpAllReduce, ir.AlgoOneShot}, {ir.OpAllReduce, ir.AlgoTwoShot}, {ir.OpAllReduce, ir.AlgoRing}, {ir.OpAllReduce, ir.AlgoNCCL},
+	{ir.OpAllGather, ir.AlgoOneShot}, {ir.OpAllGather, ir.AlgoCopyEngine}, {ir.OpAllGather, ir.AlgoRing}, {ir.OpAllGather, ir.AlgoNCCL},
+	{ir.OpReduceScatter, ir.AlgoOneShot}, {ir.OpReduceScatter, ir.AlgoRing}, {ir.OpReduceScatter, ir.AlgoNCCL},
+	{ir.OpAllToAll, ir.AlgoOneShot}, {ir.OpAllToAll, ir.AlgoNCCL},
 }
 
 // ringSweep are ring geometries BenchmarkCollectives also times the ring
@@ -54,7 +54,7 @@ func init() {
 		}
 		var rows []benchRow
 		for _, r := range benchRows {
-			if keep[r.algo] {
+			if keep[r.algo.String()] {
 				rows = append(rows, r)
 			}
 		}
@@ -139,7 +139,7 @@ func collBenchScenario() error {
 		measure := func(row benchRow, label string) error {
 			in := runtime.Tensor{Buf: inB, DType: ir.BF16, Shape: []int64{elems}}
 			out := runtime.Tensor{Buf: outB, DType: ir.BF16, Shape: []int64{elems}}
-			call := runtime.CollectiveCall{Op: row.op, Algo: row.algo, ReduceOp: "sum"}
+			call := runtime.CollectiveCall{Op: row.op, Algo: row.algo, ReduceOp: ir.ReduceSum}
 			switch row.op {
 			case ir.OpAllGather:
 				in.Shape = []int64{elems / int64(D)}
@@ -185,10 +185,10 @@ func collBenchScenario() error {
 			return nil
 		}
 		for _, row := range benchRows {
-			if row.algo == "nccl" && ncclErr != nil {
+			if row.algo == ir.AlgoNCCL && ncclErr != nil {
 				continue
 			}
-			if err := measure(row, row.algo); err != nil {
+			if err := measure(row, row.algo.String()); err != nil {
 				return err
 			}
 		}
@@ -200,7 +200,7 @@ func collBenchScenario() error {
 			saved := ringGeometry
 			ringGeometry = g
 			for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpReduceScatter} {
-				if err := measure(benchRow{op, "ring"}, "ring@"+g.String()); err != nil {
+				if err := measure(benchRow{op, ir.AlgoRing}, "ring@"+g.String()); err != nil {
 					ringGeometry = saved
 					return err
 				}
@@ -262,8 +262,8 @@ func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
 		have := map[string]bool{}
 		for _, row := range algos {
 			if row.op.String() == op {
-				cols = append(cols, row.algo)
-				have[row.algo] = true
+				cols = append(cols, row.algo.String())
+				have[row.algo.String()] = true
 			}
 		}
 		// Columns measured but not in benchRows (the ring sweep), in order.
@@ -444,14 +444,14 @@ func collLatencyScenario() error {
 	const n = 1000
 	for _, c := range []struct {
 		op    ir.Opcode
-		algo  string
+		algo  ir.Algo
 		bytes int64
 	}{
-		{ir.OpAllReduce, "one_shot", 8 << 10}, {ir.OpAllReduce, "two_shot", 8 << 10}, {ir.OpAllReduce, "nccl", 8 << 10},
-		{ir.OpAllReduce, "one_shot", 64 << 10}, {ir.OpAllReduce, "two_shot", 64 << 10},
-		{ir.OpAllReduce, "one_shot", 256 << 10}, {ir.OpAllReduce, "two_shot", 256 << 10}, {ir.OpAllReduce, "nccl", 256 << 10},
-		{ir.OpAllReduce, "one_shot", 1 << 20}, {ir.OpAllReduce, "two_shot", 1 << 20},
-		{ir.OpAllGather, "one_shot", 8 << 10}, {ir.OpReduceScatter, "one_shot", 8 << 10}, {ir.OpAllToAll, "one_shot", 8 << 10},
+		{ir.OpAllReduce, ir.AlgoOneShot, 8 << 10}, {ir.OpAllReduce, ir.AlgoTwoShot, 8 << 10}, {ir.OpAllReduce, ir.AlgoNCCL, 8 << 10},
+		{ir.OpAllReduce, ir.AlgoOneShot, 64 << 10}, {ir.OpAllReduce, ir.AlgoTwoShot, 64 << 10},
+		{ir.OpAllReduce, ir.AlgoOneShot, 256 << 10}, {ir.OpAllReduce, ir.AlgoTwoShot, 256 << 10}, {ir.OpAllReduce, ir.AlgoNCCL, 256 << 10},
+		{ir.OpAllReduce, ir.AlgoOneShot, 1 << 20}, {ir.OpAllReduce, ir.AlgoTwoShot, 1 << 20},
+		{ir.OpAllGather, ir.AlgoOneShot, 8 << 10}, {ir.OpReduceScatter, ir.AlgoOneShot, 8 << 10}, {ir.OpAllToAll, ir.AlgoOneShot, 8 << 10},
 	} {
 		call, _ := benchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
 		call.Algo = c.algo
@@ -502,7 +502,7 @@ func collLatencyScenario() error {
 	}
 	if dir := os.Getenv("HIR_COLL_PPROF"); dir != "" {
 		call, _ := benchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
-		call.Algo = "one_shot"
+		call.Algo = ir.AlgoOneShot
 		var f *os.File
 		if rank == 0 {
 			if f, err = os.Create(filepath.Join(dir, "host.pprof")); err != nil {

@@ -99,7 +99,8 @@ func openColl(timeout time.Duration) (*Runtime, *Device, error) {
 // collCase is one collective call, with shapes as the ranks see them.
 type collCase struct {
 	op        ir.Opcode
-	algo, red string
+	algo      ir.Algo
+	red       ir.ReduceOp
 	dt        ir.DType
 	root      int
 	axis, cat int
@@ -111,8 +112,8 @@ type collCase struct {
 
 func (c collCase) String() string {
 	s := fmt.Sprintf("%s algo=%s %s in=%v out=%v", c.op, c.algo, c.dt, c.in, c.out)
-	if c.red != "" {
-		s += " op=" + c.red
+	if c.red != ir.ReduceUnset {
+		s += " op=" + c.red.String()
 	}
 	if c.op == ir.OpBroadcast || c.op == ir.OpReduce || c.op == ir.OpGather || c.op == ir.OpScatter {
 		s += fmt.Sprintf(" root=%d", c.root)
@@ -145,7 +146,7 @@ func (c collCase) mems() (in, out ir.MemoryType) {
 	if acc.WritesOutput || c.alias || c.symOut {
 		out = ir.Symmetric
 	}
-	if c.algo == "auto" && c.op == ir.OpAllReduce {
+	if c.algo == ir.AlgoAuto && c.op == ir.OpAllReduce {
 		out = ir.Symmetric // lets auto pick two_shot for large tensors
 	}
 	return in, out
@@ -164,10 +165,10 @@ func collCases(D int) []collCase {
 	flat := [][]int64{{1}, {1003}, {131072}, {65541}} // 131072 bf16: the largest LL all_reduce (256 KiB)
 	// all_reduce: every algorithm x dtype x reduce op at an awkward size,
 	// then sizes for sum, and in-place.
-	for _, algo := range []string{"one_shot", "two_shot", "ring", "auto", "nccl"} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot, ir.AlgoRing, ir.AlgoAuto, ir.AlgoNCCL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.F64, ir.I32, ir.I64} {
-			for _, red := range []string{"sum", "max", "min", "avg", "prod"} {
-				if red == "avg" && !dt.IsFloat() {
+			for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMax, ir.ReduceMin, ir.ReduceAvg, ir.ReduceProd} {
+				if red == ir.ReduceAvg && !dt.IsFloat() {
 					continue
 				}
 				cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: red, dt: dt, in: []int64{1003}, out: []int64{1003}, iters: 8})
@@ -175,37 +176,37 @@ func collCases(D int) []collCase {
 		}
 		for _, dt := range []ir.DType{ir.F32, ir.BF16} {
 			for _, sh := range flat {
-				cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: dt, in: sh, out: sh, iters: 100})
+				cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: ir.ReduceSum, dt: dt, in: sh, out: sh, iters: 100})
 			}
 		}
-		if algo != "nccl" {
-			cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: ir.BF16, in: []int64{4099}, out: []int64{4099}, iters: 20, alias: true})
+		if algo != ir.AlgoNCCL {
+			cs = append(cs, collCase{op: ir.OpAllReduce, algo: algo, red: ir.ReduceSum, dt: ir.BF16, in: []int64{4099}, out: []int64{4099}, iters: 20, alias: true})
 		}
 	}
 	// The ring over several segments per block (many more with a small
 	// HIR_COLL_RING_SEG): all_reduce at an odd size, in place; and
 	// reduce_scatter whose chunk r lies off 16 bytes on odd ranks (those
 	// run the scalar path, the others vectors, through the same staging).
-	cs = append(cs, collCase{op: ir.OpAllReduce, algo: "ring", red: "sum", dt: ir.BF16, in: []int64{3_000_017}, out: []int64{3_000_017}, iters: 4},
-		collCase{op: ir.OpAllReduce, algo: "ring", red: "avg", dt: ir.BF16, in: []int64{1_000_003}, out: []int64{1_000_003}, iters: 4, alias: true},
-		collCase{op: ir.OpReduceScatter, algo: "ring", red: "sum", dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
+	cs = append(cs, collCase{op: ir.OpAllReduce, algo: ir.AlgoRing, red: ir.ReduceSum, dt: ir.BF16, in: []int64{3_000_017}, out: []int64{3_000_017}, iters: 4},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoRing, red: ir.ReduceAvg, dt: ir.BF16, in: []int64{1_000_003}, out: []int64{1_000_003}, iters: 4, alias: true},
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoRing, red: ir.ReduceSum, dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
 	// reduce_scatter.
-	for _, algo := range []string{"one_shot", "ring", "auto", "nccl"} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoAuto, ir.AlgoNCCL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.I32} {
-			for _, red := range []string{"sum", "max", "avg"} {
-				if red == "avg" && !dt.IsFloat() {
-					red = "min"
+			for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMax, ir.ReduceAvg} {
+				if red == ir.ReduceAvg && !dt.IsFloat() {
+					red = ir.ReduceMin
 				}
 				cs = append(cs, collCase{op: ir.OpReduceScatter, algo: algo, red: red, dt: dt, in: []int64{1003 * d}, out: []int64{1003}, iters: 8})
 			}
 		}
 		for _, sh := range [][]int64{{1}, {65541}, {3, 5}} {
 			axis := len(sh) - 1
-			cs = append(cs, collCase{op: ir.OpReduceScatter, algo: algo, red: "sum", dt: ir.BF16, axis: axis, in: scaledShape(sh, axis, d), out: sh, iters: 100})
+			cs = append(cs, collCase{op: ir.OpReduceScatter, algo: algo, red: ir.ReduceSum, dt: ir.BF16, axis: axis, in: scaledShape(sh, axis, d), out: sh, iters: 100})
 		}
 	}
 	// all_gather.
-	for _, algo := range []string{"one_shot", "ring", "copy_engine", "auto", "nccl"} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoCopyEngine, ir.AlgoAuto, ir.AlgoNCCL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.I64, ir.Bool} {
 			for _, sh := range [][]int64{{1}, {1003}, {65541}, {3, 5}} {
 				axis := len(sh) - 1
@@ -214,7 +215,7 @@ func collCases(D int) []collCase {
 					iters = 100
 				}
 				cs = append(cs, collCase{op: ir.OpAllGather, algo: algo, dt: dt, axis: axis, in: sh, out: scaledShape(sh, axis, d), iters: iters})
-				if algo == "copy_engine" {
+				if algo == ir.AlgoCopyEngine {
 					// A symmetric output: copy_engine pushes into the peers'.
 					cs = append(cs, collCase{op: ir.OpAllGather, algo: algo, dt: dt, axis: axis, in: sh, out: scaledShape(sh, axis, d), iters: iters, symOut: true})
 				}
@@ -222,7 +223,7 @@ func collCases(D int) []collCase {
 		}
 	}
 	// all_to_all: split axis 1 concatenated on 0, and the reverse.
-	for _, algo := range []string{"one_shot", "auto", "nccl"} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoAuto, ir.AlgoNCCL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16} {
 			cs = append(cs, collCase{op: ir.OpAllToAll, algo: algo, dt: dt, axis: 1, cat: 0, in: []int64{4, 3 * d}, out: []int64{4 * d, 3}, iters: 50})
 			cs = append(cs, collCase{op: ir.OpAllToAll, algo: algo, dt: dt, axis: 0, cat: 1, in: []int64{7 * d, 3}, out: []int64{7, 3 * d}, iters: 50})
@@ -230,12 +231,12 @@ func collCases(D int) []collCase {
 		}
 	}
 	// rooted collectives.
-	for _, algo := range []string{"one_shot", "nccl"} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoNCCL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.I32} {
 			for _, root := range []int{0, D - 1} {
 				cs = append(cs,
 					collCase{op: ir.OpBroadcast, algo: algo, dt: dt, root: root, in: []int64{1003}, out: []int64{1003}, iters: 20},
-					collCase{op: ir.OpReduce, algo: algo, red: "sum", dt: dt, root: root, in: []int64{1003}, out: []int64{1003}, iters: 20},
+					collCase{op: ir.OpReduce, algo: algo, red: ir.ReduceSum, dt: dt, root: root, in: []int64{1003}, out: []int64{1003}, iters: 20},
 					collCase{op: ir.OpGather, algo: algo, dt: dt, root: root, in: []int64{1003}, out: []int64{1003 * d}, iters: 20},
 					collCase{op: ir.OpScatter, algo: algo, dt: dt, root: root, in: []int64{1003 * d}, out: []int64{1003}, iters: 20},
 					collCase{op: ir.OpGather, algo: algo, dt: dt, root: root, axis: 1, in: []int64{3, 5}, out: []int64{3, 5 * d}, iters: 10},
@@ -320,9 +321,9 @@ func simResults(c collCase, inputs []*host.Array) ([][]byte, error) {
 
 // simAlgo is the algorithm whose CPU result the GPU must match: the same
 // one, except auto (the GPU may pick two_shot: the same rank order).
-func simAlgo(c collCase) string {
-	if c.algo == "auto" {
-		return "one_shot"
+func simAlgo(c collCase) ir.Algo {
+	if c.algo == ir.AlgoAuto {
+		return ir.AlgoOneShot
 	}
 	return c.algo
 }
@@ -330,10 +331,10 @@ func simAlgo(c collCase) string {
 // exactFor says whether the GPU must match the CPU bit for bit; NCCL's
 // float sums run in its own order, so those are compared with a tolerance.
 func exactFor(c collCase) bool {
-	if c.algo != "nccl" || !c.dt.IsFloat() {
+	if c.algo != ir.AlgoNCCL || !c.dt.IsFloat() {
 		return true
 	}
-	return c.red == "" || c.red == "max" || c.red == "min"
+	return c.red == ir.ReduceUnset || c.red == ir.ReduceMax || c.red == ir.ReduceMin
 }
 
 func collTolerance(dt ir.DType) float64 {
@@ -493,7 +494,7 @@ func collScenario() error {
 	for _, c := range cases {
 		// NCCL refuses two ranks on one GPU (HIR_CUDA_SHARE_GPUS=1).
 		skipNCCL := nerr != nil || SharingGPUs()
-		if c.algo == "nccl" && skipNCCL || only != "" && !strings.Contains(c.String(), only) {
+		if c.algo == ir.AlgoNCCL && skipNCCL || only != "" && !strings.Contains(c.String(), only) {
 			continue
 		}
 		key := fmt.Sprintf("%s algo=%s", c.op, c.algo)
@@ -577,7 +578,7 @@ func collBigScenario() error {
 			return err
 		}
 		for it := 0; it < 2; it++ {
-			if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "two_shot", ReduceOp: "sum", In: in, Out: out}, s); err != nil {
+			if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoTwoShot, ReduceOp: ir.ReduceSum, In: in, Out: out}, s); err != nil {
 				return err
 			}
 		}
@@ -604,7 +605,7 @@ func collBigScenario() error {
 		if err := d.CopyFromHost(in, data, s); err != nil {
 			return err
 		}
-		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "sum", In: in, Out: in}, s); err != nil {
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, ReduceOp: ir.ReduceSum, In: in, Out: in}, s); err != nil {
 			return err
 		}
 		if err := d.CopyToHost(data, in, s); err != nil {
@@ -639,7 +640,7 @@ func collBigScenario() error {
 		if err := d.CopyFromHost(in, data, s); err != nil {
 			return err
 		}
-		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "one_shot", In: in, Out: out}, s); err != nil {
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoOneShot, In: in, Out: out}, s); err != nil {
 			return err
 		}
 		all := make([]byte, out.Bytes())
@@ -676,7 +677,7 @@ func collMissingScenario() error {
 	if err != nil {
 		return err
 	}
-	call := runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum",
+	call := runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceSum,
 		In: runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{1024}}, Out: runtime.Tensor{Buf: o, DType: ir.F32, Shape: []int64{1024}}}
 	s := d.DefaultStream()
 	if err := d.Collective(&call, s); err != nil {
@@ -724,7 +725,7 @@ func collMismatchScenario() error {
 		return err
 	}
 	n := int64(1000 + rank)
-	call := runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum",
+	call := runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceSum,
 		In: runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{n}}, Out: runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{n}}}
 	err = d.Collective(&call, nil)
 	fmt.Printf("rank %d: mismatched shapes: %v\n", rank, err)
@@ -732,7 +733,7 @@ func collMismatchScenario() error {
 		return fmt.Errorf("mismatched shapes: got %v", err)
 	}
 	bad := call
-	bad.In.DType, bad.Out.DType, bad.ReduceOp = ir.I32, ir.I32, "avg"
+	bad.In.DType, bad.Out.DType, bad.ReduceOp = ir.I32, ir.I32, ir.ReduceAvg
 	bad.In.Shape, bad.Out.Shape = []int64{1000}, []int64{1000}
 	err = d.Collective(&bad, nil)
 	fmt.Printf("rank %d: avg of i32: %v\n", rank, err)

@@ -957,7 +957,8 @@ var reduceDTypes = map[ir.DType][2]string{
 	ir.I64:  {"long long", "long long"},
 }
 
-var reduceOpCodes = map[string]int{"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+// reduceOpCodes are the kernels' reduce op numbers (NCCL's order).
+var reduceOpCodes = map[ir.ReduceOp]int{ir.ReduceSum: 0, ir.ReduceProd: 1, ir.ReduceMax: 2, ir.ReduceMin: 3, ir.ReduceAvg: 4}
 
 // reduceModuleSource is the source of dt's reducing module: every reduce
 // op (avg for floats only), each as a vector (16-byte) and a scalar reduce
@@ -971,8 +972,8 @@ func reduceModuleSource(dt ir.DType) (string, error) {
 	b.WriteString(commonSource())
 	b.WriteString(reduceSource)
 	v := 16 / dt.Size()
-	for _, op := range ir.ReduceOpWords {
-		if op == "avg" && !dt.IsFloat() {
+	for _, op := range ir.ReduceOps() {
+		if op == ir.ReduceAvg && !dt.IsFloat() {
 			continue
 		}
 		code := reduceOpCodes[op]
@@ -990,16 +991,20 @@ func reduceModuleSource(dt ir.DType) (string, error) {
 
 // Kernel names are built by concatenation, not fmt: they are made on
 // every launch.
-func reduceKernelName(dt ir.DType, op string, vec bool) string {
+func reduceKernelName(dt ir.DType, op ir.ReduceOp, vec bool) string {
 	if vec {
-		return "hir_reduce_" + dt.String() + "_" + op + "_v"
+		return "hir_reduce_" + dt.String() + "_" + op.String() + "_v"
 	}
-	return "hir_reduce_" + dt.String() + "_" + op + "_s"
+	return "hir_reduce_" + dt.String() + "_" + op.String() + "_s"
 }
 
-func ringKernelName(dt ir.DType, op string) string { return "hir_ring_" + dt.String() + "_" + op }
+func ringKernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_ring_" + dt.String() + "_" + op.String()
+}
 
-func llKernelName(dt ir.DType, op string) string { return "hir_ll_" + dt.String() + "_" + op }
+func llKernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_ll_" + dt.String() + "_" + op.String()
+}
 
 // moveModuleSource is the data-movement module's source.
 func moveModuleSource() string { return commonSource() }

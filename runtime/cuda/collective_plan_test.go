@@ -43,20 +43,20 @@ func TestPlanRejectsBadCalls(t *testing.T) {
 		call runtime.CollectiveCall
 		want string
 	}{
-		{"avg of ints", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "avg", In: tensor(sym, ir.I32, 8), Out: tensor(glob, ir.I32, 8)}, "op=avg needs a float dtype, not i32"},
-		{"bool sum", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum", In: tensor(sym, ir.Bool, 8), Out: tensor(glob, ir.Bool, 8)}, "cannot reduce bool tensors"},
-		{"unknown reduce", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "xor", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, `unknown reduce op "xor"`},
-		{"unknown algo", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "three_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, `no algorithm "three_shot"`},
-		{"dtype", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.BF16, 8)}, "input is f32 but output is bf16"},
-		{"shape", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 9)}, "differ"},
-		{"gather shape", runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "one_shot", In: tensor(glob, ir.F32, 8), Out: tensor(sym, ir.F32, 24)}, "not the input's [8] with axis 0 times 4"},
-		{"root", runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: "one_shot", Root: 4, In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "root 4 out of range"},
-		{"remote write to global", runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "one_shot", In: tensor(glob, ir.F32, 8), Out: tensor(glob, ir.F32, 32)}, "writes its output on peers"},
-		{"remote read of global", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: tensor(glob, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "reads its input from peers"},
-		{"two_shot output", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "two_shot", In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "writes its output on peers"},
-		{"strided", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", In: runtime.Tensor{Buf: glob, DType: ir.F32, Shape: []int64{4}, Strides: []int64{2}}, Out: tensor(glob, ir.F32, 4)}, "must be contiguous"},
-		{"out of bounds", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", In: tensor(glob, ir.F32, 1<<20), Out: tensor(glob, ir.F32, 1<<20)}, "reaches bytes"},
-		{"all_to_all", runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: "one_shot", Axis: 1, ConcatAxis: 0, In: tensor(sym, ir.F32, 2, 6), Out: tensor(sym, ir.F32, 8, 2)}, "do not fit"},
+		{"avg of ints", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceAvg, In: tensor(sym, ir.I32, 8), Out: tensor(glob, ir.I32, 8)}, "op=avg needs a float dtype, not i32"},
+		{"bool sum", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceSum, In: tensor(sym, ir.Bool, 8), Out: tensor(glob, ir.Bool, 8)}, "cannot reduce bool tensors"},
+		{"unknown reduce", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceOp(99), In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, `unknown reduce op "ReduceOp(99)"`},
+		{"unknown algo", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.Algo(99), In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, `no algorithm "Algo(99)"`},
+		{"dtype", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.BF16, 8)}, "input is f32 but output is bf16"},
+		{"shape", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 9)}, "differ"},
+		{"gather shape", runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoOneShot, In: tensor(glob, ir.F32, 8), Out: tensor(sym, ir.F32, 24)}, "not the input's [8] with axis 0 times 4"},
+		{"root", runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoOneShot, Root: 4, In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "root 4 out of range"},
+		{"remote write to global", runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoOneShot, In: tensor(glob, ir.F32, 8), Out: tensor(glob, ir.F32, 32)}, "writes its output on peers"},
+		{"remote read of global", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, In: tensor(glob, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "reads its input from peers"},
+		{"two_shot output", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoTwoShot, In: tensor(sym, ir.F32, 8), Out: tensor(glob, ir.F32, 8)}, "writes its output on peers"},
+		{"strided", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, In: runtime.Tensor{Buf: glob, DType: ir.F32, Shape: []int64{4}, Strides: []int64{2}}, Out: tensor(glob, ir.F32, 4)}, "must be contiguous"},
+		{"out of bounds", runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, In: tensor(glob, ir.F32, 1<<20), Out: tensor(glob, ir.F32, 1<<20)}, "reaches bytes"},
+		{"all_to_all", runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoOneShot, Axis: 1, ConcatAxis: 0, In: tensor(sym, ir.F32, 2, 6), Out: tensor(sym, ir.F32, 8, 2)}, "do not fit"},
 	}
 	for _, c := range cases {
 		_, err := d.planCollective(&c.call)
@@ -84,11 +84,11 @@ func TestPlanAuto(t *testing.T) {
 		{sym2, 4 << 20, "two_shot"},
 		{glob, 4 << 20, "one_shot"},
 	} {
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "auto", In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)})
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.impl != c.want {
+		if p.impl.String() != c.want {
 			t.Errorf("auto for bf16[%d] into %v: %s, want %s", c.n, c.out.mem, p.impl, c.want)
 		}
 	}
@@ -101,7 +101,7 @@ func TestPlanDescriptorIsRankIndependent(t *testing.T) {
 		d := fakeDevice(rank, 2)
 		sym := fakeBuf(d, 1<<20, ir.Symmetric)
 		glob := fakeBuf(d, 1<<20, ir.Global)
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "max",
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceMax,
 			In: runtime.Tensor{Buf: sym, Offset: 64, DType: ir.F32, Shape: []int64{n}}, Out: tensor(glob, ir.F32, n)})
 		if err != nil {
 			t.Fatal(err)

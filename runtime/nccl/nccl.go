@@ -130,18 +130,18 @@ func DataTypeOf(dt ir.DType) (DataType, error) {
 	return 0, fmt.Errorf("nccl has no data type for %v", dt)
 }
 
-// RedOpOf maps a hir reduce op word to NCCL's.
-func RedOpOf(op string) (RedOp, error) {
+// RedOpOf maps a hir reduce op to NCCL's (ir.ReduceUnset is sum).
+func RedOpOf(op ir.ReduceOp) (RedOp, error) {
 	switch op {
-	case "sum", "":
+	case ir.ReduceSum, ir.ReduceUnset:
 		return Sum, nil
-	case "prod":
+	case ir.ReduceProd:
 		return Prod, nil
-	case "max":
+	case ir.ReduceMax:
 		return Max, nil
-	case "min":
+	case ir.ReduceMin:
 		return Min, nil
-	case "avg":
+	case ir.ReduceAvg:
 		return Avg, nil
 	}
 	return 0, fmt.Errorf("nccl has no reduce op %q", op)

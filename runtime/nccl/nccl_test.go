@@ -26,15 +26,15 @@ func TestDataTypes(t *testing.T) {
 }
 
 func TestRedOps(t *testing.T) {
-	want := map[string]RedOp{"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
-	for _, w := range ir.ReduceOpWords {
+	want := map[ir.ReduceOp]RedOp{ir.ReduceSum: 0, ir.ReduceProd: 1, ir.ReduceMax: 2, ir.ReduceMin: 3, ir.ReduceAvg: 4}
+	for _, w := range ir.ReduceOps() {
 		got, err := RedOpOf(w)
 		if err != nil || got != want[w] {
 			t.Errorf("RedOpOf(%q) = %v, %v; want %v", w, got, err, want[w])
 		}
 	}
-	if _, err := RedOpOf("xor"); err == nil {
-		t.Error("RedOpOf(xor) succeeded")
+	if _, err := RedOpOf(ir.ReduceOp(99)); err == nil {
+		t.Error("RedOpOf(ReduceOp(99)) succeeded")
 	}
 }
 

@@ -38,13 +38,13 @@ func (j *collJob) combine(a, b acc) {
 			x, y := a.f[e], b.f[e]
 			var r float64
 			switch j.reduceOp {
-			case "sum", "avg":
+			case ir.ReduceSum, ir.ReduceAvg:
 				r = x + y
-			case "prod":
+			case ir.ReduceProd:
 				r = x * y
-			case "max":
+			case ir.ReduceMax:
 				r = maxF(x, y)
-			case "min":
+			case ir.ReduceMin:
 				r = minF(x, y)
 			}
 			a.f[e] = computeRound(dt, r)
@@ -55,13 +55,13 @@ func (j *collJob) combine(a, b acc) {
 		x, y := a.i[e], b.i[e]
 		var r int64
 		switch j.reduceOp {
-		case "sum":
+		case ir.ReduceSum:
 			r = x + y
-		case "prod":
+		case ir.ReduceProd:
 			r = x * y
-		case "max":
+		case ir.ReduceMax:
 			r = max(x, y)
-		case "min":
+		case ir.ReduceMin:
 			r = min(x, y)
 		}
 		a.i[e] = host.WrapInt(dt, r)
@@ -70,7 +70,7 @@ func (j *collJob) combine(a, b acc) {
 
 // finalize divides by the world size for avg.
 func (j *collJob) finalize(a acc) {
-	if j.reduceOp != "avg" {
+	if j.reduceOp != ir.ReduceAvg {
 		return
 	}
 	D := float64(j.d.rt.size)
@@ -223,7 +223,7 @@ func (j *collJob) ringReduceScatter(m *member, work []byte, b []int64) error {
 			return err
 		}
 	}
-	if j.reduceOp == "avg" {
+	if j.reduceOp == ir.ReduceAvg {
 		own := flatView(dt, chunk(r))
 		a := j.load(own, 0, own.n)
 		j.finalize(a)

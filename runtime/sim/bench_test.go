@@ -10,7 +10,7 @@ import (
 
 // benchCollective times one collective of n f32 elements per rank on D
 // ranks, all ranks running at once.
-func benchCollective(b *testing.B, op ir.Opcode, algo string, D int, inN, outN int64, axis int) {
+func benchCollective(b *testing.B, op ir.Opcode, algo ir.Algo, D int, inN, outN int64, axis int) {
 	rt := newRuntime(b, D, 30*time.Second)
 	ins := make([]runtime.Tensor, D)
 	outs := make([]runtime.Tensor, D)
@@ -27,7 +27,7 @@ func benchCollective(b *testing.B, op ir.Opcode, algo string, D int, inN, outN i
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		mustAll(b, onAll(rt, func(d *Device) error {
-			call := &runtime.CollectiveCall{Op: op, Algo: algo, ReduceOp: "sum", Axis: axis, In: ins[d.rank], Out: outs[d.rank]}
+			call := &runtime.CollectiveCall{Op: op, Algo: algo, ReduceOp: ir.ReduceSum, Axis: axis, In: ins[d.rank], Out: outs[d.rank]}
 			if err := d.Collective(call, nil); err != nil {
 				return err
 			}
@@ -44,20 +44,20 @@ func benchCollective(b *testing.B, op ir.Opcode, algo string, D int, inN, outN i
 }
 
 func BenchmarkAllReduce(b *testing.B) {
-	for _, algo := range []string{"one_shot", "two_shot", "ring"} {
-		b.Run(algo, func(b *testing.B) { benchCollective(b, ir.OpAllReduce, algo, 4, 1<<14, 1<<14, 0) })
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot, ir.AlgoRing} {
+		b.Run(algo.String(), func(b *testing.B) { benchCollective(b, ir.OpAllReduce, algo, 4, 1<<14, 1<<14, 0) })
 	}
 }
 
 func BenchmarkAllGather(b *testing.B) {
-	for _, algo := range []string{"one_shot", "ring", "copy_engine", "nccl"} {
-		b.Run(algo, func(b *testing.B) { benchCollective(b, ir.OpAllGather, algo, 4, 1<<12, 1<<14, 0) })
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoCopyEngine, ir.AlgoNCCL} {
+		b.Run(algo.String(), func(b *testing.B) { benchCollective(b, ir.OpAllGather, algo, 4, 1<<12, 1<<14, 0) })
 	}
 }
 
 func BenchmarkReduceScatter(b *testing.B) {
-	for _, algo := range []string{"one_shot", "ring"} {
-		b.Run(algo, func(b *testing.B) { benchCollective(b, ir.OpReduceScatter, algo, 4, 1<<14, 1<<12, 0) })
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing} {
+		b.Run(algo.String(), func(b *testing.B) { benchCollective(b, ir.OpReduceScatter, algo, 4, 1<<14, 1<<12, 0) })
 	}
 }
 

@@ -17,9 +17,9 @@ import (
 type collJob struct {
 	d        *Device
 	op       ir.Opcode
-	algo     string // as called
-	impl     string // what runs: the algorithm, with auto and nccl resolved
-	reduceOp string
+	algo     ir.Algo // as called
+	impl     impl    // what runs: the algorithm, with auto and nccl resolved
+	reduceOp ir.ReduceOp
 	root     int
 	axis     int
 	concat   int
@@ -34,22 +34,45 @@ type collJob struct {
 // symmetric memory, so it runs over private staging buffers: a staged ring
 // for all_reduce, reduce_scatter and all_gather, staged point-to-point
 // copies for the others.
-func implFor(op ir.Opcode, algo string) string {
+func implFor(op ir.Opcode, algo ir.Algo) impl {
 	switch algo {
-	case "auto":
-		return "one_shot"
-	case "nccl":
+	case ir.AlgoAuto, ir.AlgoOneShot:
+		return implOneShot
+	case ir.AlgoTwoShot:
+		return implTwoShot
+	case ir.AlgoCopyEngine:
+		return implCopyEngine
+	case ir.AlgoNCCL:
 		switch op {
 		case ir.OpAllReduce, ir.OpReduceScatter, ir.OpAllGather:
-			return "staged_ring"
+			return implStagedRing
 		}
-		return "staged_p2p"
-	case "ring":
+		return implStagedP2P
+	case ir.AlgoRing:
 		if op == ir.OpAllReduce || op == ir.OpReduceScatter {
-			return "staged_ring" // ring touches neither tensor remotely
+			return implStagedRing // ring touches neither tensor remotely
 		}
+		return implRing
 	}
-	return algo
+	return implNone
+}
+
+// impl is what the sim runs for a collective: an algorithm of the rules
+// table, or a staged stand-in for one.
+type impl uint8
+
+const (
+	implNone impl = iota
+	implOneShot
+	implTwoShot
+	implRing
+	implCopyEngine
+	implStagedRing
+	implStagedP2P
+)
+
+func (i impl) String() string {
+	return [...]string{"none", "one_shot", "two_shot", "ring", "copy_engine", "staged_ring", "staged_p2p"}[i]
 }
 
 // Collective enqueues c on stream s.
@@ -76,9 +99,6 @@ func (d *Device) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) {
 	D := d.rt.size
 	algo := c.Algo
-	if algo == "" {
-		algo = "auto"
-	}
 	j := &collJob{d: d, op: c.Op, algo: algo, reduceOp: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis}
 	name := fmt.Sprintf("%s algo=%s", c.Op, algo)
 	if !c.Op.IsCollective() {
@@ -86,7 +106,7 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	}
 	access, ok := ir.LookupRule(c.Op, algo)
 	if !ok {
-		return nil, fmt.Errorf("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Algorithms(c.Op), ", "))
+		return nil, fmt.Errorf("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Words(ir.Algorithms(c.Op)), ", "))
 	}
 	j.access, j.impl = access, implFor(c.Op, algo)
 	var err error
@@ -102,20 +122,20 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	}
 	switch c.Op {
 	case ir.OpAllReduce, ir.OpReduceScatter, ir.OpReduce:
-		if j.reduceOp == "" {
-			j.reduceOp = "sum"
+		if j.reduceOp == ir.ReduceUnset {
+			j.reduceOp = ir.ReduceSum
 		}
-		if !contains(ir.ReduceOpWords, j.reduceOp) {
+		if !j.reduceOp.Valid() {
 			return nil, fmt.Errorf("%s: unknown reduce op %q (want one of %s)", name, j.reduceOp, strings.Join(ir.ReduceOpWords, ", "))
 		}
 		if in.dt == ir.Bool {
 			return nil, fmt.Errorf("%s: cannot reduce bool tensors", name)
 		}
-		if j.reduceOp == "avg" && !in.dt.IsFloat() {
+		if j.reduceOp == ir.ReduceAvg && !in.dt.IsFloat() {
 			return nil, fmt.Errorf("%s: op=avg needs a float dtype, not %s", name, in.dt)
 		}
 	default:
-		j.reduceOp = ""
+		j.reduceOp = ir.ReduceUnset
 	}
 	switch c.Op {
 	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
@@ -144,18 +164,11 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	return j, nil
 }
 
-func contains(words []string, w string) bool {
-	for _, x := range words {
-		if x == w {
-			return true
-		}
-	}
-	return false
-}
-
 // callDesc is what every rank must agree on for a collective.
 type callDesc struct {
-	op, algo, reduceOp string
+	op                 string
+	algo               ir.Algo
+	reduceOp           ir.ReduceOp
 	root, axis, concat int
 	dtype              ir.DType
 	in, out            string // shapes, and for remotely touched tensors offset, strides and allocation
@@ -175,8 +188,8 @@ func (j *collJob) desc() callDesc {
 
 func (c callDesc) String() string {
 	s := fmt.Sprintf("%s algo=%s %s in=%s out=%s", c.op, c.algo, c.dtype, c.in, c.out)
-	if c.reduceOp != "" {
-		s += " op=" + c.reduceOp
+	if c.reduceOp != ir.ReduceUnset {
+		s += " op=" + c.reduceOp.String()
 	}
 	return s + fmt.Sprintf(" root=%d axis=%d concat_axis=%d", c.root, c.axis, c.concat)
 }
@@ -200,7 +213,7 @@ func (j *collJob) scratchBytes() int64 {
 // (0: the algorithm stages nothing). It depends only on what the ranks
 // agree on, so every rank computes the same.
 func (j *collJob) stagingSlot() int64 {
-	if j.impl != "staged_ring" && j.impl != "staged_p2p" {
+	if j.impl != implStagedRing && j.impl != implStagedP2P {
 		return 0
 	}
 	D := int64(j.d.rt.size)
@@ -276,43 +289,43 @@ func (j *collJob) dispatch(m *member) error {
 	switch j.op {
 	case ir.OpAllReduce:
 		switch j.impl {
-		case "one_shot":
+		case implOneShot:
 			return j.allReduceOneShot(m)
-		case "two_shot":
+		case implTwoShot:
 			return j.allReduceTwoShot(m)
-		case "staged_ring":
+		case implStagedRing:
 			return j.allReduceRing(m)
 		}
 	case ir.OpReduceScatter:
 		switch j.impl {
-		case "one_shot":
+		case implOneShot:
 			return j.reduceScatterOneShot(m)
-		case "staged_ring":
+		case implStagedRing:
 			return j.reduceScatterRing(m)
 		}
 	case ir.OpAllGather:
 		switch j.impl {
-		case "one_shot":
+		case implOneShot:
 			return j.allGatherOneShot(m)
-		case "ring":
+		case implRing:
 			return j.allGatherRing(m)
-		case "copy_engine":
+		case implCopyEngine:
 			return j.allGatherCopyEngine(m)
-		case "staged_ring":
+		case implStagedRing:
 			return j.allGatherStagedRing(m)
 		}
 	case ir.OpAllToAll:
 		switch j.impl {
-		case "one_shot":
+		case implOneShot:
 			return j.allToAllOneShot(m)
-		case "staged_p2p":
+		case implStagedP2P:
 			return j.allToAllStaged(m)
 		}
 	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
 		switch j.impl {
-		case "one_shot":
+		case implOneShot:
 			return j.rootedOneShot(m)
-		case "staged_p2p":
+		case implStagedP2P:
 			return j.rootedStaged(m)
 		}
 	}

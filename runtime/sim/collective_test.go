@@ -15,7 +15,8 @@ import (
 
 type collCase struct {
 	op              ir.Opcode
-	algo, red       string
+	algo            ir.Algo
+	red             ir.ReduceOp
 	dt              ir.DType
 	root, axis, cat int
 	inShape         []int64
@@ -26,8 +27,8 @@ type collCase struct {
 
 func (c collCase) String() string {
 	s := fmt.Sprintf("%s algo=%s %s in=%v out=%v", c.op, c.algo, c.dt, c.inShape, c.outShape)
-	if c.red != "" {
-		s += " op=" + c.red
+	if c.red != ir.ReduceUnset {
+		s += " op=" + c.red.String()
 	}
 	return s + fmt.Sprintf(" root=%d axis=%d concat=%d", c.root, c.axis, c.cat)
 }
@@ -48,24 +49,24 @@ func inputFor(dt ir.DType, r int, n int64) []float64 {
 	return xs
 }
 
-func reduceRef(red string, dt ir.DType, parts [][]float64) []float64 {
+func reduceRef(red ir.ReduceOp, dt ir.DType, parts [][]float64) []float64 {
 	out := append([]float64(nil), parts[0]...)
 	for _, p := range parts[1:] {
 		for i := range out {
 			switch red {
-			case "sum", "avg":
+			case ir.ReduceSum, ir.ReduceAvg:
 				out[i] += p[i]
-			case "prod":
+			case ir.ReduceProd:
 				out[i] *= p[i]
-			case "max":
+			case ir.ReduceMax:
 				out[i] = math.Max(out[i], p[i])
-			case "min":
+			case ir.ReduceMin:
 				out[i] = math.Min(out[i], p[i])
 			}
 		}
 	}
 	for i := range out {
-		if red == "avg" {
+		if red == ir.ReduceAvg {
 			out[i] = float64(float32(out[i] / float64(len(parts))))
 		}
 		out[i] = host.RoundTo(dt, out[i])
@@ -157,12 +158,12 @@ func collCases(D int) []collCase {
 	for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpReduceScatter, ir.OpAllGather, ir.OpAllToAll, ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter} {
 		for _, algo := range ir.Algorithms(op) {
 			for _, dt := range dts {
-				reds := []string{""}
+				reds := []ir.ReduceOp{ir.ReduceUnset}
 				if op == ir.OpAllReduce || op == ir.OpReduceScatter || op == ir.OpReduce {
-					reds = ir.ReduceOpWords
+					reds = ir.ReduceOps()
 				}
 				for _, red := range reds {
-					if red == "avg" && !dt.IsFloat() {
+					if red == ir.ReduceAvg && !dt.IsFloat() {
 						continue
 					}
 					base := collCase{op: op, algo: algo, red: red, dt: dt, inMem: ir.Symmetric, outMem: ir.Symmetric}
@@ -248,7 +249,7 @@ func TestCollectiveSymmetricRequirements(t *testing.T) {
 			c.inShape, c.outShape = []int64{4}, []int64{4}
 		}
 		if rule.Op == ir.OpAllReduce || rule.Op == ir.OpReduceScatter || rule.Op == ir.OpReduce {
-			c.red = "sum"
+			c.red = ir.ReduceSum
 		}
 		ins := make([]nd, D)
 		for r := range ins {
@@ -287,14 +288,14 @@ func TestReductionOrderAndRounding(t *testing.T) {
 		{[]int64{3}, []float64{256, 0, 256}},
 		{[]int64{3}, []float64{1, 0, -256}},
 	}
-	run := func(algo string) []nd {
-		c := collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: ir.BF16, inShape: []int64{3}, outShape: []int64{3}, inMem: ir.Symmetric, outMem: ir.Symmetric}
+	run := func(algo ir.Algo) []nd {
+		c := collCase{op: ir.OpAllReduce, algo: algo, red: ir.ReduceSum, dt: ir.BF16, inShape: []int64{3}, outShape: []int64{3}, inMem: ir.Symmetric, outMem: ir.Symmetric}
 		got, errs := runColl(rt, c, ins)
 		mustAll(t, errs)
 		return got
 	}
 	// one_shot and two_shot: rank order, in f32, rounded once: both 1.
-	for _, algo := range []string{"one_shot", "two_shot"} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot} {
 		for r, g := range run(algo) {
 			if want := []float64{1, 0, 1}; !sameFloats(g.data, want) {
 				t.Errorf("%s rank %d = %v, want %v", algo, r, g.data, want)
@@ -303,7 +304,7 @@ func TestReductionOrderAndRounding(t *testing.T) {
 	}
 	// ring, element 0: 256 + 1 = 257 rounds to 256 at the hop, + -256 = 0.
 	// Element 2: 1 + 256 = 257 -> 256, + -256 = 0.
-	for r, g := range run("ring") {
+	for r, g := range run(ir.AlgoRing) {
 		if want := []float64{0, 0, 0}; !sameFloats(g.data, want) {
 			t.Errorf("ring rank %d = %v, want %v", r, g.data, want)
 		}
@@ -311,7 +312,7 @@ func TestReductionOrderAndRounding(t *testing.T) {
 	// Swap ranks 0 and 2 for element 2 only: ring order 0,1,2 gives
 	// -256 + 256 = 0, + 1 = 1, while element 0 stays 0.
 	ins[0].data[2], ins[2].data[2] = -256, 1
-	for r, g := range run("ring") {
+	for r, g := range run(ir.AlgoRing) {
 		if want := []float64{0, 0, 1}; !sameFloats(g.data, want) {
 			t.Errorf("ring rank %d = %v, want %v", r, g.data, want)
 		}
@@ -322,8 +323,8 @@ func TestIntegerReductionsWrap(t *testing.T) {
 	const D = 2
 	rt := newRuntime(t, D, 5*time.Second)
 	ins := []nd{{[]int64{1}, []float64{math.MaxInt32}}, {[]int64{1}, []float64{1}}}
-	for _, algo := range []string{"one_shot", "two_shot", "ring"} {
-		c := collCase{op: ir.OpAllReduce, algo: algo, red: "sum", dt: ir.I32, inShape: []int64{1}, outShape: []int64{1}, inMem: ir.Symmetric, outMem: ir.Symmetric}
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot, ir.AlgoRing} {
+		c := collCase{op: ir.OpAllReduce, algo: algo, red: ir.ReduceSum, dt: ir.I32, inShape: []int64{1}, outShape: []int64{1}, inMem: ir.Symmetric, outMem: ir.Symmetric}
 		got, errs := runColl(rt, c, ins)
 		mustAll(t, errs)
 		for r := range got {
@@ -346,7 +347,7 @@ func TestCollectiveMissingRankTimesOut(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "sum", In: in, Out: in}, nil)
+		return d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, ReduceOp: ir.ReduceSum, In: in, Out: in}, nil)
 	})
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "timed out") || !strings.Contains(errs[0].Error(), "rank 2") {
 		// The symmetric alloc itself is collective: rank 2 missing it is
@@ -369,7 +370,7 @@ func TestCollectiveMissingRankTimesOutOnStream(t *testing.T) {
 			return nil
 		}
 		t := bufs[d.rank]
-		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: "sum", In: t, Out: t}, nil); err != nil {
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceSum, In: t, Out: t}, nil); err != nil {
 			return err
 		}
 		return d.DefaultStream().Synchronize()
@@ -394,12 +395,12 @@ func TestCollectiveMismatchIsReported(t *testing.T) {
 	}))
 	errs := onAll(rt, func(d *Device) error {
 		t := bufs[d.rank]
-		red := "sum"
+		red := ir.ReduceSum
 		if d.rank == 1 {
-			red = "max"
+			red = ir.ReduceMax
 			t.Shape = []int64{2}
 		}
-		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", ReduceOp: red, In: t, Out: t}, nil); err != nil {
+		if err := d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: red, In: t, Out: t}, nil); err != nil {
 			return err
 		}
 		return d.DefaultStream().Synchronize()
@@ -422,13 +423,13 @@ func TestCollectiveBadCalls(t *testing.T) {
 		call runtime.CollectiveCall
 		want string
 	}{
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "copy_engine", In: t4, Out: t4}, "no algorithm"},
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "avg", In: tensorOf(g, ir.I32, 4), Out: tensorOf(g, ir.I32, 4)}, "avg needs a float"},
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", ReduceOp: "mean", In: t4, Out: t4}, "unknown reduce op"},
-		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: "nccl", In: t4, Out: t4}, "output shape"},
-		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: "nccl", Root: 2, In: t4, Out: t4}, "root 2 out of range"},
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "ring", In: tensorOf(g, ir.F32, 17), Out: t4}, "reaches byte"},
-		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: "nccl", Axis: 0, ConcatAxis: 0, In: t4, Out: t4}, "both 0"},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoCopyEngine, In: t4, Out: t4}, "no algorithm"},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, ReduceOp: ir.ReduceAvg, In: tensorOf(g, ir.I32, 4), Out: tensorOf(g, ir.I32, 4)}, "avg needs a float"},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, ReduceOp: ir.ReduceOp(99), In: t4, Out: t4}, "unknown reduce op"},
+		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoNCCL, In: t4, Out: t4}, "output shape"},
+		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoNCCL, Root: 2, In: t4, Out: t4}, "root 2 out of range"},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, In: tensorOf(g, ir.F32, 17), Out: t4}, "reaches byte"},
+		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoNCCL, Axis: 0, ConcatAxis: 0, In: t4, Out: t4}, "both 0"},
 		{runtime.CollectiveCall{Op: ir.OpSend, In: t4, Out: t4}, "not a collective"},
 	}
 	for _, c := range cases {
@@ -459,7 +460,7 @@ func TestRemoteReadOfAContiguousViewSaysWhatItIs(t *testing.T) {
 			return err
 		}
 		in := runtime.Tensor{Buf: view, DType: ir.F32, Shape: []int64{view.Size() / 4}}
-		c := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "one_shot", In: in, Out: runtime.Tensor{Buf: out, DType: ir.F32, Shape: in.Shape}}
+		c := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, In: in, Out: runtime.Tensor{Buf: out, DType: ir.F32, Shape: in.Shape}}
 		err = d.Collective(c, d.DefaultStream())
 		return errors.Join(err, d.Free(out), d.Free(b))
 	})

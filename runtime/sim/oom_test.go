@@ -88,7 +88,7 @@ func TestCollectiveAndKernelScratchAreBudgeted(t *testing.T) {
 		return err
 	}))
 	errs := onAll(rt, func(d *Device) error {
-		call := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: "nccl", ReduceOp: "sum", In: ins[d.rank], Out: ins[d.rank]}
+		call := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoNCCL, ReduceOp: ir.ReduceSum, In: ins[d.rank], Out: ins[d.rank]}
 		if err := d.Collective(call, nil); err != nil {
 			return err
 		}

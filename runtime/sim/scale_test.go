@@ -14,7 +14,7 @@ import (
 // by send/recv, an all_reduce of one element with each of the given
 // algorithms, then free and close) and returns the bytes it allocated
 // (heap, cumulative) and the time it took.
-func meshFootprint(t testing.TB, D int, algos ...string) (int64, time.Duration) {
+func meshFootprint(t testing.TB, D int, algos ...ir.Algo) (int64, time.Duration) {
 	t.Helper()
 	var before, after goruntime.MemStats
 	goruntime.GC()
@@ -62,7 +62,7 @@ func meshFootprint(t testing.TB, D int, algos ...string) (int64, time.Duration) 
 		}
 		one := tensorOf(s, ir.F32, 1)
 		for _, algo := range algos {
-			call := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: algo, ReduceOp: "sum", In: one, Out: one}
+			call := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: algo, ReduceOp: ir.ReduceSum, In: one, Out: one}
 			if err := d.Collective(call, nil); err != nil {
 				return err
 			}
@@ -92,9 +92,9 @@ func TestMeshMemoryGrowsLinearly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 512 ranks")
 	}
-	meshFootprint(t, 8, "two_shot") // warm up
-	b64, _ := meshFootprint(t, 64, "two_shot")
-	b512, _ := meshFootprint(t, 512, "two_shot")
+	meshFootprint(t, 8, ir.AlgoTwoShot) // warm up
+	b64, _ := meshFootprint(t, 64, ir.AlgoTwoShot)
+	b512, _ := meshFootprint(t, 512, ir.AlgoTwoShot)
 	per64, per512 := b64/64, b512/512
 	t.Logf("bytes per rank: %d at 64 ranks, %d at 512", per64, per512)
 	if per512 > 2*per64 {
@@ -108,10 +108,10 @@ func TestMeshMemoryGrowsLinearly(t *testing.T) {
 // linear in the mesh.
 func BenchmarkMeshScaling(b *testing.B) {
 	for _, D := range []int{8, 64, 512, 4096} {
-		for _, algos := range [][]string{nil, {"two_shot"}} {
+		for _, algos := range [][]ir.Algo{nil, {ir.AlgoTwoShot}} {
 			name := "setup"
 			if algos != nil {
-				name = "all_reduce_" + algos[0]
+				name = "all_reduce_" + algos[0].String()
 			}
 			b.Run(name+"/D="+itoa(D), func(b *testing.B) {
 				var bytes int64

@@ -1,0 +1,95 @@
+package ir
+
+import "fmt"
+
+// Algo names a collective's algorithm. The text format spells it as a word
+// (algo=ring); code compares and passes the typed constants, so a misspelt
+// algorithm does not compile.
+type Algo uint8
+
+const (
+	AlgoAuto       Algo = iota // the runtime picks (the zero value)
+	AlgoOneShot                // one_shot
+	AlgoTwoShot                // two_shot
+	AlgoRing                   // ring
+	AlgoCopyEngine             // copy_engine
+	AlgoNCCL                   // nccl
+	numAlgos
+)
+
+var algoNames = [numAlgos]string{"auto", "one_shot", "two_shot", "ring", "copy_engine", "nccl"}
+
+// String is the algorithm's word in the text format.
+func (a Algo) String() string {
+	if a < numAlgos {
+		return algoNames[a]
+	}
+	return fmt.Sprintf("Algo(%d)", uint8(a))
+}
+
+// ParseAlgo returns the algorithm spelled w.
+func ParseAlgo(w string) (Algo, bool) {
+	for a, n := range algoNames {
+		if n == w {
+			return Algo(a), true
+		}
+	}
+	return numAlgos, false
+}
+
+// ReduceOp names how a reducing collective combines the ranks' values.
+type ReduceOp uint8
+
+const (
+	// ReduceUnset is the zero value of a runtime.CollectiveCall's ReduceOp:
+	// the reducing collectives take it as sum. It is no word of the text
+	// format and prints as "".
+	ReduceUnset ReduceOp = iota
+	ReduceSum            // sum
+	ReduceMax            // max
+	ReduceMin            // min
+	ReduceProd           // prod
+	ReduceAvg            // avg (floats only)
+	numReduceOps
+)
+
+var reduceOpNames = [numReduceOps]string{"", "sum", "max", "min", "prod", "avg"}
+
+// String is the reduce op's word in the text format ("" when unset).
+func (r ReduceOp) String() string {
+	if r < numReduceOps {
+		return reduceOpNames[r]
+	}
+	return fmt.Sprintf("ReduceOp(%d)", uint8(r))
+}
+
+// Valid reports whether r is one of the reduce ops of the text format.
+func (r ReduceOp) Valid() bool { return r > ReduceUnset && r < numReduceOps }
+
+// ParseReduceOp returns the reduce op spelled w.
+func ParseReduceOp(w string) (ReduceOp, bool) {
+	for r := ReduceSum; r < numReduceOps; r++ {
+		if reduceOpNames[r] == w {
+			return r, true
+		}
+	}
+	return numReduceOps, false
+}
+
+// ReduceOps lists the reduce ops in the text format's order.
+func ReduceOps() []ReduceOp {
+	out := make([]ReduceOp, 0, numReduceOps-1)
+	for r := ReduceSum; r < numReduceOps; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Words spells each of xs (algorithms, reduce ops) as the text format does.
+func Words[T fmt.Stringer](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.String()
+	}
+	return out
+}
