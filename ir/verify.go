@@ -5,9 +5,19 @@ package ir
 // attributes against its schema. Types and shapes are the passes' business.
 // It returns nil or an ErrorList.
 func Verify(p *Program) error {
-	v := &verifier{names: map[string]Pos{}}
+	v := &verifier{names: make(map[string]Pos, topValues(p))}
 	v.program(p)
 	return v.errs.Err()
+}
+
+// topValues is about how many values the top level defines, to size the
+// verifier's maps once rather than growing them a program-size times.
+func topValues(p *Program) int {
+	n := len(p.Inputs)
+	if p.Body != nil {
+		n += len(p.Body.Ops)
+	}
+	return n
 }
 
 type verifier struct {
@@ -65,7 +75,7 @@ func (v *verifier) program(p *Program) {
 		}
 		seen[d] = true
 	}
-	top := &scope{defined: map[*Value]bool{}}
+	top := &scope{defined: make(map[*Value]bool, topValues(p))}
 	for _, in := range p.Inputs {
 		v.define(top, in)
 		if _, ok := in.Type.(*TensorType); !ok {

@@ -19,8 +19,15 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 	// events[r]: rank r's sends and recvs in program order
 	events := make([][]p2pEvent, size)
 	budget := p2pCheckLimit
-	for r := 0; r < size; r++ {
-		if !collectP2P(p.Body, r, size, &events[r], &budget) {
+	// Every rank walks the program alike, so rank 0's walk is recorded
+	// (types, unrolled loops, budget checks) and replayed for the others
+	// with their own peers.
+	var trace []p2pStep
+	if !collectP2P(p.Body, 0, size, &events[0], &budget, &trace) {
+		return
+	}
+	for r := 1; r < size; r++ {
+		if !replayP2P(trace, r, size, &events[r], &budget) {
 			return
 		}
 	}
@@ -95,9 +102,40 @@ func hasP2P(b *ir.Block) bool {
 	return false
 }
 
-// collectP2P appends rank r's sends and recvs in b to out; false when the
-// budget runs out or a type is unknown (another error is reported).
-func collectP2P(b *ir.Block, r, size int, out *[]p2pEvent, budget *int) bool {
+// p2pStep is a step of a rank's walk that spends or checks the budget: an
+// event, or (loop) the trip count of a for being entered.
+type p2pStep struct {
+	ev    p2pEvent
+	loop  bool
+	trips uint64
+}
+
+// replayP2P is collectP2P for rank r from rank 0's trace: the same events
+// with r's peers, the same budget spent and checked in the same order.
+func replayP2P(trace []p2pStep, r, size int, out *[]p2pEvent, budget *int) bool {
+	*out = make([]p2pEvent, 0, len(trace))
+	for _, st := range trace {
+		if st.loop {
+			if st.trips > uint64(*budget) {
+				return false
+			}
+			continue
+		}
+		peer := st.ev.op.Peer(r, size)
+		if *budget--; *budget < 0 || peer < 0 || peer >= size {
+			return false
+		}
+		e := st.ev
+		e.peer = peer
+		*out = append(*out, e)
+	}
+	return true
+}
+
+// collectP2P appends rank r's sends and recvs in b to out, and each step
+// that spends or checks the budget to trace; false when the budget runs out
+// or a type is unknown (another error is reported).
+func collectP2P(b *ir.Block, r, size int, out *[]p2pEvent, budget *int, trace *[]p2pStep) bool {
 	for _, op := range b.Ops {
 		switch op.Code {
 		case ir.OpSend, ir.OpRecv:
@@ -122,17 +160,20 @@ func collectP2P(b *ir.Block, r, size int, out *[]p2pEvent, budget *int) bool {
 			if *budget--; *budget < 0 || peer < 0 || peer >= size {
 				return false // out of range: validate's peer check says so
 			}
-			*out = append(*out, p2pEvent{op: op, send: op.Code == ir.OpSend, peer: peer, dtype: t.DType, elems: n})
+			e := p2pEvent{op: op, send: op.Code == ir.OpSend, peer: peer, dtype: t.DType, elems: n}
+			*out = append(*out, e)
+			*trace = append(*trace, p2pStep{ev: e})
 		case ir.OpFor:
 			if !hasP2P(op.Body) {
 				continue
 			}
 			trips := ir.LoopTrips(op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1))
+			*trace = append(*trace, p2pStep{loop: true, trips: trips})
 			if trips > uint64(*budget) {
 				return false
 			}
 			for i := uint64(0); i < trips; i++ {
-				if !collectP2P(op.Body, r, size, out, budget) {
+				if !collectP2P(op.Body, r, size, out, budget, trace) {
 					return false
 				}
 			}
