@@ -18,6 +18,11 @@ type Pass struct {
 	Name string
 	Doc  string
 	Run  func(p *ir.Program, ctx *Context) error
+	// Rejects marks the passes that reject programs outside the language
+	// (type, memory, symmetric-heap and deadlock errors): Check runs these.
+	// The others transform the program, or reject only what the target
+	// backend cannot compile (kernels).
+	Rejects bool
 }
 
 // Context carries what passes share besides the program.
@@ -42,17 +47,25 @@ func (ctx *Context) explain(pos ir.Pos, format string, args ...any) {
 }
 
 var pipeline = []Pass{
-	{Name: "typecheck", Doc: "infer every result type; check dtypes, shapes, shardings, annotations and async waits", Run: typecheck},
-	{Name: "validate", Doc: "check memory types and dimensions: mesh divisibility, contiguous views, ranks, host memory, frees", Run: validate},
-	{Name: "symmetric", Doc: "apply the symmetric-heap rules: import remotely read inputs, reject non-symmetric remotely written outputs", Run: symmetric},
-	{Name: "deadlock", Doc: "play the program on every rank at once: reject sends, recvs, collectives and stream waits that would wait for each other forever", Run: deadlock},
+	{Name: "typecheck", Doc: "infer every result type; check dtypes, shapes, shardings, annotations and async waits", Run: typecheck, Rejects: true},
+	{Name: "validate", Doc: "check memory types and dimensions: mesh divisibility, contiguous views, ranks, host memory, frees", Run: validate, Rejects: true},
+	{Name: "symmetric", Doc: "apply the symmetric-heap rules: import remotely read inputs, reject non-symmetric remotely written outputs", Run: symmetric, Rejects: true},
+	{Name: "deadlock", Doc: "play the program on every rank at once: reject sends, recvs, collectives and stream waits that would wait for each other forever", Run: deadlock, Rejects: true},
 	{Name: "fuse", Doc: "group runs of pointwise ops (and one trailing reduction) into fusion ops", Run: fuse},
 	{Name: "kernels", Doc: "check that the target backend can compile every compute op (when Context.CheckKernel is set)", Run: checkKernels},
 	{Name: "insert-free", Doc: "free every freshly allocated value after its last use", Run: insertFree},
 }
 
-// checkPasses is how many passes of the pipeline can reject a program.
-const checkPasses = 4
+// checkPipeline is the passes Check runs: those that reject, in order.
+var checkPipeline = func() []Pass {
+	var out []Pass
+	for _, p := range pipeline {
+		if p.Rejects {
+			out = append(out, p)
+		}
+	}
+	return out
+}()
 
 // Pipeline returns the passes in the order they run.
 func Pipeline() []Pass { return append([]Pass(nil), pipeline...) }
@@ -70,7 +83,7 @@ func Lookup(name string) (Pass, bool) {
 // Check runs the passes that can reject a program (typecheck, validate,
 // symmetric, deadlock). symmetric also rewrites the program: it inserts
 // imports.
-func Check(p *ir.Program, ctx *Context) error { return run(p, pipeline[:checkPasses], ctx) }
+func Check(p *ir.Program, ctx *Context) error { return run(p, checkPipeline, ctx) }
 
 // Lower runs the whole pipeline in place.
 func Lower(p *ir.Program, ctx *Context) error { return run(p, pipeline, ctx) }
@@ -143,11 +156,7 @@ func rootOf(v *ir.Value) *ir.Value {
 type namer map[string]bool
 
 func newNamer(p *ir.Program) namer {
-	size := len(p.Inputs)
-	if p.Body != nil {
-		size += len(p.Body.Ops)
-	}
-	n := make(namer, size)
+	n := namer{}
 	for _, v := range p.Inputs {
 		n[v.Name] = true
 	}
