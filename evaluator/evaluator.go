@@ -58,8 +58,8 @@ type Job struct {
 	// multiStream: the program makes streams of its own, so values carry
 	// producer events and a use on another stream waits for its producer.
 	multiStream bool
-	// defOrder numbers every op result in program order (releaseFrame).
-	defOrder map[*ir.Value]int
+	// plan numbers the program's values and ops densely (plan.go).
+	plan *plan
 	// hostMem, where the runtime's memory is the host's, budgets the host
 	// copies of input shards and outputs.
 	hostMem runtime.HostMemory
@@ -109,7 +109,7 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 	if err := checkTyped(prog); err != nil {
 		return nil, err
 	}
-	j := &Job{prog: prog, rt: rt, opts: opts, defOrder: map[*ir.Value]int{}}
+	j := &Job{prog: prog, rt: rt, opts: opts, plan: newPlan(prog, rt.WorldSize(), opts.Trace)}
 	j.hostMem, _ = rt.(runtime.HostMemory)
 	for _, in := range prog.Inputs {
 		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric {
@@ -119,9 +119,6 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 	prog.Walk(func(op *ir.Op) {
 		if op.Code == ir.OpStream {
 			j.multiStream = true
-		}
-		for _, res := range op.Results {
-			j.defOrder[res] = len(j.defOrder)
 		}
 	})
 	for _, r := range rt.Ranks() {
@@ -286,10 +283,12 @@ func plural(n int) string {
 }
 
 // sortedOpStats orders op statistics by total time, largest first.
-func sortedOpStats(m map[*ir.Op]*OpStat) []OpStat {
-	out := make([]OpStat, 0, len(m))
-	for _, s := range m {
-		out = append(out, *s)
+func sortedOpStats(ops []OpStat) []OpStat {
+	out := make([]OpStat, 0, len(ops))
+	for _, s := range ops {
+		if s.Count > 0 {
+			out = append(out, s)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Total != out[j].Total {

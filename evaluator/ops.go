@@ -10,65 +10,64 @@ import (
 )
 
 // op runs one op of the program on this rank.
-func (r *rank) op(f *frame, op *ir.Op) error {
+func (r *rank) op(f *frame, p *opPlan) error {
+	op := p.op
 	switch op.Code.Class() {
 	case ir.ClassPointwise, ir.ClassReduction, ir.ClassMatmul:
-		return r.compute(f, op)
+		return r.compute(f, p)
 	case ir.ClassCollective:
-		return r.collective(f, op)
+		return r.collective(f, p)
 	}
 	switch op.Code {
 	case ir.OpFusion:
-		return r.compute(f, op)
+		return r.compute(f, p)
 	case ir.OpAlloc:
-		s, err := r.alloc(f, op.Result().Tensor(), true)
-		if err != nil {
-			return err
+		if len(p.res) != 1 {
+			return fmt.Errorf("%s has %d results, want 1", op.Code, len(p.res))
 		}
-		f.vals[op.Result()] = s
-		return nil
+		_, err := r.alloc(f, p.res[0], true)
+		return err
 	case ir.OpFree:
-		return r.free(f, op.Operands[0])
+		return r.free(f, p.args[0])
 	case ir.OpCopy:
-		return r.copy(f, op)
+		return r.copy(f, p)
 	case ir.OpSymmetricContiguousView:
-		return r.contiguousView(f, op)
+		return r.contiguousView(f, p)
 	case ir.OpSelect:
-		return r.selectView(f, op)
+		return r.selectView(f, p)
 	case ir.OpReshape:
-		return r.reshape(f, op)
+		return r.reshape(f, p)
 	case ir.OpSend:
-		t, err := r.tensor(f, op.Operands[0])
+		t, err := r.tensor(f, p.args[0])
 		if err != nil {
 			return err
 		}
 		return r.dev.Send(t, op.Peer(r.id, r.size), f.current)
 	case ir.OpRecv:
-		s, err := r.destination(f, op, 0, false)
+		s, err := r.destination(f, p, 0, false)
 		if err != nil {
 			return err
 		}
-		f.vals[op.Result()] = s
 		return r.dev.Recv(s.t, op.Peer(r.id, r.size), f.current)
 	case ir.OpWait:
-		return r.wait(f, op.Operands[0])
+		return r.wait(f, p.args[0])
 	case ir.OpBarrier:
 		return r.dev.Barrier(f.current)
 	case ir.OpStream:
-		s, ok := r.streams[op]
-		if !ok {
+		s := r.streams[p.id]
+		if s == nil {
 			var err error
 			if s, err = r.dev.NewStream(); err != nil {
 				return err
 			}
-			r.streams[op] = s
+			r.streams[p.id] = s
 		}
-		f.vals[op.Result()] = &slot{stream: s}
+		f.vals[p.res[0]] = slot{live: true, stream: s}
 		return nil
 	case ir.OpSetStream:
 		s := r.dev.DefaultStream()
 		if len(op.Operands) == 1 {
-			b, err := r.stream(f, op.Operands[0])
+			b, err := r.stream(f, p.args[0])
 			if err != nil {
 				return err
 			}
@@ -79,7 +78,7 @@ func (r *rank) op(f *frame, op *ir.Op) error {
 	case ir.OpSyncStream:
 		s := f.current
 		if len(op.Operands) == 1 {
-			b, err := r.stream(f, op.Operands[0])
+			b, err := r.stream(f, p.args[0])
 			if err != nil {
 				return err
 			}
@@ -87,16 +86,16 @@ func (r *rank) op(f *frame, op *ir.Op) error {
 		}
 		return s.Synchronize()
 	case ir.OpFor:
-		return r.loop(f, op)
+		return r.loop(f, p)
 	case ir.OpRegister, ir.OpTransfer, ir.OpDeregister:
-		return r.oneSided(f, op)
+		return r.oneSided(f, p)
 	}
 	return fmt.Errorf("the evaluator cannot run %s here", op.Code)
 }
 
 // use makes s the current stream, remembering it for the end-of-run sync.
 func (f *frame) use(s runtime.Stream) {
-	f.current = s
+	f.setCurrent(s)
 	for _, u := range f.used {
 		if u == s {
 			return
@@ -105,75 +104,88 @@ func (f *frame) use(s runtime.Stream) {
 	f.used = append(f.used, s)
 }
 
-func (r *rank) stream(f *frame, v *ir.Value) (runtime.Stream, error) {
-	s, err := r.ready(f, v)
+// setCurrent makes s the current stream (without remembering it: use).
+func (f *frame) setCurrent(s runtime.Stream) {
+	f.current = s
+	f.labeler, _ = s.(runtime.Labeler)
+}
+
+func (r *rank) stream(f *frame, id int) (runtime.Stream, error) {
+	s, err := r.ready(f, id)
 	if err != nil {
 		return nil, err
 	}
 	if s.stream == nil {
-		return nil, fmt.Errorf("%s is not a stream", v)
+		return nil, fmt.Errorf("%s is not a stream", r.job.plan.values[id])
 	}
 	return s.stream, nil
 }
 
-func (r *rank) free(f *frame, v *ir.Value) error {
-	s, ok := f.vals[v]
-	if !ok {
-		return fmt.Errorf("%s is not live (freed twice?)", v)
+func (r *rank) free(f *frame, id int) error {
+	s := &f.vals[id]
+	if !s.live {
+		return fmt.Errorf("%s is not live (freed twice?)", r.job.plan.values[id])
 	}
 	if s.owned == nil {
-		return fmt.Errorf("%s does not own its storage (it is an input or a view), so it cannot be freed", v)
+		return fmt.Errorf("%s does not own its storage (it is an input or a view), so it cannot be freed", r.job.plan.values[id])
 	}
 	// the producer's stream and the streams that read it, if not this one
 	var others []runtime.Stream
-	for _, u := range append(s.users, s.on) {
-		if u != nil && u != f.current && !slices.Contains(others, u) {
-			others = append(others, u)
+	if len(s.users) > 0 || (s.on != nil && s.on != f.current) {
+		for _, u := range append(s.users, s.on) {
+			if u != nil && u != f.current && !slices.Contains(others, u) {
+				others = append(others, u)
+			}
 		}
 	}
 	if err := r.pool.put(s.owned, f.current, others...); err != nil {
 		return err
 	}
-	delete(f.vals, v)
+	*s = slot{}
 	return nil
 }
 
 // destination binds the result of op: the operand at index i when the op
 // has one there (the result aliases it), else a fresh buffer of the
 // result's type.
-func (r *rank) destination(f *frame, op *ir.Op, i int, zero bool) (*slot, error) {
-	if len(op.Operands) > i {
-		t, err := r.tensor(f, op.Operands[i])
+func (r *rank) destination(f *frame, p *opPlan, i int, zero bool) (*slot, error) {
+	if len(p.res) != 1 {
+		return nil, fmt.Errorf("%s has %d results, want 1", p.op.Code, len(p.res))
+	}
+	if len(p.args) > i {
+		t, err := r.tensor(f, p.args[i])
 		if err != nil {
 			return nil, err
 		}
-		return &slot{t: t}, nil
+		s := &f.vals[p.res[0]]
+		*s = slot{live: true, t: t}
+		return s, nil
 	}
-	return r.alloc(f, op.Result().Tensor(), zero)
+	return r.alloc(f, p.res[0], zero)
 }
 
-func (r *rank) copy(f *frame, op *ir.Op) error {
-	src, err := r.tensor(f, op.Operands[0])
+func (r *rank) copy(f *frame, p *opPlan) error {
+	src, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
 	}
-	dst, err := r.destination(f, op, 1, false)
+	dst, err := r.destination(f, p, 1, false)
 	if err != nil {
 		return err
 	}
-	f.vals[op.Result()] = dst
 	return r.dev.Copy(dst.t, src, f.current)
 }
 
-func (r *rank) contiguousView(f *frame, op *ir.Op) error {
-	t, err := r.tensor(f, op.Operands[0])
+func (r *rank) contiguousView(f *frame, p *opPlan) error {
+	op := p.op
+	t, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
 	}
 	if t.Offset != 0 || !t.IsContiguous() || t.Bytes() > t.Buf.Size() {
 		return fmt.Errorf("%s must be a whole symmetric allocation to be viewed contiguously", op.Operands[0])
 	}
-	key := handleKey{buf: t.Buf.ID(), op: op, peer: -1}
+	key := handleKey{buf: t.Buf.ID(), op: p.id, peer: -1}
 	view, ok := r.handles[key]
 	if ok {
 		r.stats.HandleHits++
@@ -184,7 +196,7 @@ func (r *rank) contiguousView(f *frame, op *ir.Op) error {
 		}
 		r.handles[key] = view
 	}
-	f.vals[op.Result()] = &slot{t: contiguousViewTensor(view, t, op.Result().Tensor().Shape())}
+	f.vals[p.res[0]] = slot{live: true, t: contiguousViewTensor(view, t, op.Result().Tensor().Shape())}
 	return nil
 }
 
@@ -203,8 +215,9 @@ func contiguousViewTensor(view runtime.Buffer, shard runtime.Tensor, shape []int
 	return vt
 }
 
-func (r *rank) selectView(f *frame, op *ir.Op) error {
-	t, err := r.tensor(f, op.Operands[0])
+func (r *rank) selectView(f *frame, p *opPlan) error {
+	op := p.op
+	t, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
 	}
@@ -212,7 +225,7 @@ func (r *rank) selectView(f *frame, op *ir.Op) error {
 	if idx := op.Operands[1]; idx.Lit != nil {
 		index = idx.Lit.Int
 	} else {
-		s, err := r.ready(f, idx)
+		s, err := r.ready(f, p.args[1])
 		if err != nil {
 			return err
 		}
@@ -233,72 +246,81 @@ func (r *rank) selectView(f *frame, op *ir.Op) error {
 		Shape:   append(append([]int64(nil), t.Shape[:axis]...), t.Shape[axis+1:]...),
 		Strides: append(append([]int64(nil), strides[:axis]...), strides[axis+1:]...),
 	}
-	f.vals[op.Result()] = &slot{t: view}
+	f.vals[p.res[0]] = slot{live: true, t: view}
 	return nil
 }
 
-func (r *rank) reshape(f *frame, op *ir.Op) error {
-	t, err := r.tensor(f, op.Operands[0])
+func (r *rank) reshape(f *frame, p *opPlan) error {
+	op := p.op
+	t, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
 	}
 	shape := op.Result().Tensor().Shape()
 	if t.IsContiguous() {
-		f.vals[op.Result()] = &slot{t: runtime.Tensor{Buf: t.Buf, Offset: t.Offset, DType: t.DType, Shape: shape}}
+		f.vals[p.res[0]] = slot{live: true, t: runtime.Tensor{Buf: t.Buf, Offset: t.Offset, DType: t.DType, Shape: shape}}
 		return nil
 	}
 	// A strided view cannot be reshaped in place: make it contiguous first.
-	s, err := r.alloc(f, op.Result().Tensor(), false)
+	s, err := r.alloc(f, p.res[0], false)
 	if err != nil {
 		return err
 	}
-	if err := r.dev.Copy(runtime.Tensor{Buf: s.t.Buf, DType: t.DType, Shape: t.Shape}, t, f.current); err != nil {
-		return err
-	}
-	f.vals[op.Result()] = s
-	return nil
+	return r.dev.Copy(runtime.Tensor{Buf: s.t.Buf, DType: t.DType, Shape: t.Shape}, t, f.current)
 }
 
 // compute runs a pointwise op, reduction, matmul or fusion as one kernel.
-func (r *rank) compute(f *frame, op *ir.Op) error {
-	spec := &runtime.KernelSpec{Op: op}
-	var args []runtime.Tensor
-	for _, v := range op.Operands {
+// Its arguments go in a slice the rank reuses; the kernel spec is built
+// only when the kernel is compiled (a cache miss).
+func (r *rank) compute(f *frame, p *opPlan) error {
+	op := p.op
+	args := r.args[:0]
+	defer func() { clear(args); r.args = args[:0] }()
+	nIn := 0
+	for i, v := range op.Operands {
 		if v.Lit != nil {
 			continue
 		}
-		t, err := r.tensor(f, v)
+		t, err := r.tensor(f, p.args[i])
 		if err != nil {
 			return err
 		}
 		args = append(args, t)
-		spec.Inputs = append(spec.Inputs, runtime.TensorShape{DType: t.DType, Shape: t.Shape})
+		nIn++
 	}
-	for _, res := range op.Results {
-		s, err := r.alloc(f, res.Tensor(), false)
+	for _, res := range p.res {
+		s, err := r.alloc(f, res, false)
 		if err != nil {
 			return err
 		}
-		f.vals[res] = s
 		args = append(args, s.t)
-		spec.Outputs = append(spec.Outputs, runtime.TensorShape{DType: s.t.DType, Shape: s.t.Shape})
 	}
-	k, ok := r.kernels[op]
-	if ok {
+	k := r.kernels[p.id]
+	if k != nil {
 		r.stats.KernelHits++
 	} else {
 		r.stats.KernelMisses++
+		spec := &runtime.KernelSpec{Op: op}
+		for i, t := range args {
+			ts := runtime.TensorShape{DType: t.DType, Shape: t.Shape}
+			if i < nIn {
+				spec.Inputs = append(spec.Inputs, ts)
+			} else {
+				spec.Outputs = append(spec.Outputs, ts)
+			}
+		}
 		var err error
 		if k, err = r.dev.Compile(spec); err != nil {
 			return err
 		}
-		r.kernels[op] = k
+		r.kernels[p.id] = k
 	}
 	return r.dev.Launch(k, args, f.current)
 }
 
-func (r *rank) collective(f *frame, op *ir.Op) error {
-	in, err := r.tensor(f, op.Operands[0])
+func (r *rank) collective(f *frame, p *opPlan) error {
+	op := p.op
+	in, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
 	}
@@ -319,11 +341,10 @@ func (r *rank) collective(f *frame, op *ir.Op) error {
 		temps = append(temps, s.owned)
 	}
 	zero := op.Code == ir.OpReduce || op.Code == ir.OpGather
-	out, err := r.destination(f, op, 1, zero)
+	out, err := r.destination(f, p, 1, zero)
 	if err != nil {
 		return err
 	}
-	f.vals[op.Result()] = out
 	outT := out.t
 	if !outT.IsContiguous() {
 		// The collective writes a contiguous copy of the strided output
@@ -435,13 +456,13 @@ func (r *rank) asyncStream(f *frame) (runtime.Stream, error) {
 
 // wait orders the current stream after an async result, without blocking
 // the host.
-func (r *rank) wait(f *frame, v *ir.Value) error {
-	s, ok := f.vals[v]
-	if !ok {
-		return fmt.Errorf("%s has no value here", v)
+func (r *rank) wait(f *frame, id int) error {
+	s := &f.vals[id]
+	if !s.live {
+		return fmt.Errorf("%s has no value here", r.job.plan.values[id])
 	}
 	if s.done == nil {
-		return fmt.Errorf("%s is not the result of an async op, or was waited for already", v)
+		return fmt.Errorf("%s is not the result of an async op, or was waited for already", r.job.plan.values[id])
 	}
 	if err := f.current.WaitEvent(s.done); err != nil {
 		return err
@@ -450,17 +471,21 @@ func (r *rank) wait(f *frame, v *ir.Value) error {
 	s.done = nil
 	if err == nil && r.job.multiStream {
 		// From here the value is ready in the order of the current stream.
-		err = r.markProduced(f, []*ir.Value{v})
+		err = r.markProduced(f, []int{id})
 	}
 	return err
 }
 
-func (r *rank) loop(f *frame, op *ir.Op) error {
+func (r *rank) loop(f *frame, p *opPlan) error {
+	op := p.op
 	from, to, step := op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1)
 	if step <= 0 {
 		return fmt.Errorf("step must be positive, got %d", step)
 	}
-	idx := op.Body.Args[0]
+	if len(p.bodyArgs) == 0 {
+		return fmt.Errorf("the loop's body has no index")
+	}
+	idx := p.bodyArgs[0]
 	outer := f.iter
 	defer func() { f.iter = outer }()
 	// Count the trips instead of testing i < to: i += step past the last
@@ -470,12 +495,12 @@ func (r *rank) loop(f *frame, op *ir.Op) error {
 		if k > 0 {
 			i += step // a trip follows, so i+step < to: no overflow
 		}
-		f.vals[idx] = &slot{index: i}
+		f.vals[idx] = slot{live: true, index: i}
 		f.iter = i
-		if err := r.block(f, op.Body); err != nil {
+		if err := r.block(f, p.body); err != nil {
 			return err
 		}
 	}
-	delete(f.vals, idx)
+	f.vals[idx] = slot{}
 	return nil
 }

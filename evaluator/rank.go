@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -20,17 +19,20 @@ type rank struct {
 	id   int
 	size int
 
-	inputs  map[*ir.Value]runtime.Tensor // input buffers, kept across Runs
+	inputs  []runtime.Tensor // input buffers by input index, kept across Runs
 	pool    *pool
 	handles map[handleKey]runtime.Buffer
-	kernels map[*ir.Op]runtime.Kernel
-	streams map[*ir.Op]runtime.Stream // made by `stream` ops, kept across Runs
-	comm    runtime.Stream            // where async collectives run
-	xfer    *transferState            // one-sided transfers (transfer.go), made at the first register
+	kernels []runtime.Kernel // by op id
+	streams []runtime.Stream // by op id: made by `stream` ops, kept across Runs
+	comm    runtime.Stream   // where async collectives run
+	xfer    *transferState   // one-sided transfers (transfer.go), made at the first register
 
 	stats   Stats
-	opStats map[*ir.Op]*OpStat
+	opStats []OpStat     // by op id (Count 0: never timed)
 	trace   []TraceEvent // this Run's ops, with Options.Trace
+
+	frame frame            // the Run's bindings, reused by the next Run
+	args  []runtime.Tensor // compute's kernel arguments, reused
 
 	outputsHeld []func() // budget of the last Run's outputs (releaseOutputs)
 }
@@ -39,24 +41,26 @@ type rank struct {
 // asked, and which mapping (a peer's shard, or -1 for the contiguous view).
 type handleKey struct {
 	buf  uint64
-	op   *ir.Op
+	op   int // op id
 	peer int
 }
 
 func newRank(j *Job, dev runtime.Device) *rank {
+	n := len(j.plan.ops)
 	return &rank{
 		job: j, dev: dev, id: dev.Rank(), size: dev.WorldSize(),
-		inputs:  map[*ir.Value]runtime.Tensor{},
+		inputs:  make([]runtime.Tensor, len(j.prog.Inputs)),
 		pool:    newPool(dev),
 		handles: map[handleKey]runtime.Buffer{},
-		kernels: map[*ir.Op]runtime.Kernel{},
-		streams: map[*ir.Op]runtime.Stream{},
-		opStats: map[*ir.Op]*OpStat{},
+		kernels: make([]runtime.Kernel, n),
+		streams: make([]runtime.Stream, n),
+		frame:   frame{vals: make([]slot, len(j.plan.values))},
 	}
 }
 
 // slot is what a value is bound to during a Run.
 type slot struct {
+	live   bool // bound in this Run (not freed, not out of its loop)
 	t      runtime.Tensor
 	owned  runtime.Buffer // the pooled buffer this value owns, if any
 	stream runtime.Stream // for stream values
@@ -75,15 +79,20 @@ type slot struct {
 
 // frame is one Run's bindings and current stream.
 type frame struct {
-	vals    map[*ir.Value]*slot
+	vals    []slot // by value id (plan.go)
 	current runtime.Stream
+	labeler runtime.Labeler // current, when it labels its work
 	used    []runtime.Stream // streams the run touched, synchronised at the end
 	events  []runtime.Event  // producer events, closed at the end of the run
 	iter    int64            // the innermost loop's index, -1 outside loops (for traces)
 }
 
 func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error) {
-	f := &frame{vals: map[*ir.Value]*slot{}, current: r.dev.DefaultStream(), iter: -1}
+	f := &r.frame
+	clear(f.vals)
+	f.setCurrent(r.dev.DefaultStream())
+	f.iter = -1
+	f.used, f.events = f.used[:0], f.events[:0]
 	r.trace = r.trace[:0]
 	if r.xfer != nil {
 		// Live registrations are this Run's: a Run that failed between
@@ -94,7 +103,7 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 	r.releaseOutputs()
 	err := r.bindInputs(f, inputs)
 	if err == nil {
-		err = r.block(f, r.job.prog.Body)
+		err = r.block(f, r.job.plan.body)
 	}
 	var outs map[string]*host.Array
 	if err == nil {
@@ -139,33 +148,27 @@ func (r *rank) runError(op *ir.Op, err error) error {
 // They go back last-defined first, an order the same on every rank and
 // Run: the pool hands out last in, first out, so the next Run gives every
 // value the buffer it had (caches keyed by buffer keep hitting), and
-// same-sized symmetric buffers stay matched across ranks (map order
-// differs between ranks).
+// same-sized symmetric buffers stay matched across ranks. Only op results
+// own buffers, and their value ids are their definition order (plan.go).
 func (r *rank) releaseFrame(f *frame) {
 	// Every stream of the run has been synchronised: no wait is pending.
 	r.pool.synchronized()
 	for _, ev := range f.events {
 		r.pool.recycleEvent(ev)
 	}
-	f.events = nil
-	order := r.job.defOrder
-	var vals []*ir.Value
-	for v, s := range f.vals {
-		if s.owned != nil {
-			vals = append(vals, v)
+	clear(f.events)
+	f.events = f.events[:0]
+	for id := r.job.plan.nResult - 1; id >= 0; id-- {
+		if s := &f.vals[id]; s.live && s.owned != nil {
+			r.pool.put(s.owned, nil)
+			s.owned = nil
 		}
-	}
-	sort.Slice(vals, func(i, j int) bool { return order[vals[i]] > order[vals[j]] })
-	for _, v := range vals {
-		s := f.vals[v]
-		r.pool.put(s.owned, nil)
-		s.owned = nil
 	}
 }
 
 func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	mesh := r.size
-	for _, in := range r.job.prog.Inputs {
+	for i, in := range r.job.prog.Inputs {
 		t := in.Tensor()
 		a := inputs[in.Name]
 		if axis := t.ShardAxis(); axis >= 0 {
@@ -179,8 +182,8 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
 		}
-		tensor, ok := r.inputs[in]
-		if !ok {
+		tensor := r.inputs[i]
+		if tensor.Buf == nil {
 			shape, err := t.LocalShape(mesh)
 			if err != nil {
 				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
@@ -190,12 +193,12 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
 			tensor = runtime.Tensor{Buf: buf, DType: t.DType, Shape: shape}
-			r.inputs[in] = tensor
+			r.inputs[i] = tensor
 		}
 		if err := r.dev.CopyFromHost(tensor, a.Data, f.current); err != nil {
 			return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 		}
-		f.vals[in] = &slot{t: tensor}
+		f.vals[r.job.plan.inputs[i]] = slot{live: true, t: tensor}
 	}
 	// Peers may read a symmetric input from the first op on (a contiguous
 	// view, a collective that loads remotely): every rank's copy must have
@@ -235,8 +238,8 @@ func (r *rank) releaseOutputs() {
 
 func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 	outs := map[string]*host.Array{}
-	for _, v := range r.job.prog.Outputs {
-		s, err := r.ready(f, v)
+	for i, v := range r.job.prog.Outputs {
+		s, err := r.ready(f, r.job.plan.outputs[i])
 		if err != nil {
 			return nil, err
 		}
@@ -257,27 +260,33 @@ func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 	return outs, nil
 }
 
-func (r *rank) block(f *frame, b *ir.Block) error {
-	for _, op := range b.Ops {
-		start := time.Now()
-		if l, ok := f.current.(runtime.Labeler); ok {
-			l.Label(op) // a failure of the work it enqueues names op
+func (r *rank) block(f *frame, ops []*opPlan) error {
+	opts := &r.job.opts
+	timed := opts.Stats || opts.Trace
+	for _, p := range ops {
+		op := p.op
+		var start time.Time
+		if timed {
+			start = time.Now()
 		}
-		err := r.op(f, op)
+		if f.labeler != nil {
+			f.labeler.Label(op) // a failure of the work it enqueues names op
+		}
+		err := r.op(f, p)
 		if err == nil && r.job.multiStream {
-			err = r.markProduced(f, op.Results)
+			err = r.markProduced(f, p.res)
 		}
-		if err == nil && (r.job.opts.Stats || r.job.opts.Trace) && waitForStats(op.Code) {
+		if err == nil && timed && waitForStats(op.Code) {
 			err = f.current.Synchronize()
 		}
 		if err != nil {
 			return r.runError(op, err)
 		}
-		if r.job.opts.Stats && op.Code != ir.OpFor {
-			r.recordOp(op, time.Since(start))
+		if opts.Stats && op.Code != ir.OpFor {
+			r.recordOp(p, time.Since(start))
 		}
-		if r.job.opts.Trace && op.Code != ir.OpFor {
-			r.trace = append(r.trace, TraceEvent{Op: op.Code.String(), Pos: op.Pos.String(), Iter: f.iter,
+		if opts.Trace && op.Code != ir.OpFor {
+			r.trace = append(r.trace, TraceEvent{Op: p.code, Pos: p.pos, Iter: f.iter,
 				Start: float64(start.UnixNano()) / 1e3, Dur: float64(time.Since(start).Nanoseconds()) / 1e3})
 		}
 	}
@@ -337,11 +346,13 @@ func (e *RunError) Error() string {
 
 func (e *RunError) Unwrap() error { return e.Err }
 
-func (r *rank) recordOp(op *ir.Op, d time.Duration) {
-	s := r.opStats[op]
-	if s == nil {
-		s = &OpStat{Op: op.Code.String(), Pos: op.Pos}
-		r.opStats[op] = s
+func (r *rank) recordOp(p *opPlan, d time.Duration) {
+	if r.opStats == nil {
+		r.opStats = make([]OpStat, len(r.job.plan.ops))
+	}
+	s := &r.opStats[p.id]
+	if s.Count == 0 {
+		*s = OpStat{Op: p.op.Code.String(), Pos: p.op.Pos}
 	}
 	s.Count++
 	s.Total += d
@@ -359,24 +370,25 @@ func (r *rank) snapshotStats() Stats {
 // ready returns v's binding; for an async result it is an error to use it
 // before wait (the passes reject that statically; this guards Go-built
 // programs).
-func (r *rank) ready(f *frame, v *ir.Value) (*slot, error) {
-	s, ok := f.vals[v]
-	if !ok {
-		return nil, fmt.Errorf("%s has no value here (freed, or defined in a loop body that has ended)", v)
+func (r *rank) ready(f *frame, id int) (*slot, error) {
+	s := &f.vals[id]
+	if !s.live {
+		return nil, fmt.Errorf("%s has no value here (freed, or defined in a loop body that has ended)", r.job.plan.values[id])
 	}
 	if s.done != nil {
+		v := r.job.plan.values[id]
 		return nil, fmt.Errorf("%s is the result of an async op and is used before `wait %s`", v, v)
 	}
 	return s, nil
 }
 
-func (r *rank) tensor(f *frame, v *ir.Value) (runtime.Tensor, error) {
-	s, err := r.ready(f, v)
+func (r *rank) tensor(f *frame, id int) (runtime.Tensor, error) {
+	s, err := r.ready(f, id)
 	if err != nil {
 		return runtime.Tensor{}, err
 	}
 	if s.t.Buf == nil {
-		return runtime.Tensor{}, fmt.Errorf("%s is not a tensor", v)
+		return runtime.Tensor{}, fmt.Errorf("%s is not a tensor", r.job.plan.values[id])
 	}
 	if s.ready != nil && s.on != f.current {
 		if err := f.current.WaitEvent(s.ready); err != nil {
@@ -389,24 +401,30 @@ func (r *rank) tensor(f *frame, v *ir.Value) (runtime.Tensor, error) {
 	return s.t, nil
 }
 
-// alloc takes a buffer for a result of type t from the pool, zero-filled
-// when zero is set (alloc, and collectives that leave parts untouched).
-func (r *rank) alloc(f *frame, t *ir.TensorType, zero bool) (*slot, error) {
-	shape, err := t.LocalShape(r.size)
+// alloc binds value id (a tensor result) to a buffer from the pool,
+// zero-filled when zero is set (alloc, and collectives that leave parts
+// untouched). The buffer is the value's from here, so a failing fill still
+// returns it to the pool at the end of the Run.
+func (r *rank) alloc(f *frame, id int, zero bool) (*slot, error) {
+	lt := &r.job.plan.local[id]
+	if lt.t == nil {
+		return nil, fmt.Errorf("%s is not a tensor", r.job.plan.values[id])
+	}
+	if lt.err != nil {
+		return nil, lt.err
+	}
+	buf, err := r.pool.get(lt.bytes, lt.t.Mem, f.current)
 	if err != nil {
 		return nil, err
 	}
-	buf, err := r.pool.get(bytesOf(t.DType, shape), t.Mem, f.current)
-	if err != nil {
-		return nil, err
-	}
-	tensor := runtime.Tensor{Buf: buf, DType: t.DType, Shape: shape}
+	s := &f.vals[id]
+	*s = slot{live: true, t: runtime.Tensor{Buf: buf, DType: lt.t.DType, Shape: lt.shape}, owned: buf}
 	if zero {
-		if err := r.dev.CopyFromHost(tensor, r.pool.zeros(tensor.Bytes()), f.current); err != nil {
+		if err := r.dev.CopyFromHost(s.t, r.pool.zeros(s.t.Bytes()), f.current); err != nil {
 			return nil, err
 		}
 	}
-	return &slot{t: tensor, owned: buf}, nil
+	return s, nil
 }
 
 func bytesOf(dt ir.DType, shape []int64) int64 { return ir.Product(shape) * int64(dt.Size()) }
@@ -415,16 +433,21 @@ func (r *rank) close() error {
 	r.releaseOutputs()
 	errs := []error{r.closeTransfers()}
 	for _, s := range r.streams {
-		errs = append(errs, s.Close())
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
 	}
+	clear(r.streams)
 	if r.comm != nil {
 		errs = append(errs, r.comm.Close())
 	}
 	errs = append(errs, r.pool.close())
 	for _, t := range r.inputs {
-		errs = append(errs, r.dev.Free(t.Buf))
+		if t.Buf != nil {
+			errs = append(errs, r.dev.Free(t.Buf))
+		}
 	}
-	r.inputs = map[*ir.Value]runtime.Tensor{}
+	clear(r.inputs)
 	r.handles = map[handleKey]runtime.Buffer{}
 	return errors.Join(errs...)
 }
@@ -433,10 +456,10 @@ func (r *rank) close() error {
 // current stream and an event right after the op that made it; a later use
 // on another stream waits for that event (see tensor). Only programs that
 // make streams pay for it.
-func (r *rank) markProduced(f *frame, results []*ir.Value) error {
+func (r *rank) markProduced(f *frame, results []int) error {
 	for _, res := range results {
-		s := f.vals[res]
-		if s == nil || s.t.Buf == nil || s.done != nil {
+		s := &f.vals[res]
+		if !s.live || s.t.Buf == nil || s.done != nil {
 			continue
 		}
 		ev, err := r.pool.takeEvent()

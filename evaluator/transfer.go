@@ -59,20 +59,22 @@ func (r *rank) transfers() *transferState {
 }
 
 // oneSided runs register, transfer and deregister.
-func (r *rank) oneSided(f *frame, op *ir.Op) error {
+func (r *rank) oneSided(f *frame, p *opPlan) error {
+	op := p.op
 	switch op.Code {
 	case ir.OpRegister:
-		return r.register(f, op)
+		return r.register(f, p)
 	case ir.OpTransfer:
-		return r.transfer(f, op)
+		return r.transfer(f, p)
 	case ir.OpDeregister:
 		return r.deregister(op)
 	}
 	return fmt.Errorf("the evaluator cannot run %s here", op.Code)
 }
 
-func (r *rank) register(f *frame, op *ir.Op) error {
-	t, err := r.tensor(f, op.Operands[0])
+func (r *rank) register(f *frame, p *opPlan) error {
+	op := p.op
+	t, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
 	}
@@ -105,7 +107,7 @@ func (r *rank) register(f *frame, op *ir.Op) error {
 		st.regs[key] = reg
 	}
 	st.bound[op.Result()] = reg
-	f.vals[op.Result()] = &slot{}
+	f.vals[p.res[0]] = slot{live: true}
 	return nil
 }
 
@@ -118,12 +120,13 @@ func (r *rank) registration(v *ir.Value) (*transfer.Registration, error) {
 	return nil, fmt.Errorf("%s is not a live registration here (deregistered, or never registered)", v)
 }
 
-func (r *rank) transfer(f *frame, op *ir.Op) error {
+func (r *rank) transfer(f *frame, p *opPlan) error {
+	op := p.op
 	reg, err := r.registration(op.Operands[0])
 	if err != nil {
 		return err
 	}
-	local, err := r.tensor(f, op.Operands[1])
+	local, err := r.tensor(f, p.args[1])
 	if err != nil {
 		return err
 	}
@@ -161,7 +164,7 @@ func (r *rank) transfer(f *frame, op *ir.Op) error {
 		done.Close()
 		return err
 	}
-	f.vals[op.Result()] = &slot{done: done}
+	f.vals[p.res[0]] = slot{live: true, done: done}
 	return nil
 }
 

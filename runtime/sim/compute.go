@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
@@ -23,6 +24,12 @@ type kernel struct {
 	slots   []slotInfo // inputs first
 	steps   []step
 	yields  []operand // what each output gets
+
+	scratch     int64  // scratchBytes, worked out once
+	scratchWhat string // how the budget names it
+
+	mu   sync.Mutex
+	idle []*launch // records of finished launches, for the next (Launch)
 }
 
 var _ runtime.Kernel = (*kernel)(nil)
@@ -147,6 +154,7 @@ func compile(spec *runtime.KernelSpec, mem *memoryBudget) (*kernel, error) {
 		}
 		c.k.yields = append(c.k.yields, operand{slot: s})
 	}
+	c.k.scratch, c.k.scratchWhat = c.k.scratchBytes(), c.k.name+"'s working memory"
 	return c.k, nil
 }
 
@@ -500,7 +508,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 	if len(args) != len(k.inputs)+len(k.outputs) {
 		return errorf(d.rank, "launch %s: %d arguments, want %d inputs and %d outputs", k.name, len(args), len(k.inputs), len(k.outputs))
 	}
-	views := make([]*view, len(args))
+	l := k.takeLaunch(d, len(args))
 	for i, t := range args {
 		want := k.inputs
 		j := i
@@ -508,28 +516,82 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			want, j = k.outputs, i-len(k.inputs)
 		}
 		if t.DType != want[j].DType || !slices.Equal(t.Shape, want[j].Shape) {
+			k.putLaunch(l)
 			return errorf(d.rank, "launch %s: argument %d is %s%v, the kernel was compiled for %s%v", k.name, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
 		}
-		v, err := d.rt.view(t)
-		if err != nil {
+		if err := d.rt.fillView(&l.views[i], t); err != nil {
+			k.putLaunch(l)
 			return errorf(d.rank, "launch %s: argument %d: %v", k.name, i, err)
 		}
-		views[i] = v
 	}
-	return s.enqueue(work{run: func() error {
-		for i, v := range views {
-			if v.buf.freed.Load() {
-				return errorf(d.rank, "launch %s: argument %d's buffer was freed before the kernel ran", k.name, i)
-			}
+	if err := s.enqueue(work{task: l}); err != nil {
+		k.putLaunch(l)
+		return err
+	}
+	return nil
+}
+
+// launch is one launch of a kernel: its argument views and the run's
+// working arrays. The kernel keeps the records of finished launches and
+// hands them to later ones, so a launch allocates nothing once warm.
+type launch struct {
+	d     *Device
+	k     *kernel
+	views []view
+	ptrs  []*view // into views
+	arena arena
+}
+
+func (k *kernel) takeLaunch(d *Device, n int) *launch {
+	k.mu.Lock()
+	var l *launch
+	if m := len(k.idle); m > 0 {
+		l = k.idle[m-1]
+		k.idle[m-1] = nil
+		k.idle = k.idle[:m-1]
+	}
+	k.mu.Unlock()
+	if l == nil {
+		l = &launch{k: k}
+	}
+	l.d = d
+	if cap(l.views) < n {
+		l.views = make([]view, n)
+		l.ptrs = make([]*view, n)
+	}
+	l.views, l.ptrs = l.views[:n], l.ptrs[:n]
+	for i := range l.views {
+		l.ptrs[i] = &l.views[i]
+	}
+	return l
+}
+
+// putLaunch keeps l for a later launch, dropping what it points to.
+func (k *kernel) putLaunch(l *launch) {
+	for i := range l.views {
+		l.views[i] = view{shape: l.views[i].shape[:0], strides: l.views[i].strides[:0]}
+	}
+	l.arena.reset(0)
+	l.d = nil
+	k.mu.Lock()
+	k.idle = append(k.idle, l)
+	k.mu.Unlock()
+}
+
+func (l *launch) run() error {
+	defer l.k.putLaunch(l)
+	d, k, views := l.d, l.k, l.ptrs
+	for i, v := range views {
+		if v.buf.freed.Load() {
+			return errorf(d.rank, "launch %s: argument %d's buffer was freed before the kernel ran", k.name, i)
 		}
-		scratch := k.scratchBytes()
-		if err := d.rt.mem.take(scratch, k.name+"'s working memory"); err != nil {
-			return errorf(d.rank, "%w", err)
-		}
-		defer d.rt.mem.give(scratch)
-		if err := k.run(views[:len(k.inputs)], views[len(k.inputs):]); err != nil {
-			return errorf(d.rank, "%s: %v", k.name, err)
-		}
-		return nil
-	}})
+	}
+	if err := d.rt.mem.take(k.scratch, k.scratchWhat); err != nil {
+		return errorf(d.rank, "%w", err)
+	}
+	defer d.rt.mem.give(k.scratch)
+	if err := k.run(views[:len(k.inputs)], views[len(k.inputs):], &l.arena); err != nil {
+		return errorf(d.rank, "%s: %v", k.name, err)
+	}
+	return nil
 }

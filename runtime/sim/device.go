@@ -47,7 +47,7 @@ func (d *Device) NewStream() (runtime.Stream, error) {
 
 // NewEvent makes an event that has never been recorded (so it is complete).
 func (d *Device) NewEvent() (runtime.Event, error) {
-	return &event{changed: make(chan struct{}), rtClosed: d.rt.closed}, nil
+	return &event{rtClosed: d.rt.closed}, nil
 }
 
 func (d *Device) allStreams() []*stream {

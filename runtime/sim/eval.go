@@ -28,18 +28,91 @@ func computeRound(dt ir.DType, x float64) float64 {
 	return float64(float32(x))
 }
 
-func (k *kernel) run(ins, outs []*view) error {
-	vals := make([]array, len(k.slots))
+// arena hands a kernel run its arrays, zeroed, reusing the storage of the
+// previous run of the same launch record (kernel runs ask for the same
+// sizes in the same order every time). Only small arrays are kept, so a
+// large kernel's working memory is still the garbage collector's once the
+// run ends (and held against the budget only while it runs).
+type arena struct {
+	f    [][]float64
+	i    [][]int64
+	nf   int
+	ni   int
+	vals []array
+}
+
+// arenaKeep is the largest array (in elements) an arena keeps between runs.
+const arenaKeep = 4096
+
+func (a *arena) reset(slots int) []array {
+	a.nf, a.ni = 0, 0
+	if cap(a.vals) < slots {
+		a.vals = make([]array, slots)
+	}
+	a.vals = a.vals[:slots]
+	clear(a.vals)
+	return a.vals
+}
+
+func (a *arena) floats(n int64) []float64 {
+	if a == nil || n > arenaKeep {
+		return make([]float64, n)
+	}
+	if a.nf < len(a.f) && int64(cap(a.f[a.nf])) >= n {
+		b := a.f[a.nf][:n]
+		clear(b)
+		a.nf++
+		return b
+	}
+	b := make([]float64, n)
+	if a.nf < len(a.f) {
+		a.f[a.nf] = b
+	} else {
+		a.f = append(a.f, b)
+	}
+	a.nf++
+	return b
+}
+
+func (a *arena) ints(n int64) []int64 {
+	if a == nil || n > arenaKeep {
+		return make([]int64, n)
+	}
+	if a.ni < len(a.i) && int64(cap(a.i[a.ni])) >= n {
+		b := a.i[a.ni][:n]
+		clear(b)
+		a.ni++
+		return b
+	}
+	b := make([]int64, n)
+	if a.ni < len(a.i) {
+		a.i[a.ni] = b
+	} else {
+		a.i = append(a.i, b)
+	}
+	a.ni++
+	return b
+}
+
+// run runs k on the input and output views; a (nil: allocate afresh) holds
+// its working arrays.
+func (k *kernel) run(ins, outs []*view, a *arena) error {
+	var vals []array
+	if a != nil {
+		vals = a.reset(len(k.slots))
+	} else {
+		vals = make([]array, len(k.slots))
+	}
 	for i, v := range ins {
 		if isFloatClass(v.dt) {
-			vals[i].f = v.loadF(0, v.n)
+			vals[i].f = loadFInto(a.floats(v.n), v)
 		} else {
-			vals[i].i = v.loadI(0, v.n)
+			vals[i].i = loadIInto(a.ints(v.n), v)
 		}
 	}
 	for si := range k.steps {
 		st := &k.steps[si]
-		out, err := st.exec(vals)
+		out, err := st.exec(vals, a)
 		if err != nil {
 			return err
 		}
@@ -49,13 +122,13 @@ func (k *kernel) run(ins, outs []*view) error {
 		v := outs[i]
 		if y.slot < 0 {
 			if isFloatClass(v.dt) {
-				xs := make([]float64, v.n)
+				xs := a.floats(v.n)
 				for j := range xs {
 					xs[j] = y.f
 				}
 				v.storeF(0, xs)
 			} else {
-				xs := make([]int64, v.n)
+				xs := a.ints(v.n)
 				for j := range xs {
 					xs[j] = y.i
 				}
@@ -71,6 +144,24 @@ func (k *kernel) run(ins, outs []*view) error {
 		}
 	}
 	return nil
+}
+
+// loadFInto reads v's elements as float64 into out (v.n long).
+func loadFInto(out []float64, v *view) []float64 {
+	if v.contig {
+		for k := range out {
+			out[k] = host.LoadFloat(v.dt, v.data, int64(k))
+		}
+		return out
+	}
+	v.each(0, v.n, func(k, off int64) { out[k] = host.LoadFloat(v.dt, v.data, off) })
+	return out
+}
+
+// loadIInto reads v's elements as int64 into out (v.n long).
+func loadIInto(out []int64, v *view) []int64 {
+	v.each(0, v.n, func(k, off int64) { out[k] = host.LoadInt(v.dt, v.data, off) })
+	return out
 }
 
 // argF returns element e of a float operand.
@@ -94,27 +185,27 @@ func argI(vals []array, o *operand, e int64) int64 {
 	return vals[o.slot].i[e]
 }
 
-func (st *step) exec(vals []array) (array, error) {
+func (st *step) exec(vals []array, a *arena) (array, error) {
 	n := ir.Product(st.shape)
 	switch {
 	case st.code == ir.OpCast:
-		return st.cast(vals, n), nil
+		return st.cast(vals, n, a), nil
 	case st.code == ir.OpWhere:
-		return st.where(vals, n), nil
+		return st.where(vals, n, a), nil
 	case st.code.IsPointwise():
-		return st.pointwise(vals, n)
+		return st.pointwise(vals, n, a)
 	case st.code.IsReduction():
-		return st.reduce(vals, n), nil
+		return st.reduce(vals, n, a), nil
 	case st.code == ir.OpMatmul:
-		return st.matmul(vals, n), nil
+		return st.matmul(vals, n, a), nil
 	}
 	return array{}, fmt.Errorf("%s at %s: not supported by the interpreter", st.code, st.pos)
 }
 
-func (st *step) pointwise(vals []array, n int64) (array, error) {
+func (st *step) pointwise(vals []array, n int64, a *arena) (array, error) {
 	var out array
 	if isFloatClass(st.dt) {
-		out.f = make([]float64, n)
+		out.f = a.floats(n)
 		unary := len(st.args) == 1
 		for e := int64(0); e < n; e++ {
 			a := argF(vals, &st.args[0], e)
@@ -128,7 +219,7 @@ func (st *step) pointwise(vals []array, n int64) (array, error) {
 		}
 		return out, nil
 	}
-	out.i = make([]int64, n)
+	out.i = a.ints(n)
 	for e := int64(0); e < n; e++ {
 		a := argI(vals, &st.args[0], e)
 		var r int64
@@ -259,14 +350,14 @@ func binaryI(code ir.Opcode, a, b int64) int64 {
 // cast's result is its dtype's value even inside a fusion), float to int
 // truncates and saturates with NaN as 0, to bool is x != 0, bool and ints
 // to floats are exact or rounded to nearest.
-func (st *step) cast(vals []array, n int64) array {
+func (st *step) cast(vals []array, n int64, a *arena) array {
 	var out array
 	from, to := st.inDT, st.dt
 	src := &st.args[0]
 	if isFloatClass(to) {
-		out.f = make([]float64, n)
+		out.f = a.floats(n)
 	} else {
-		out.i = make([]int64, n)
+		out.i = a.ints(n)
 	}
 	for e := int64(0); e < n; e++ {
 		switch {
@@ -288,11 +379,11 @@ func (st *step) cast(vals []array, n int64) array {
 	return out
 }
 
-func (st *step) where(vals []array, n int64) array {
+func (st *step) where(vals []array, n int64, ar *arena) array {
 	var out array
 	c, a, b := &st.args[0], &st.args[1], &st.args[2]
 	if isFloatClass(st.dt) {
-		out.f = make([]float64, n)
+		out.f = ar.floats(n)
 		for e := int64(0); e < n; e++ {
 			if argI(vals, c, e) != 0 {
 				out.f[e] = argF(vals, a, e)
@@ -302,7 +393,7 @@ func (st *step) where(vals []array, n int64) array {
 		}
 		return out
 	}
-	out.i = make([]int64, n)
+	out.i = ar.ints(n)
 	for e := int64(0); e < n; e++ {
 		if argI(vals, c, e) != 0 {
 			out.i[e] = argI(vals, a, e)
@@ -315,11 +406,11 @@ func (st *step) where(vals []array, n int64) array {
 
 // reduce walks the input in row-major order, so each output accumulates its
 // elements in index order: floats in f32 (f64 for f64), ints in int64.
-func (st *step) reduce(vals []array, n int64) array {
+func (st *step) reduce(vals []array, n int64, a *arena) array {
 	in := vals[st.args[0].slot]
 	var out array
 	if isFloatClass(st.dt) {
-		out.f = make([]float64, n)
+		out.f = a.floats(n)
 		if st.code == ir.OpReduceMax {
 			for j := range out.f {
 				out.f[j] = math.Inf(-1)
@@ -340,7 +431,7 @@ func (st *step) reduce(vals []array, n int64) array {
 		}
 		return out
 	}
-	out.i = make([]int64, n)
+	out.i = a.ints(n)
 	if st.code == ir.OpReduceMax {
 		lowest := int64(math.MinInt64)
 		if st.dt == ir.I32 {
@@ -366,9 +457,9 @@ func (st *step) reduce(vals []array, n int64) array {
 
 // matmul accumulates each output over k in order, in f32 (f64 for f64):
 // the product is rounded, then the sum (no fused multiply-add).
-func (st *step) matmul(vals []array, n int64) array {
+func (st *step) matmul(vals []array, n int64, ar *arena) array {
 	a, b := vals[st.args[0].slot].f, vals[st.args[1].slot].f
-	out := array{f: make([]float64, n)}
+	out := array{f: ar.floats(n)}
 	for bt := int64(0); bt < st.batch; bt++ {
 		aOff := bt * st.m * st.kk
 		bOff := int64(0)

@@ -13,9 +13,32 @@ import (
 // waiting on them hangs) until Synchronize reports the error and clears it.
 
 type work struct {
-	run    func() error
+	run func() error
+	// task runs when run is nil: work that needs no closure (a kernel
+	// launch keeps its arguments in a record it reuses).
+	task interface{ run() error }
+	// ev, when set (with run and task nil), is an event record (wait false)
+	// or wait (wait true) of generation gen: no closure either.
+	ev     *event
+	gen    uint64
+	wait   bool
 	always bool // runs even after an error (event records and waits)
 	label  any  // the stream's label when it was enqueued (runtime.Labeler)
+}
+
+// do runs w.
+func (w *work) do(closed <-chan struct{}) error {
+	switch {
+	case w.run != nil:
+		return w.run()
+	case w.task != nil:
+		return w.task.run()
+	case w.ev != nil && w.wait:
+		return w.ev.waitFor(w.gen, closed)
+	case w.ev != nil:
+		w.ev.complete(w.gen)
+	}
+	return nil
 }
 
 type stream struct {
@@ -23,11 +46,12 @@ type stream struct {
 	isDefault bool
 
 	mu        sync.Mutex
-	queue     []work
+	queue     []work // from head on: not run yet
+	head      int
 	wake      chan struct{} // buffered(1): something was enqueued or stop was asked
 	submitted uint64
 	completed uint64
-	changed   chan struct{} // closed and replaced when completed grows
+	changed   chan struct{} // made by a waiter, closed (and dropped) when completed grows
 	err       error         // first error since the last Synchronize
 	label     any           // carried by work enqueued from now on
 	closing   bool
@@ -38,7 +62,7 @@ var _ runtime.Stream = (*stream)(nil)
 
 func newStream(d *Device, isDefault bool) *stream {
 	s := &stream{dev: d, isDefault: isDefault, wake: make(chan struct{}, 1),
-		changed: make(chan struct{}), exited: make(chan struct{})}
+		exited: make(chan struct{})}
 	d.mu.Lock()
 	d.streams[s] = true
 	d.mu.Unlock()
@@ -50,7 +74,7 @@ func (s *stream) loop() {
 	defer close(s.exited)
 	for {
 		s.mu.Lock()
-		for len(s.queue) == 0 {
+		for s.head == len(s.queue) {
 			if s.closing {
 				s.mu.Unlock()
 				return
@@ -59,15 +83,17 @@ func (s *stream) loop() {
 			<-s.wake
 			s.mu.Lock()
 		}
-		w := s.queue[0]
-		s.queue[0] = work{}
-		s.queue = s.queue[1:]
+		w := s.queue[s.head]
+		s.queue[s.head] = work{}
+		if s.head++; s.head == len(s.queue) {
+			s.queue, s.head = s.queue[:0], 0 // the next enqueue reuses the array
+		}
 		skip := s.err != nil && !w.always
 		s.mu.Unlock()
 
 		var err error
 		if !skip {
-			err = s.runSafely(w.run)
+			err = s.runSafely(&w)
 		}
 		if err != nil && w.label != nil {
 			err = &runtime.WorkError{Label: w.label, Err: err}
@@ -78,21 +104,23 @@ func (s *stream) loop() {
 			s.err = err
 		}
 		s.completed++
-		close(s.changed)
-		s.changed = make(chan struct{})
+		if s.changed != nil {
+			close(s.changed)
+			s.changed = nil
+		}
 		s.mu.Unlock()
 	}
 }
 
 // runSafely turns a panic in the runtime's own code into the stream's error
 // rather than killing the process.
-func (s *stream) runSafely(f func() error) (err error) {
+func (s *stream) runSafely(w *work) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("rank %d: internal error in the sim runtime: %v", s.dev.rank, r)
 		}
 	}()
-	return f()
+	return w.do(s.dev.rt.closed)
 }
 
 func (s *stream) enqueue(w work) error {
@@ -129,6 +157,9 @@ func (s *stream) waitPassed() error {
 	s.mu.Lock()
 	target := s.submitted
 	for s.completed < target {
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
 		ch := s.changed
 		s.mu.Unlock()
 		select {
@@ -176,7 +207,7 @@ func (s *stream) Record(re runtime.Event) error {
 		return fmt.Errorf("rank %d: record of a closed event", s.dev.rank)
 	}
 	gen := e.recordOnce()
-	return s.enqueue(work{always: true, run: func() error { e.complete(gen); return nil }})
+	return s.enqueue(work{always: true, ev: e, gen: gen})
 }
 
 // WaitEvent makes later work wait for the event's latest record (as of
@@ -187,7 +218,7 @@ func (s *stream) WaitEvent(re runtime.Event) error {
 		return fmt.Errorf("rank %d: wait event: %T is not a sim event", s.dev.rank, re)
 	}
 	gen := e.latest()
-	return s.enqueue(work{always: true, run: func() error { return e.waitFor(gen, s.dev.rt.closed) }})
+	return s.enqueue(work{always: true, ev: e, gen: gen, wait: true})
 }
 
 // Close waits for the stream's work, stops its worker and returns the
@@ -221,7 +252,7 @@ type event struct {
 	mu        sync.Mutex
 	recorded  uint64
 	completed uint64
-	changed   chan struct{}
+	changed   chan struct{} // made by a waiter, closed (and dropped) at the next completion
 	closed    bool
 	rtClosed  <-chan struct{} // the runtime's: waits give up when it closes
 }
@@ -246,14 +277,19 @@ func (e *event) complete(gen uint64) {
 	if gen > e.completed {
 		e.completed = gen
 	}
-	close(e.changed)
-	e.changed = make(chan struct{})
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
 	e.mu.Unlock()
 }
 
 func (e *event) waitFor(gen uint64, closed <-chan struct{}) error {
 	e.mu.Lock()
 	for e.completed < gen {
+		if e.changed == nil {
+			e.changed = make(chan struct{})
+		}
 		ch := e.changed
 		e.mu.Unlock()
 		select {

@@ -28,43 +28,63 @@ type view struct {
 
 // view checks t against its buffer's bounds and returns its view.
 func (rt *Runtime) view(t runtime.Tensor) (*view, error) {
-	b, err := rt.own(t.Buf)
-	if err != nil {
+	v := &view{}
+	if err := rt.fillView(v, t); err != nil {
 		return nil, err
 	}
+	return v, nil
+}
+
+// fillView is view into v, reusing the capacity of v's shape and strides
+// (a launch record's views: no allocation once warm).
+func (rt *Runtime) fillView(v *view, t runtime.Tensor) error {
+	b, err := rt.own(t.Buf)
+	if err != nil {
+		return err
+	}
 	if !t.DType.Valid() {
-		return nil, fmt.Errorf("tensor has invalid dtype %v", t.DType)
+		return fmt.Errorf("tensor has invalid dtype %v", t.DType)
 	}
 	for _, e := range t.Shape {
 		if e < 0 {
-			return nil, fmt.Errorf("tensor has negative extent in shape %v", t.Shape)
+			return fmt.Errorf("tensor has negative extent in shape %v", t.Shape)
 		}
 	}
-	strides := t.EffectiveStrides()
+	var strides []int64
+	if t.Strides != nil {
+		strides = append(v.strides[:0], t.Strides...)
+	} else {
+		// the contiguous strides (runtime.ContiguousStrides), in place
+		strides = append(v.strides[:0], t.Shape...)
+		acc := int64(1)
+		for i := len(strides) - 1; i >= 0; i-- {
+			strides[i], acc = acc, acc*t.Shape[i]
+		}
+	}
 	if len(strides) != len(t.Shape) {
-		return nil, fmt.Errorf("tensor has %d strides for %d axes", len(strides), len(t.Shape))
+		return fmt.Errorf("tensor has %d strides for %d axes", len(strides), len(t.Shape))
 	}
 	for _, s := range strides {
 		if s < 0 {
-			return nil, fmt.Errorf("tensor has a negative stride in %v (not supported)", strides)
+			return fmt.Errorf("tensor has a negative stride in %v (not supported)", strides)
 		}
 	}
 	if t.Offset < 0 || t.Offset > b.Size() {
-		return nil, fmt.Errorf("tensor offset %d outside buffer %d of %d bytes", t.Offset, b.id, b.Size())
+		return fmt.Errorf("tensor offset %d outside buffer %d of %d bytes", t.Offset, b.id, b.Size())
 	}
-	v := &view{buf: b, off: t.Offset, data: b.data[t.Offset:], dt: t.DType, shape: append([]int64(nil), t.Shape...),
-		strides: append([]int64(nil), strides...), n: t.NumElements(), contig: t.IsContiguous()}
+	*v = view{buf: b, off: t.Offset, data: b.data[t.Offset:], dt: t.DType, shape: append(v.shape[:0], t.Shape...),
+		strides: strides, n: t.NumElements(), contig: t.IsContiguous()}
 	if v.n > 0 {
 		last := int64(0)
 		for i, e := range v.shape {
 			last += (e - 1) * v.strides[i]
 		}
 		if end := t.Offset + (last+1)*int64(t.DType.Size()); end > b.Size() {
-			return nil, fmt.Errorf("tensor %s%v (offset %d, strides %v) reaches byte %d of buffer %d, which has %d",
+			return fmt.Errorf("tensor %s%v (offset %d, strides %v) reaches byte %d of buffer %d, which has %d",
 				t.DType, t.Shape, t.Offset, strides, end, b.id, b.Size())
 		}
 	}
-	return v, nil
+	return nil
 }
 
 func (v *view) esz() int64 { return int64(v.dt.Size()) }

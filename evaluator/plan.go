@@ -1,0 +1,118 @@
+package evaluator
+
+import (
+	"github.com/hirlab/hir/ir"
+)
+
+// The plan is the program numbered once, at NewJob, so a Run indexes slices
+// instead of hashing pointers: every value gets a dense id (the frame's
+// slots are a slice indexed by it), every op a dense id (the kernel, stream
+// and statistics caches are slices indexed by it), and every block becomes
+// a list of opPlans carrying the ids of their operands and results.
+//
+// Op results are numbered first, in program order (ir.Program.Walk), so a
+// result's id is its definition order (releaseFrame frees by it); then the
+// inputs, loop indexes and any other value an op or output names.
+
+// opPlan is one op with its operands and results numbered.
+type opPlan struct {
+	op   *ir.Op
+	id   int   // dense op id
+	args []int // value id of each operand (literals included: they are never bound)
+	res  []int // value id of each result
+	body []*opPlan
+	// bodyArgs are the value ids of a loop body's arguments (its index).
+	bodyArgs []int
+	// for Options.Trace, made at NewJob
+	code, pos string
+}
+
+// localType is a tensor value's local (per-rank) shape and size, worked out
+// once; err is LocalShape's error, reported where the value is allocated.
+type localType struct {
+	t     *ir.TensorType
+	shape []int64
+	bytes int64
+	err   error
+}
+
+// plan numbers prog; mesh is the number of ranks (for local shapes).
+type plan struct {
+	values  []*ir.Value // by value id
+	local   []localType // by value id (zero for non-tensors)
+	ops     []*opPlan   // by op id
+	body    []*opPlan
+	inputs  []int // value id of each prog.Inputs
+	outputs []int // value id of each prog.Outputs
+	nResult int   // value ids below nResult are op results, in program order
+}
+
+func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
+	p := &plan{}
+	ids := map[*ir.Value]int{}
+	id := func(v *ir.Value) int {
+		if i, ok := ids[v]; ok {
+			return i
+		}
+		i := len(p.values)
+		ids[v] = i
+		p.values = append(p.values, v)
+		return i
+	}
+	prog.Walk(func(op *ir.Op) {
+		for _, res := range op.Results {
+			id(res)
+		}
+	})
+	p.nResult = len(p.values)
+	for _, in := range prog.Inputs {
+		p.inputs = append(p.inputs, id(in))
+	}
+	var block func(b *ir.Block) []*opPlan
+	block = func(b *ir.Block) []*opPlan {
+		if b == nil {
+			return nil
+		}
+		out := make([]*opPlan, 0, len(b.Ops))
+		for _, op := range b.Ops {
+			o := &opPlan{op: op, id: len(p.ops)}
+			p.ops = append(p.ops, o)
+			if trace {
+				o.code, o.pos = op.Code.String(), op.Pos.String()
+			}
+			for _, v := range op.Operands {
+				o.args = append(o.args, id(v))
+			}
+			for _, v := range op.Results {
+				o.res = append(o.res, id(v))
+			}
+			// A fusion's body is the runtime's (Compile); a loop's is run
+			// here.
+			if op.Code == ir.OpFor && op.Body != nil {
+				for _, a := range op.Body.Args {
+					o.bodyArgs = append(o.bodyArgs, id(a))
+				}
+				o.body = block(op.Body)
+			}
+			out = append(out, o)
+		}
+		return out
+	}
+	p.body = block(prog.Body)
+	for _, v := range prog.Outputs {
+		p.outputs = append(p.outputs, id(v))
+	}
+	p.local = make([]localType, len(p.values))
+	for i, v := range p.values {
+		t := v.Tensor()
+		if t == nil {
+			continue
+		}
+		shape, err := t.LocalShape(mesh)
+		p.local[i] = localType{t: t, shape: shape, err: err}
+		if err == nil {
+			p.local[i].bytes = bytesOf(t.DType, shape)
+		}
+	}
+	return p
+}
