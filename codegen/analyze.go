@@ -53,8 +53,6 @@ type plan struct {
 	shapes   bool    // false for Check: dtypes only
 }
 
-var pointwiseFloat = map[ir.Opcode]bool{ir.OpExp: true, ir.OpLog: true, ir.OpTanh: true, ir.OpSigmoid: true, ir.OpGelu: true}
-
 // analyze checks op and resolves what emit needs. With shapes false (Check)
 // it works from the types the values carry and ignores inputs and outputs;
 // with shapes true, nil outputs are not checked (the tests derive them).
@@ -316,7 +314,7 @@ func (p *plan) addOp(b *ir.Op, index int, inFusion bool) *ir.Error {
 	case b.Code == ir.OpCast, b.Code == ir.OpWhere:
 	case dt == ir.Bool:
 		return ir.Errorf(b.Pos, "%s does not take bool (cast to a number first)", name)
-	case pointwiseFloat[b.Code] && !dt.IsFloat():
+	case b.Code.Info().FloatOnly && !dt.IsFloat():
 		return ir.Errorf(b.Pos, "%s does not take %s (it takes f32, f16, bf16 or f64)", name, dt)
 	}
 	for _, i := range data {

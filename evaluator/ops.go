@@ -362,12 +362,12 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 		In: in, Out: outT,
 	}
 	outType := op.Result().Tensor()
-	switch op.Code {
-	case ir.OpAllGather, ir.OpGather:
+	switch op.Code.Info().Layout {
+	case ir.LayoutGather:
 		call.Axis = inType.ShardAxis()
-	case ir.OpReduceScatter, ir.OpScatter:
+	case ir.LayoutScatter:
 		call.Axis = outType.ShardAxis()
-	case ir.OpAllToAll:
+	case ir.LayoutAllToAll:
 		call.Axis = outType.ShardAxis()
 		call.ConcatAxis = inType.ShardAxis()
 	}

@@ -118,8 +118,30 @@ type AttrSpec struct {
 	Words    []string // the words a KindWord attribute may take; nil means any
 }
 
+// Alias says whose storage an op's result lives in.
+type Alias uint8
+
+const (
+	AliasNone  Alias = iota // the result owns its storage (or has none)
+	AliasFirst              // operand 0: the tensor a view looks into, a registration keeps in use
+	AliasDest               // the optional destination: the last operand, when the op has MaxOperands of them
+)
+
+// Layout is how a collective's local output shape follows from its input's.
+type Layout uint8
+
+const (
+	LayoutNone     Layout = iota // not a collective
+	LayoutSame                   // same shape (all_reduce, broadcast, reduce)
+	LayoutGather                 // the output is the input's shard axis times the ranks (all_gather, gather)
+	LayoutScatter                // the input is the output's shard axis times the ranks (reduce_scatter, scatter)
+	LayoutAllToAll               // one axis split over the ranks, another concatenated (all_to_all)
+)
+
 // OpInfo is the schema of an opcode: its spelling, class, arity and
-// attributes. The parser, Verify and the printer all read it.
+// attributes, and the facts the checker, codegen, the evaluator and the
+// runtimes ask instead of switching on opcodes. The parser, Verify and
+// the printer all read it.
 type OpInfo struct {
 	Name        string
 	Class       Class
@@ -128,6 +150,28 @@ type OpInfo struct {
 	Results     int // Variadic for as many as the op declares (fusion)
 	Body        bool
 	Attrs       []AttrSpec
+
+	FloatOnly bool   // pointwise: takes float tensors only (exp, log, tanh, sigmoid, gelu)
+	Aliases   Alias  // whose storage the result lives in (AliasedOperand)
+	Layout    Layout // collectives: how the output's shape follows from the input's
+	Reduces   bool   // collectives: combines the ranks' values with a reduce op (op=)
+	Rooted    bool   // collectives: has a root rank (root=)
+}
+
+// AliasedOperand is the index of the operand whose storage the result of
+// an op with n operands lives in, or -1 when it owns its storage.
+func (info *OpInfo) AliasedOperand(n int) int {
+	switch info.Aliases {
+	case AliasFirst:
+		if n > 0 {
+			return 0
+		}
+	case AliasDest:
+		if n > 0 && n == info.MaxOperands {
+			return n - 1
+		}
+	}
+	return -1
 }
 
 // Attr looks up the spec of attribute key.
@@ -149,12 +193,16 @@ var (
 	DirWords      = []string{"read", "write"}
 )
 
-func collective(name string, extra ...AttrSpec) OpInfo {
+func collective(name string, layout Layout, extra ...AttrSpec) OpInfo {
 	attrs := []AttrSpec{
 		{Key: "algo", Kind: KindWord, Words: AlgoWords},
 		{Key: "async", Kind: KindBool},
 	}
-	return OpInfo{Name: name, Class: ClassCollective, MinOperands: 1, MaxOperands: 2, Results: 1, Attrs: append(attrs, extra...)}
+	info := OpInfo{Name: name, Class: ClassCollective, MinOperands: 1, MaxOperands: 2, Results: 1, Attrs: append(attrs, extra...),
+		Aliases: AliasDest, Layout: layout}
+	_, info.Reduces = info.Attr("op")
+	_, info.Rooted = info.Attr("root")
+	return info
 }
 
 var (
@@ -168,6 +216,12 @@ func pointwise(name string, n int, attrs ...AttrSpec) OpInfo {
 	return OpInfo{Name: name, Class: ClassPointwise, MinOperands: n, MaxOperands: n, Results: 1, Attrs: attrs}
 }
 
+// floatOnly marks a pointwise op that takes float tensors only.
+func floatOnly(info OpInfo) OpInfo {
+	info.FloatOnly = true
+	return info
+}
+
 func reduction(name string) OpInfo {
 	return OpInfo{Name: name, Class: ClassReduction, MinOperands: 1, MaxOperands: 1, Results: 1,
 		Attrs: []AttrSpec{{Key: "axes", Kind: KindInts, Required: true}, {Key: "keepdim", Kind: KindBool}}}
@@ -178,22 +232,22 @@ var opInfos = [numOpcodes]OpInfo{
 
 	OpAlloc: {Name: "alloc", Class: ClassMemory, Results: 1},
 	OpFree:  {Name: "free", Class: ClassMemory, MinOperands: 1, MaxOperands: 1},
-	OpCopy: {Name: "copy", Class: ClassMemory, MinOperands: 1, MaxOperands: 2, Results: 1,
+	OpCopy: {Name: "copy", Class: ClassMemory, MinOperands: 1, MaxOperands: 2, Results: 1, Aliases: AliasDest,
 		Attrs: []AttrSpec{{Key: "mem", Kind: KindWord, Words: MemWords}}},
 
-	OpSymmetricContiguousView: {Name: "symmetric_contiguous_view", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1},
-	OpSelect: {Name: "select", Class: ClassView, MinOperands: 2, MaxOperands: 2, Results: 1,
+	OpSymmetricContiguousView: {Name: "symmetric_contiguous_view", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst},
+	OpSelect: {Name: "select", Class: ClassView, MinOperands: 2, MaxOperands: 2, Results: 1, Aliases: AliasFirst,
 		Attrs: []AttrSpec{{Key: "axis", Kind: KindInt}}},
-	OpReshape: {Name: "reshape", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1,
+	OpReshape: {Name: "reshape", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst,
 		Attrs: []AttrSpec{{Key: "shape", Kind: KindInts, Required: true}}},
 
 	OpNeg:     pointwise("neg", 1),
-	OpExp:     pointwise("exp", 1),
-	OpLog:     pointwise("log", 1),
-	OpTanh:    pointwise("tanh", 1),
+	OpExp:     floatOnly(pointwise("exp", 1)),
+	OpLog:     floatOnly(pointwise("log", 1)),
+	OpTanh:    floatOnly(pointwise("tanh", 1)),
 	OpRelu:    pointwise("relu", 1),
-	OpGelu:    pointwise("gelu", 1),
-	OpSigmoid: pointwise("sigmoid", 1),
+	OpGelu:    floatOnly(pointwise("gelu", 1)),
+	OpSigmoid: floatOnly(pointwise("sigmoid", 1)),
 	OpAbs:     pointwise("abs", 1),
 	OpCast:    pointwise("cast", 1, AttrSpec{Key: "dtype", Kind: KindWord, Required: true, Words: DTypeWords}),
 	OpAdd:     pointwise("add", 2),
@@ -210,20 +264,20 @@ var opInfos = [numOpcodes]OpInfo{
 
 	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 2, Results: 1},
 
-	OpAllGather:     collective("all_gather"),
-	OpReduceScatter: collective("reduce_scatter", opAttr, axisAttr),
-	OpAllReduce:     collective("all_reduce", opAttr),
-	OpAllToAll:      collective("all_to_all", AttrSpec{Key: "axis", Kind: KindInt, Required: true}),
-	OpBroadcast:     collective("broadcast", rootAttr),
-	OpReduce:        collective("reduce", opAttr, rootAttr),
-	OpGather:        collective("gather", rootAttr),
-	OpScatter:       collective("scatter", rootAttr, axisAttr),
+	OpAllGather:     collective("all_gather", LayoutGather),
+	OpReduceScatter: collective("reduce_scatter", LayoutScatter, opAttr, axisAttr),
+	OpAllReduce:     collective("all_reduce", LayoutSame, opAttr),
+	OpAllToAll:      collective("all_to_all", LayoutAllToAll, AttrSpec{Key: "axis", Kind: KindInt, Required: true}),
+	OpBroadcast:     collective("broadcast", LayoutSame, rootAttr),
+	OpReduce:        collective("reduce", LayoutSame, opAttr, rootAttr),
+	OpGather:        collective("gather", LayoutGather, rootAttr),
+	OpScatter:       collective("scatter", LayoutScatter, rootAttr, axisAttr),
 
 	OpSend: {Name: "send", Class: ClassP2P, MinOperands: 1, MaxOperands: 1, Attrs: []AttrSpec{peerAttr}},
-	OpRecv: {Name: "recv", Class: ClassP2P, MinOperands: 0, MaxOperands: 1, Results: 1, Attrs: []AttrSpec{peerAttr}},
+	OpRecv: {Name: "recv", Class: ClassP2P, MinOperands: 0, MaxOperands: 1, Results: 1, Aliases: AliasDest, Attrs: []AttrSpec{peerAttr}},
 
-	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1},
-	OpTransfer: {Name: "transfer", Class: ClassOneSided, MinOperands: 2, MaxOperands: 2, Results: 1,
+	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst},
+	OpTransfer: {Name: "transfer", Class: ClassOneSided, MinOperands: 2, MaxOperands: 2, Results: 1, Aliases: AliasDest,
 		Attrs: []AttrSpec{{Key: "dir", Kind: KindWord, Required: true, Words: DirWords}, peerAttr}},
 	OpDeregister: {Name: "deregister", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1},
 

@@ -44,18 +44,13 @@ func (fr *freer) owns(v *ir.Value) bool {
 	switch op.Code.Class() {
 	case ir.ClassPointwise, ir.ClassReduction, ir.ClassMatmul:
 		return true
-	case ir.ClassCollective:
-		return len(op.Operands) == 1
 	}
-	switch op.Code {
-	case ir.OpAlloc, ir.OpFusion:
+	if op.Code == ir.OpAlloc || op.Code == ir.OpFusion {
 		return true
-	case ir.OpCopy:
-		return len(op.Operands) == 1
-	case ir.OpRecv:
-		return len(op.Operands) == 0
 	}
-	return false
+	// copy, a collective, recv: fresh unless given a destination.
+	info := op.Code.Info()
+	return info.Aliases == ir.AliasDest && info.AliasedOperand(len(op.Operands)) < 0
 }
 
 // uses calls f for every value op reads, its body included.

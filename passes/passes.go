@@ -119,24 +119,15 @@ func run(p *ir.Program, ps []Pass, ctx *Context) error {
 
 // storageOf returns the value whose storage v aliases: the operand a view
 // looks into, the destination an op writes into, the tensor a registration
-// or transfer keeps in use. It returns nil when v owns its storage (or has
-// none).
+// or transfer keeps in use (ir.OpInfo.Aliases). It returns nil when v
+// owns its storage (or has none).
 func storageOf(v *ir.Value) *ir.Value {
 	op := v.Def
 	if op == nil {
 		return nil
 	}
-	switch {
-	case op.Code.Class() == ir.ClassView, op.Code == ir.OpRegister:
-		return op.Operands[0]
-	case op.Code == ir.OpCopy, op.Code.IsCollective(), op.Code == ir.OpTransfer:
-		if len(op.Operands) == 2 {
-			return op.Operands[1]
-		}
-	case op.Code == ir.OpRecv:
-		if len(op.Operands) == 1 {
-			return op.Operands[0]
-		}
+	if i := op.Code.Info().AliasedOperand(len(op.Operands)); i >= 0 {
+		return op.Operands[i]
 	}
 	return nil
 }
@@ -156,11 +147,7 @@ func rootOf(v *ir.Value) *ir.Value {
 type namer map[string]bool
 
 func newNamer(p *ir.Program) namer {
-	size := len(p.Inputs)
-	if p.Body != nil {
-		size += len(p.Body.Ops)
-	}
-	n := make(namer, size)
+	n := namer{}
 	for _, v := range p.Inputs {
 		n[v.Name] = true
 	}

@@ -314,7 +314,7 @@ func (c *checker) pointwise(op *ir.Op) ([]inferred, bool) {
 		dt = ann.DType
 	}
 	switch {
-	case floatOnly[op.Code] && !dt.IsFloat():
+	case op.Code.Info().FloatOnly && !dt.IsFloat():
 		c.errs.Add(op.Pos, "%s: %s is %s; %s needs a float tensor (cast it first)", name, first, dt, name)
 		return nil, false
 	case op.Code != ir.OpCast && op.Code != ir.OpWhere && dt == ir.Bool:
@@ -339,8 +339,6 @@ func (c *checker) pointwise(op *ir.Op) ([]inferred, bool) {
 	}
 	return one(&ir.TensorType{DType: dt, Dims: dims}), true
 }
-
-var floatOnly = map[ir.Opcode]bool{ir.OpExp: true, ir.OpLog: true, ir.OpTanh: true, ir.OpSigmoid: true, ir.OpGelu: true}
 
 // literalFits reports whether a literal operand can take dtype dt.
 func literalFits(l *ir.Literal, dt ir.DType) bool {
@@ -652,8 +650,7 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 		c.errs.Add(op.Pos, name+": "+format, args...)
 		return nil, false
 	}
-	switch op.Code {
-	case ir.OpReduceScatter, ir.OpAllReduce, ir.OpReduce:
+	if op.Code.Info().Reduces {
 		switch {
 		case t.DType == ir.Bool:
 			return fail("%s is bool; reducing over ranks needs numbers", x)
@@ -670,13 +667,13 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 		return int(a), true
 	}
 	res := t.Clone()
-	switch op.Code {
-	case ir.OpAllGather, ir.OpGather:
+	switch op.Code.Info().Layout {
+	case ir.LayoutGather:
 		if !t.IsSharded() {
 			return fail("%s is not sharded (%s); there is nothing to gather", x, t)
 		}
 		res = t.Unsharded()
-	case ir.OpReduceScatter, ir.OpScatter:
+	case ir.LayoutScatter:
 		if t.IsSharded() {
 			return fail("%s is already sharded on axis %d; %s needs an unsharded tensor", x, t.ShardAxis(), name)
 		}
@@ -685,7 +682,7 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 			return nil, false
 		}
 		res = t.Sharded(a)
-	case ir.OpAllToAll:
+	case ir.LayoutAllToAll:
 		if !t.IsSharded() {
 			return fail("%s is not sharded (%s); all_to_all moves the sharding from one axis to another", x, t)
 		}

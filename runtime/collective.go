@@ -18,22 +18,22 @@ func (c *CollectiveCall) CheckShapes(d int) error {
 		}
 		return nil
 	}
-	switch c.Op {
-	case ir.OpAllGather, ir.OpGather:
+	switch c.Op.Info().Layout {
+	case ir.LayoutGather:
 		if err := axisIn(c.Axis, in, "input"); err != nil {
 			return err
 		}
 		if !scaledBy(out, in, c.Axis, d) {
 			return fmt.Errorf("output shape %v is not the input's %v with axis %d times %d", out, in, c.Axis, d)
 		}
-	case ir.OpReduceScatter, ir.OpScatter:
+	case ir.LayoutScatter:
 		if err := axisIn(c.Axis, out, "output"); err != nil {
 			return err
 		}
 		if !scaledBy(in, out, c.Axis, d) {
 			return fmt.Errorf("input shape %v is not the output's %v with axis %d times %d", in, out, c.Axis, d)
 		}
-	case ir.OpAllToAll:
+	case ir.LayoutAllToAll:
 		concat, split := c.ConcatAxis, c.Axis
 		if err := axisIn(concat, in, "concat"); err != nil {
 			return err

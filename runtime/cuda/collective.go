@@ -136,8 +136,8 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	if p.outPtr, err = d.span(c.Out, "collective output"); err != nil {
 		return fail("%v", err)
 	}
-	switch c.Op {
-	case ir.OpAllReduce, ir.OpReduceScatter, ir.OpReduce:
+	switch {
+	case c.Op.Info().Reduces:
 		if p.reduce == ir.ReduceUnset {
 			p.reduce = ir.ReduceSum
 		}
@@ -153,8 +153,8 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	default:
 		p.reduce = ir.ReduceUnset
 	}
-	switch c.Op {
-	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
+	switch {
+	case c.Op.Info().Rooted:
 		if c.Root < 0 || c.Root >= D {
 			return fail("root %d out of range [0, %d)", c.Root, D)
 		}
@@ -164,10 +164,10 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	if err := c.CheckShapes(D); err != nil {
 		return fail("%v", err)
 	}
-	switch c.Op {
-	case ir.OpAllGather, ir.OpGather, ir.OpReduceScatter, ir.OpScatter:
+	switch c.Op.Info().Layout {
+	case ir.LayoutGather, ir.LayoutScatter:
 		p.concat = 0
-	case ir.OpAllToAll:
+	case ir.LayoutAllToAll:
 	default:
 		p.axis, p.concat = 0, 0
 	}

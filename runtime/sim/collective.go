@@ -120,8 +120,8 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	if in.dt != out.dt {
 		return nil, fmt.Errorf("%s: input is %s but output is %s", name, in.dt, out.dt)
 	}
-	switch c.Op {
-	case ir.OpAllReduce, ir.OpReduceScatter, ir.OpReduce:
+	switch {
+	case c.Op.Info().Reduces:
 		if j.reduceOp == ir.ReduceUnset {
 			j.reduceOp = ir.ReduceSum
 		}
@@ -137,8 +137,8 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	default:
 		j.reduceOp = ir.ReduceUnset
 	}
-	switch c.Op {
-	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
+	switch {
+	case c.Op.Info().Rooted:
 		if c.Root < 0 || c.Root >= D {
 			return nil, fmt.Errorf("%s: root %d out of range [0, %d)", name, c.Root, D)
 		}
@@ -148,10 +148,10 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	if err := c.CheckShapes(D); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	switch c.Op {
-	case ir.OpAllGather, ir.OpGather, ir.OpReduceScatter, ir.OpScatter:
+	switch c.Op.Info().Layout {
+	case ir.LayoutGather, ir.LayoutScatter:
 		j.concat = 0
-	case ir.OpAllToAll:
+	case ir.LayoutAllToAll:
 	default:
 		j.axis, j.concat = 0, 0
 	}

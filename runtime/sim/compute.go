@@ -293,19 +293,19 @@ func (c *compiler) pointwise(op *ir.Op) (step, error) {
 		return st, fmt.Errorf("shapes %v do not broadcast", shapes)
 	}
 	st.inDT, st.dt, st.shape = dt, dt, shape
-	switch op.Code {
-	case ir.OpCast:
+	switch {
+	case op.Code == ir.OpCast:
 		w := op.WordAttr("dtype", "")
 		to, ok := ir.ParseDType(w)
 		if !ok {
 			return st, fmt.Errorf("cast to unknown dtype %q", w)
 		}
 		st.dt = to
-	case ir.OpExp, ir.OpLog, ir.OpTanh, ir.OpSigmoid, ir.OpGelu:
+	case op.Code.Info().FloatOnly:
 		if !dt.IsFloat() {
 			return st, fmt.Errorf("takes a float tensor, not %s", dt)
 		}
-	case ir.OpWhere:
+	case op.Code == ir.OpWhere:
 	default:
 		if dt == ir.Bool {
 			return st, fmt.Errorf("takes a numeric tensor, not bool")
