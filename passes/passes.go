@@ -147,7 +147,11 @@ func rootOf(v *ir.Value) *ir.Value {
 type namer map[string]bool
 
 func newNamer(p *ir.Program) namer {
-	n := namer{}
+	size := len(p.Inputs)
+	if p.Body != nil {
+		size += len(p.Body.Ops)
+	}
+	n := make(namer, size)
 	for _, v := range p.Inputs {
 		n[v.Name] = true
 	}
