@@ -14,9 +14,9 @@ import (
 // again gets the same buffers, so the handle cache hits.
 type pool struct {
 	dev   runtime.Device
-	free  map[poolKey][]pooled
-	all   []runtime.Buffer         // every buffer allocated, in order, for close
-	asked map[runtime.Buffer]int64 // the size each was allocated for: Size() may be rounded up (symmetric shards)
+	free  map[poolKey]*[]pooled
+	all   []runtime.Buffer // every buffer allocated, in order, for close
+	asked map[uint64]int64 // by Buffer.ID: the size each was allocated for (Size() may be rounded up: symmetric shards)
 	zeroB []byte
 	// events no longer waited on, kept for the next record: creating an
 	// event is a driver call, re-recording one is not (a wait enqueued
@@ -24,10 +24,11 @@ type pool struct {
 	events []runtime.Event
 }
 
-type poolKey struct {
-	bytes int64
-	mem   ir.MemoryType
-}
+// poolKey is a size and a memory type in one word (a map of uint64 keys
+// hashes fastest): bytes << 8 | mem.
+type poolKey uint64
+
+func keyOf(bytes int64, mem ir.MemoryType) poolKey { return poolKey(uint64(bytes)<<8 | uint64(mem)) }
 
 // pooled is a parked buffer; ev, when set, completes once on, the stream
 // that freed it, is done with it.
@@ -55,24 +56,27 @@ func (e *pooled) done() bool {
 }
 
 func newPool(dev runtime.Device) *pool {
-	return &pool{dev: dev, free: map[poolKey][]pooled{}, asked: map[runtime.Buffer]int64{}}
+	return &pool{dev: dev, free: map[poolKey]*[]pooled{}, asked: map[uint64]int64{}}
 }
 
 func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Buffer, error) {
-	k := poolKey{bytes, mem}
-	if i := p.reusable(p.free[k], mem, s); i >= 0 {
-		list := p.free[k]
-		e := list[i]
-		p.free[k] = append(list[:i], list[i+1:]...)
-		p.recycle(e)
-		return e.buf, nil
+	if lp := p.free[keyOf(bytes, mem)]; lp != nil {
+		if i := p.reusable(*lp, mem, s); i >= 0 {
+			list := *lp
+			e := list[i]
+			list = append(list[:i], list[i+1:]...)
+			list[len(list):cap(list)][0] = pooled{} // drop the moved-out last entry's references
+			*lp = list
+			p.recycle(e)
+			return e.buf, nil
+		}
 	}
 	buf, err := p.dev.Alloc(bytes, mem)
 	if err != nil {
 		return nil, err
 	}
 	p.all = append(p.all, buf)
-	p.asked[buf] = bytes
+	p.asked[buf.ID()] = bytes
 	return buf, nil
 }
 
@@ -117,12 +121,11 @@ func (p *pool) recycle(e pooled) {
 // synchronised every stream, so each may be reused anywhere (a symmetric
 // buffer freed across streams included, on every rank alike).
 func (p *pool) synchronized() {
-	for k, list := range p.free {
-		for i := range list {
-			p.recycle(list[i])
-			list[i] = pooled{buf: list[i].buf}
+	for _, list := range p.free {
+		for i := range *list {
+			p.recycle((*list)[i])
+			(*list)[i] = pooled{buf: (*list)[i].buf}
 		}
-		p.free[k] = list
 	}
 }
 
@@ -152,12 +155,17 @@ func (p *pool) put(buf runtime.Buffer, s runtime.Stream, others ...runtime.Strea
 	}
 	// Park it under the size get was asked for, so the same request finds
 	// it again.
-	bytes, ok := p.asked[buf]
+	bytes, ok := p.asked[buf.ID()]
 	if !ok {
 		bytes = buf.Size()
 	}
-	k := poolKey{bytes, buf.Mem()}
-	p.free[k] = append(p.free[k], e)
+	k := keyOf(bytes, buf.Mem())
+	lp := p.free[k]
+	if lp == nil {
+		lp = new([]pooled)
+		p.free[k] = lp
+	}
+	*lp = append(*lp, e)
 	return nil
 }
 
@@ -174,7 +182,7 @@ func (p *pool) zeros(n int64) []byte {
 func (p *pool) close() error {
 	var errs []error
 	for _, list := range p.free {
-		for _, e := range list {
+		for _, e := range *list {
 			for _, ev := range append(e.others, e.ev) {
 				if ev != nil {
 					errs = append(errs, ev.Synchronize(), ev.Close())
@@ -190,8 +198,8 @@ func (p *pool) close() error {
 		errs = append(errs, p.dev.Free(b))
 	}
 	p.all = nil
-	p.free = map[poolKey][]pooled{}
-	p.asked = map[runtime.Buffer]int64{}
+	p.free = map[poolKey]*[]pooled{}
+	p.asked = map[uint64]int64{}
 	return errors.Join(errs...)
 }
 

@@ -531,15 +531,15 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 	return nil
 }
 
-// launch is one launch of a kernel: its argument views and the run's
-// working arrays. The kernel keeps the records of finished launches and
-// hands them to later ones, so a launch allocates nothing once warm.
+// launch is one launch of a kernel: its argument views. The kernel keeps
+// the records of finished launches and hands them to later ones, and the
+// stream lends the run its working arrays, so a launch allocates nothing
+// once warm.
 type launch struct {
 	d     *Device
 	k     *kernel
 	views []view
 	ptrs  []*view // into views
-	arena arena
 }
 
 func (k *kernel) takeLaunch(d *Device, n int) *launch {
@@ -571,14 +571,13 @@ func (k *kernel) putLaunch(l *launch) {
 	for i := range l.views {
 		l.views[i] = view{shape: l.views[i].shape[:0], strides: l.views[i].strides[:0]}
 	}
-	l.arena.reset(0)
 	l.d = nil
 	k.mu.Lock()
 	k.idle = append(k.idle, l)
 	k.mu.Unlock()
 }
 
-func (l *launch) run() error {
+func (l *launch) run(s *stream) error {
 	defer l.k.putLaunch(l)
 	d, k, views := l.d, l.k, l.ptrs
 	for i, v := range views {
@@ -590,7 +589,7 @@ func (l *launch) run() error {
 		return errorf(d.rank, "%w", err)
 	}
 	defer d.rt.mem.give(k.scratch)
-	if err := k.run(views[:len(k.inputs)], views[len(k.inputs):], &l.arena); err != nil {
+	if err := k.run(views[:len(k.inputs)], views[len(k.inputs):], &s.arena); err != nil {
 		return errorf(d.rank, "%s: %v", k.name, err)
 	}
 	return nil

@@ -29,10 +29,11 @@ func computeRound(dt ir.DType, x float64) float64 {
 }
 
 // arena hands a kernel run its arrays, zeroed, reusing the storage of the
-// previous run of the same launch record (kernel runs ask for the same
-// sizes in the same order every time). Only small arrays are kept, so a
-// large kernel's working memory is still the garbage collector's once the
-// run ends (and held against the budget only while it runs).
+// stream's previous kernel runs (one stream runs one kernel at a time, and
+// a kernel asks for the same sizes in the same order every run). Only
+// small arrays are kept, so a large kernel's working memory is still the
+// garbage collector's once the run ends (and held against the budget only
+// while it runs).
 type arena struct {
 	f    [][]float64
 	i    [][]int64

@@ -16,7 +16,7 @@ type work struct {
 	run func() error
 	// task runs when run is nil: work that needs no closure (a kernel
 	// launch keeps its arguments in a record it reuses).
-	task interface{ run() error }
+	task interface{ run(s *stream) error }
 	// ev, when set (with run and task nil), is an event record (wait false)
 	// or wait (wait true) of generation gen: no closure either.
 	ev     *event
@@ -26,15 +26,15 @@ type work struct {
 	label  any  // the stream's label when it was enqueued (runtime.Labeler)
 }
 
-// do runs w.
-func (w *work) do(closed <-chan struct{}) error {
+// do runs w on s's worker.
+func (w *work) do(s *stream) error {
 	switch {
 	case w.run != nil:
 		return w.run()
 	case w.task != nil:
-		return w.task.run()
+		return w.task.run(s)
 	case w.ev != nil && w.wait:
-		return w.ev.waitFor(w.gen, closed)
+		return w.ev.waitFor(w.gen, s.dev.rt.closed)
 	case w.ev != nil:
 		w.ev.complete(w.gen)
 	}
@@ -56,6 +56,8 @@ type stream struct {
 	label     any           // carried by work enqueued from now on
 	closing   bool
 	exited    chan struct{}
+
+	arena arena // the working arrays of the kernels this stream runs, one at a time (worker only)
 }
 
 var _ runtime.Stream = (*stream)(nil)
@@ -120,7 +122,7 @@ func (s *stream) runSafely(w *work) (err error) {
 			err = fmt.Errorf("rank %d: internal error in the sim runtime: %v", s.dev.rank, r)
 		}
 	}()
-	return w.do(s.dev.rt.closed)
+	return w.do(s)
 }
 
 func (s *stream) enqueue(w work) error {
@@ -203,10 +205,10 @@ func (s *stream) Record(re runtime.Event) error {
 	if !ok || e == nil {
 		return fmt.Errorf("rank %d: record: %T is not a sim event", s.dev.rank, re)
 	}
-	if e.isClosed() {
+	gen, ok := e.recordOnce()
+	if !ok {
 		return fmt.Errorf("rank %d: record of a closed event", s.dev.rank)
 	}
-	gen := e.recordOnce()
 	return s.enqueue(work{always: true, ev: e, gen: gen})
 }
 
@@ -259,11 +261,16 @@ type event struct {
 
 var _ runtime.Event = (*event)(nil)
 
-func (e *event) recordOnce() uint64 {
+// recordOnce makes a new generation and returns it; false when the event
+// is closed.
+func (e *event) recordOnce() (uint64, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return 0, false
+	}
 	e.recorded++
-	return e.recorded
+	return e.recorded, true
 }
 
 func (e *event) latest() uint64 {
@@ -311,12 +318,6 @@ func (e *event) Query() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.completed >= e.recorded
-}
-
-func (e *event) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
 }
 
 func (e *event) Close() error {
