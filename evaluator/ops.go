@@ -130,14 +130,17 @@ func (r *rank) free(f *frame, id int) error {
 		return fmt.Errorf("%s does not own its storage (it is an input or a view), so it cannot be freed", r.job.plan.values[id])
 	}
 	// the producer's stream and the streams that read it, if not this one
-	var others []runtime.Stream
-	if len(s.users) > 0 || (s.on != nil && s.on != f.current) {
-		for _, u := range append(s.users, s.on) {
-			if u != nil && u != f.current && !slices.Contains(others, u) {
-				others = append(others, u)
-			}
+	var buf [4]runtime.Stream
+	others := buf[:0]
+	add := func(u runtime.Stream) {
+		if u != nil && u != f.current && !slices.Contains(others, u) {
+			others = append(others, u)
 		}
 	}
+	for _, u := range s.users {
+		add(u)
+	}
+	add(s.on)
 	if err := r.pool.put(s.owned, f.current, others...); err != nil {
 		return err
 	}

@@ -30,30 +30,55 @@ type transferState struct {
 	agentErr error // the probe's verdict, given to every register
 	regs     map[regKey]*transfer.Registration
 	handles  map[xferKey]*transfer.Handle
-	bound    map[*ir.Value]*transfer.Registration // this Run's live handles
+	bound    []*transfer.Registration // by value id: this Run's live handles
 }
 
 type regKey struct {
-	op     *ir.Op
+	op     int // op id
 	buf    uint64
 	offset int64
-	dtype  ir.DType
-	shape  string
+	layout layout
 }
 
 type xferKey struct {
-	op     *ir.Op
+	op     int // op id
 	reg    *transfer.Registration
 	buf    uint64
 	offset int64
-	layout string // dtype, shape and strides
+	layout layout
 	peer   int
+}
+
+// maxKeyRank is the most axes a layout holds in its arrays; a tensor of
+// more spills into long.
+const maxKeyRank = 6
+
+// layout is a tensor's dtype, shape and strides as a comparable key,
+// made without formatting.
+type layout struct {
+	dtype   ir.DType
+	rank    int
+	strided bool // Strides given (a nil Strides is contiguous)
+	shape   [maxKeyRank]int64
+	strides [maxKeyRank]int64
+	long    string // shape and strides when rank > maxKeyRank
+}
+
+func layoutOf(t runtime.Tensor) layout {
+	l := layout{dtype: t.DType, rank: len(t.Shape), strided: len(t.Strides) > 0}
+	if len(t.Shape) > maxKeyRank || len(t.Strides) > maxKeyRank {
+		l.long = fmt.Sprint(t.Shape, t.Strides)
+		return l
+	}
+	copy(l.shape[:], t.Shape)
+	copy(l.strides[:], t.Strides)
+	return l
 }
 
 func (r *rank) transfers() *transferState {
 	if r.xfer == nil {
 		r.xfer = &transferState{regs: map[regKey]*transfer.Registration{}, handles: map[xferKey]*transfer.Handle{},
-			bound: map[*ir.Value]*transfer.Registration{}}
+			bound: make([]*transfer.Registration, len(r.job.plan.values))}
 	}
 	return r.xfer
 }
@@ -67,13 +92,12 @@ func (r *rank) oneSided(f *frame, p *opPlan) error {
 	case ir.OpTransfer:
 		return r.transfer(f, p)
 	case ir.OpDeregister:
-		return r.deregister(op)
+		return r.deregister(p)
 	}
 	return fmt.Errorf("the evaluator cannot run %s here", op.Code)
 }
 
 func (r *rank) register(f *frame, p *opPlan) error {
-	op := p.op
 	t, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
@@ -90,7 +114,7 @@ func (r *rank) register(f *frame, p *opPlan) error {
 	if err := f.current.Synchronize(); err != nil {
 		return err
 	}
-	key := regKey{op: op, buf: t.Buf.ID(), offset: t.Offset, dtype: t.DType, shape: fmt.Sprint(t.Shape, t.Strides)}
+	key := regKey{op: p.id, buf: t.Buf.ID(), offset: t.Offset, layout: layoutOf(t)}
 	reg, ok := st.regs[key]
 	if ok {
 		r.stats.HandleHits++
@@ -106,23 +130,23 @@ func (r *rank) register(f *frame, p *opPlan) error {
 		}
 		st.regs[key] = reg
 	}
-	st.bound[op.Result()] = reg
+	st.bound[p.res[0]] = reg
 	f.vals[p.res[0]] = slot{live: true}
 	return nil
 }
 
-func (r *rank) registration(v *ir.Value) (*transfer.Registration, error) {
+func (r *rank) registration(id int) (*transfer.Registration, error) {
 	if r.xfer != nil {
-		if reg := r.xfer.bound[v]; reg != nil {
+		if reg := r.xfer.bound[id]; reg != nil {
 			return reg, nil
 		}
 	}
-	return nil, fmt.Errorf("%s is not a live registration here (deregistered, or never registered)", v)
+	return nil, fmt.Errorf("%s is not a live registration here (deregistered, or never registered)", r.job.plan.values[id])
 }
 
 func (r *rank) transfer(f *frame, p *opPlan) error {
 	op := p.op
-	reg, err := r.registration(op.Operands[0])
+	reg, err := r.registration(p.args[0])
 	if err != nil {
 		return err
 	}
@@ -136,8 +160,8 @@ func (r *rank) transfer(f *frame, p *opPlan) error {
 	}
 	peer := op.Peer(r.id, r.size)
 	st := r.xfer
-	key := xferKey{op: op, reg: reg, buf: local.Buf.ID(), offset: local.Offset,
-		layout: fmt.Sprint(local.DType, local.Shape, local.Strides), peer: peer}
+	key := xferKey{op: p.id, reg: reg, buf: local.Buf.ID(), offset: local.Offset,
+		layout: layoutOf(local), peer: peer}
 	h, ok := st.handles[key]
 	if ok {
 		r.stats.HandleHits++
@@ -168,13 +192,13 @@ func (r *rank) transfer(f *frame, p *opPlan) error {
 	return nil
 }
 
-func (r *rank) deregister(op *ir.Op) error {
-	h := op.Operands[0]
+func (r *rank) deregister(p *opPlan) error {
+	h := p.args[0]
 	reg, err := r.registration(h)
 	if err != nil {
 		return err
 	}
-	delete(r.xfer.bound, h)
+	r.xfer.bound[h] = nil
 	return reg.Quiesce()
 }
 
