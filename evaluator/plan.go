@@ -1,6 +1,8 @@
 package evaluator
 
 import (
+	"fmt"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -44,6 +46,8 @@ type plan struct {
 	body    []*opPlan
 	inputs  []int // value id of each prog.Inputs
 	outputs []int // value id of each prog.Outputs
+	// what the host-memory budget calls each input's shard and output
+	inputWhat, outputWhat []string
 	nResult int   // value ids below nResult are op results, in program order
 }
 
@@ -67,6 +71,7 @@ func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
 	p.nResult = len(p.values)
 	for _, in := range prog.Inputs {
 		p.inputs = append(p.inputs, id(in))
+		p.inputWhat = append(p.inputWhat, fmt.Sprintf("the host copy of input %s's shard", in))
 	}
 	var block func(b *ir.Block) []*opPlan
 	block = func(b *ir.Block) []*opPlan {
@@ -101,6 +106,7 @@ func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
 	p.body = block(prog.Body)
 	for _, v := range prog.Outputs {
 		p.outputs = append(p.outputs, id(v))
+		p.outputWhat = append(p.outputWhat, fmt.Sprintf("output %s read back to the host", v))
 	}
 	p.local = make([]localType, len(p.values))
 	for i, v := range p.values {

@@ -173,7 +173,7 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 		a := inputs[in.Name]
 		if axis := t.ShardAxis(); axis >= 0 {
 			// the shard is a host copy, held until the upload is done
-			release, err := r.reserveHost(fmt.Sprintf("the host copy of input %s's shard", in), int64(len(a.Data))/int64(mesh))
+			release, err := r.reserveHost(r.job.plan.inputWhat[i], int64(len(a.Data))/int64(mesh))
 			if err != nil {
 				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
@@ -243,7 +243,7 @@ func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 		if err != nil {
 			return nil, err
 		}
-		release, err := r.reserveHost(fmt.Sprintf("output %s read back to the host", v), s.t.Bytes())
+		release, err := r.reserveHost(r.job.plan.outputWhat[i], s.t.Bytes())
 		if err != nil {
 			return nil, &RunError{Rank: r.id, Pos: v.Pos, Err: err}
 		}
