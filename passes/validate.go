@@ -27,6 +27,7 @@ func validate(p *ir.Program, _ *Context) error {
 	top := &freeScope{freed: map[*ir.Value]ir.Pos{}}
 	v.block(p.Body, top)
 	checkTransfers(p, v)
+	checkTransferRaces(p, v)
 	checkPointToPoint(p, v)
 	return v.errs.Err()
 }

@@ -142,7 +142,7 @@ func TestTestdataCoversEveryPassError(t *testing.T) {
 			stderr.WriteString(errText)
 		}
 	}
-	formats := passErrorFormats(t, "../../passes/typecheck.go", "../../passes/validate.go", "../../passes/symmetric.go", "../../passes/p2p.go", "../../passes/schedule.go")
+	formats := passErrorFormats(t, "../../passes/typecheck.go", "../../passes/validate.go", "../../passes/symmetric.go", "../../passes/p2p.go", "../../passes/schedule.go", "../../passes/races.go")
 	if len(formats) < 50 {
 		t.Fatalf("found only %d error formats in passes/: has the code changed shape?", len(formats))
 	}
