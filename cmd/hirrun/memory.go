@@ -21,13 +21,10 @@ func inputBytes(prog *ir.Program) (int64, string) {
 		if t == nil {
 			continue
 		}
-		n := int64(t.DType.Size())
-		for _, e := range t.Shape() {
-			if e != 0 && n > math.MaxInt64/e {
-				n = math.MaxInt64
-				break
-			}
-			n *= e
+		elems, ok := ir.ProductChecked(t.Shape())
+		n, ok2 := ir.MulChecked(elems, int64(t.DType.Size()))
+		if !ok || !ok2 {
+			n = math.MaxInt64
 		}
 		if total > math.MaxInt64-n {
 			total = math.MaxInt64
