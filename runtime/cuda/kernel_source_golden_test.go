@@ -1,0 +1,56 @@
+package cuda
+
+import (
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hirlab/hir/ir"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/kernel_sources.golden from the current sources")
+
+// generatedSources is every CUDA C source the package hands NVRTC: the
+// data-movement module, each dtype's reducing module (and the error for a
+// dtype without one), and the strided-copy kernels.
+func generatedSources() []struct{ name, src string } {
+	out := []struct{ name, src string }{{"move", moveModuleSource()}}
+	for _, dt := range ir.AllDTypes {
+		s, err := reduceModuleSource(dt)
+		if err != nil {
+			s = "error: " + err.Error()
+		}
+		out = append(out, struct{ name, src string }{"reduce_" + dt.String(), s})
+	}
+	out = append(out, struct{ name, src string }{"strided_copy", stridedCopySource})
+	return out
+}
+
+// TestKernelSourcesGolden pins the exact bytes of every generated kernel
+// source (length and SHA-256), so moving the CUDA C between files cannot
+// change what NVRTC compiles. go test -run TestKernelSourcesGolden -update
+// rewrites the golden after a deliberate change to a kernel.
+func TestKernelSourcesGolden(t *testing.T) {
+	var b strings.Builder
+	for _, s := range generatedSources() {
+		fmt.Fprintf(&b, "%s %d %x\n", s.name, len(s.src), sha256.Sum256([]byte(s.src)))
+	}
+	path := filepath.Join("testdata", "kernel_sources.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != string(want) {
+		t.Errorf("generated kernel sources changed (go test -run TestKernelSourcesGolden -update after a deliberate change):\ngot:\n%swant:\n%s", got, want)
+	}
+}
