@@ -1012,7 +1012,7 @@ func (d *Device) llStage(ch *commChannel) ([maxRanks]uint64, error) {
 }
 
 // runLL runs a small all_reduce (one_shot) as the LL kernel: one pass,
-// no barrier (collective_kernels.go, hir_ll_*).
+// no barrier (kernels/reduce.cu, hir_ll_*).
 func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
 	stage, err := d.llStage(ch)
 	if err != nil {

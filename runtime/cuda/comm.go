@@ -2,9 +2,10 @@ package cuda
 
 import "github.com/hirlab/hir/runtime"
 
-// Collectives run as symmetric-memory kernels (collective.go, the kernels
-// in collective_kernels.go, the signal pads in signal.go) or through NCCL
-// (coll_nccl.go); send and recv through per-pair inboxes (p2p.go).
+// Collectives run as symmetric-memory kernels (collective.go; the kernels
+// in kernels/*.cu, assembled by collective_kernels.go; the signal pads in
+// signal.go) or through NCCL (coll_nccl.go); send and recv through
+// per-pair inboxes (p2p.go).
 
 // Collective runs c on stream s; see docs/COLLECTIVES.md.
 func (d *Device) Collective(c *runtime.CollectiveCall, s runtime.Stream) error {

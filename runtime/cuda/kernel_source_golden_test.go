@@ -39,7 +39,8 @@ func TestKernelSourcesGolden(t *testing.T) {
 	for _, s := range generatedSources() {
 		fmt.Fprintf(&b, "%s %d %x\n", s.name, len(s.src), sha256.Sum256([]byte(s.src)))
 	}
-	path := filepath.Join("testdata", "kernel_sources.golden")
+	// From the repository root too: the GPU machine runs the test binary there.
+	path := repoFile(filepath.Join("runtime", "cuda", "testdata", "kernel_sources.golden"))
 	if *update {
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)

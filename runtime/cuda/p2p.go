@@ -10,7 +10,7 @@ import (
 )
 
 // Send and Recv. Each ordered pair (sender a, receiver b) has an inbox in
-// b's memory: flags and two staging slots per block (collective_kernels.go
+// b's memory: flags and two staging slots per block (kernels/collective.cu
 // lays it out). The sender's kernel copies the tensor into the inbox a
 // chunk at a time and raises a data flag; the receiver's kernel waits for
 // it, checks the size, copies the chunk out and acks, which frees the slot.

@@ -9,7 +9,7 @@ import (
 	"github.com/hirlab/hir/host"
 )
 
-// A model of hir_ring (collective_kernels.go) on the CPU: the same ops in
+// A model of hir_ring (kernels/reduce.cu) on the CPU: the same ops in
 // the same order per block, the same segment ranges, staging slots,
 // phases, data flags and acks, with every (rank, block) a coroutine that
 // a random scheduler advances one whole op at a time whenever its waits

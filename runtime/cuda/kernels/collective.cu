@@ -1,0 +1,349 @@
+
+typedef unsigned long long u64;
+typedef long long i64;
+#define MAXR 16
+#define MAXB 256
+#define PL_BAR 0
+#define PL_DATA 1
+#define PL_ACK 2
+#define STATUS_SIZE_MISMATCH 3
+#define MODE_TMP 1
+#define MODE_ALLGATHER 8
+#define P2P_BLOCKS 16
+#define P2P_SLOT (256 * 1024)
+#define P2P_HEADER 4096
+#define CH_P2P_SEND 16
+#define CH_P2P_RECV 17
+
+struct Lay { i64 run, pitch; };
+
+struct CollArgs {
+  u64 src[MAXR];
+  u64 dst[MAXR];
+  u64 pad[MAXR];
+  u64 stage[MAXR];
+  u64 status;
+  u64 work;
+  u64 base;
+  u64 timeout_ns;
+  i64 n;
+  i64 tail_start;
+  i64 tail_end;
+  i64 seg;
+  i64 nseg;
+  i64 chunk[MAXR + 1];
+  Lay ls, ld;
+  int rank, world, channel, ntask;
+  int mode, nout, peer, xtra;
+};
+/* LAYOUT_ASSERTS */
+
+__device__ __forceinline__ i64 imin(i64 a, i64 b) { return a < b ? a : b; }
+
+// Only the compiler's own builtins are relied on (threadIdx, __syncthreads):
+// the 16-byte vector, bit casts, the block-wide AND and the fences are
+// spelled out here, so the source needs no header.
+struct alignas(16) vec16 { unsigned int x, y, z, w; };
+// 128-bit global accesses, spelled out so they are never split.
+__device__ __forceinline__ vec16 ld16(u64 p) {
+  vec16 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st16(u64 p, const vec16& v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+template <typename U> __device__ __forceinline__ U ld_unit(u64 base, i64 i) { return ((const U*)base)[i]; }
+template <> __device__ __forceinline__ vec16 ld_unit<vec16>(u64 base, i64 i) { return ld16(base + 16 * (u64)i); }
+template <typename U> __device__ __forceinline__ void st_unit(u64 base, i64 i, const U& v) { ((U*)base)[i] = v; }
+template <> __device__ __forceinline__ void st_unit<vec16>(u64 base, i64 i, const vec16& v) { st16(base + 16 * (u64)i, v); }
+__device__ __forceinline__ unsigned f2u(float f) { unsigned u; asm("mov.b32 %0, %1;" : "=r"(u) : "f"(f)); return u; }
+__device__ __forceinline__ float u2f(unsigned u) { float f; asm("mov.b32 %0, %1;" : "=f"(f) : "r"(u)); return f; }
+__device__ __forceinline__ long long d2l(double d) { long long l; asm("mov.b64 %0, %1;" : "=l"(l) : "d"(d)); return l; }
+__device__ __forceinline__ double l2d(long long l) { double d; asm("mov.b64 %0, %1;" : "=d"(d) : "l"(l)); return d; }
+__device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+// block_and: __syncthreads that also tells every thread whether ok held
+// in all of them (bar.red.and, as __syncthreads_and).
+__device__ __forceinline__ bool block_and(bool ok) {
+  unsigned r;
+  asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\tbar.red.and.pred q, 0, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+               : "=r"(r) : "r"((unsigned)ok) : "memory");
+  return r != 0;
+}
+
+// ---- system-scope memory operations (PTX) ----
+__device__ __forceinline__ u64 ld_relaxed_sys(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ u64 gtimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A peer's release: everything this block did before (the caller's
+// __syncthreads orders the other threads' accesses before this thread's
+// fence) becomes visible to whoever sees v.
+__device__ __forceinline__ void put_signal(u64* p, u64 v) {
+  fence_sys();
+  st_relaxed_sys(p, v);
+}
+
+// report records a wait that timed out: the value waited for, tagged with
+// the plane, in this (channel, block, peer)'s status word; then word 0.
+__device__ void report(const CollArgs& a, int channel, int plane, int peer, u64 want) {
+  volatile u64* st = (volatile u64*)a.status;
+  st[1 + ((u64)channel * MAXB + blockIdx.x) * MAXR + peer] = ((u64)(plane + 1) << 56) | (want & ((1ull << 56) - 1));
+  fence_sc_sys();
+  st[0] = 1;
+  fence_sc_sys();
+}
+
+// wait_ge spins until *p >= want, or the timeout passes (then it reports
+// and returns false). It also gives up early once another wait of this
+// rank has already failed (status word 0), looked at now and then only,
+// since that is host memory.
+__device__ bool wait_ge(const CollArgs& a, const u64* p, u64 want, int channel, int plane, int peer) {
+  if (ld_relaxed_sys(p) >= want) { fence_sys(); return true; }
+  u64 t0 = gtimer(), tcheck = t0;
+  for (unsigned spin = 1;; spin++) {
+    if (ld_relaxed_sys(p) >= want) { fence_sys(); return true; }
+    if ((spin & 127) == 0) {
+      u64 now = gtimer();
+      if (now - t0 > a.timeout_ns) { report(a, channel, plane, peer, want); return false; }
+      if (now - tcheck > 200000) {
+        tcheck = now;
+        if (*(volatile u64*)a.status != 0) return false;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ u64* slot(u64 pad, int plane, int blk, int peer) {
+  return (u64*)(pad + (((u64)plane * MAXB + blk) * MAXR + peer) * 8);
+}
+
+// barrier: block b of every rank reaches it before block b of any rank
+// passes. Thread t < world signals peer t and waits for it.
+__device__ bool barrier(const CollArgs& a, u64 v) {
+  __syncthreads();
+  bool ok = true;
+  int t = threadIdx.x;
+  if (t < a.world && t != a.rank) {
+    put_signal(slot(a.pad[t], PL_BAR, blockIdx.x, a.rank), v);
+    ok = wait_ge(a, slot(a.pad[a.rank], PL_BAR, blockIdx.x, t), v, a.channel, PL_BAR, t);
+  }
+  return block_and(ok);
+}
+
+// signal_peer / wait_peer: one thread of the block, point to point.
+__device__ bool wait_peer(const CollArgs& a, int plane, int from, u64 v) {
+  __syncthreads();
+  bool ok = true;
+  if (threadIdx.x == 0) ok = wait_ge(a, slot(a.pad[a.rank], plane, blockIdx.x, from), v, a.channel, plane, from);
+  return block_and(ok);
+}
+__device__ void signal_peer(const CollArgs& a, int plane, int to, u64 v) {
+  __syncthreads();
+  if (threadIdx.x == 0) put_signal(slot(a.pad[to], plane, blockIdx.x, a.rank), v);
+}
+
+__device__ __forceinline__ i64 lay(const Lay& L, i64 i) {
+  return L.run == 0 ? i : (i / L.run) * L.pitch + (i % L.run);
+}
+
+// copy_units copies units [lo, hi) of a block from src (layout ls) to dst
+// (layout ld), thread by thread of the calling block, four at a time for
+// memory-level parallelism.
+template <typename U>
+__device__ __forceinline__ void copy_units(u64 dst, const Lay& ld, u64 src, const Lay& ls, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  i64 i = lo + tid;
+  for (; i + 3 * nthr < hi; i += 4 * nthr) {
+    U v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) v[u] = ld_unit<U>(src, lay(ls, i + u * nthr));
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_unit<U>(dst, lay(ld, i + u * nthr), v[u]);
+  }
+  for (; i < hi; i += nthr) st_unit<U>(dst, lay(ld, i), ld_unit<U>(src, lay(ls, i)));
+}
+
+__device__ __forceinline__ void copy_bytes(u64 dst, u64 src, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  for (i64 i = lo + tid; i < hi; i += nthr) ((unsigned char*)dst)[i] = ((const unsigned char*)src)[i];
+}
+
+// copy_units2 is copy_units into two destinations of the same layout at
+// once (each unit loaded once, stored twice).
+template <typename U>
+__device__ __forceinline__ void copy_units2(u64 dst0, u64 dst1, const Lay& ld, u64 src, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  i64 i = lo + tid;
+  for (; i + 3 * nthr < hi; i += 4 * nthr) {
+    U v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) v[u] = ld_unit<U>(src, i + u * nthr);
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_unit<U>(dst1, lay(ld, i + u * nthr), v[u]);
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_unit<U>(dst0, lay(ld, i + u * nthr), v[u]);
+  }
+  for (; i < hi; i += nthr) {
+    U v = ld_unit<U>(src, i);
+    st_unit<U>(dst1, lay(ld, i), v);
+    st_unit<U>(dst0, lay(ld, i), v);
+  }
+}
+
+__device__ __forceinline__ void copy_bytes2(u64 dst0, u64 dst1, u64 src, i64 lo, i64 hi, i64 tid, i64 nthr) {
+  for (i64 i = lo + tid; i < hi; i += nthr) {
+    unsigned char v = ((const unsigned char*)src)[i];
+    ((unsigned char*)dst1)[i] = v;
+    ((unsigned char*)dst0)[i] = v;
+  }
+}
+
+// ---- data movement ----
+
+// hir_copy: start barrier, task t copies n units from src[t] (ls) to
+// dst[t] (ld) plus bytes [tail_start, tail_end) of contiguous tasks, end
+// barrier. Used by all_gather one_shot, all_to_all, broadcast, scatter
+// and gather. Blocks start on different tasks so that peers' links are
+// used at once.
+template <typename U>
+__device__ void copy_kernel(const CollArgs& a) {
+  if (!barrier(a, a.base + 1)) return;
+  i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int k = 0; k < a.ntask; k++) {
+    int t = (blockIdx.x + k) % a.ntask;
+    copy_units<U>(a.dst[t], a.ld, a.src[t], a.ls, 0, a.n, tid, nthr);
+    copy_bytes(a.dst[t], a.src[t], a.tail_start, a.tail_end, tid, nthr);
+  }
+  barrier(a, a.base + 2);
+}
+
+// hir_ag_ring: all_gather around the ring into the peers' outputs. Each
+// block moves its slice [n*b/G, n*(b+1)/G) of every rank's block (plus
+// the byte tail, in the last block): it writes its own block into its
+// right neighbour's output and its own in one pass (each unit loaded
+// once; the local stores ride along with the remote ones instead of
+// taking a pass of their own before them), then forwards what its left
+// neighbour wrote, signalling the right neighbour after each block.
+template <typename U>
+__device__ void ag_ring_kernel(const CollArgs& a) {
+  if (!barrier(a, a.base + 1)) return;
+  int D = a.world, r = a.rank, right = (r + 1) % D, left = (r + D - 1) % D;
+  i64 G = gridDim.x, b = blockIdx.x;
+  i64 lo = a.n * b / G, hi = a.n * (b + 1) / G;
+  bool tail = b == G - 1;
+  i64 stride = a.seg; // bytes between blocks of the output
+  u64 mine = a.dst[r], next = a.dst[right];
+  if (D == 1) {
+    Lay contig = {0, 0};
+    copy_units<U>(mine + r * stride, a.ld, a.src[0], contig, lo, hi, threadIdx.x, blockDim.x);
+    if (tail) copy_bytes(mine + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+    return;
+  }
+  copy_units2<U>(mine + r * stride, next + r * stride, a.ld, a.src[0], lo, hi, threadIdx.x, blockDim.x);
+  if (tail) copy_bytes2(mine + r * stride, next + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+  signal_peer(a, PL_DATA, right, a.base + 1);
+  for (int s = 1; s < D - 1; s++) {
+    if (!wait_peer(a, PL_DATA, left, a.base + s)) return;
+    int c = (r - s + D) % D;
+    copy_units<U>(next + c * stride, a.ld, mine + c * stride, a.ld, lo, hi, threadIdx.x, blockDim.x);
+    if (tail) copy_bytes(next + c * stride, mine + c * stride, a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
+    signal_peer(a, PL_DATA, right, a.base + s + 1);
+  }
+  wait_peer(a, PL_DATA, left, a.base + D - 1);
+}
+
+extern "C" __global__ void hir_barrier(const __grid_constant__ CollArgs a) { barrier(a, a.base + 1); }
+
+extern "C" __global__ void __launch_bounds__(512) hir_copy_v16(const __grid_constant__ CollArgs a) { copy_kernel<vec16>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s1(const __grid_constant__ CollArgs a) { copy_kernel<unsigned char>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s2(const __grid_constant__ CollArgs a) { copy_kernel<unsigned short>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s4(const __grid_constant__ CollArgs a) { copy_kernel<unsigned int>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s8(const __grid_constant__ CollArgs a) { copy_kernel<u64>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_v16(const __grid_constant__ CollArgs a) { ag_ring_kernel<vec16>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s1(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned char>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s2(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned short>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s4(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned int>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s8(const __grid_constant__ CollArgs a) { ag_ring_kernel<u64>(a); }
+
+// ---- point to point ----
+// The inbox of a pair lives in the receiver's memory: data flags (one per
+// block) at 0, ack flags at 256, message sizes [block][slot] at 512, and
+// two staging slots per block from P2P_HEADER on. Transfer g of the pair
+// (counted across messages by both sides) uses slot g % 2 of each block.
+
+__device__ __forceinline__ u64* p2p_data(u64 inbox, int b) { return (u64*)(inbox + 8 * b); }
+__device__ __forceinline__ u64* p2p_ack(u64 inbox, int b) { return (u64*)(inbox + 256 + 8 * b); }
+__device__ __forceinline__ u64* p2p_size(u64 inbox, int b, int q) { return (u64*)(inbox + 512 + 16 * b + 8 * q); }
+__device__ __forceinline__ u64 p2p_stage(u64 inbox, int b, int q) { return inbox + P2P_HEADER + ((u64)b * 2 + q) * P2P_SLOT; }
+
+__device__ __forceinline__ void copy_span(u64 dst, u64 src, i64 n) {
+  i64 nv = 0;
+  if (((dst | src) & 15) == 0) {
+    nv = n / 16;
+    Lay c = {0, 0};
+    copy_units<vec16>(dst, c, src, c, 0, nv, threadIdx.x, blockDim.x);
+  }
+  copy_bytes(dst, src, nv * 16, n, threadIdx.x, blockDim.x);
+}
+
+// hir_p2p_send: src[0] the tensor, dst[0] the receiver's inbox (mapped
+// here), tail_end the message's bytes, n its transfers, base the pair's
+// transfer count before it, peer the receiver.
+extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_constant__ CollArgs a) {
+  int b = blockIdx.x;
+  u64 inbox = a.dst[0];
+  for (i64 j = 0; j < a.n; j++) {
+    u64 g = a.base + j;
+    int q = (int)(g & 1);
+    i64 lo = j * (i64)P2P_BLOCKS * P2P_SLOT + (i64)b * P2P_SLOT;
+    i64 hi = imin(lo + (i64)P2P_SLOT, a.tail_end);
+    bool ok = true;
+    __syncthreads();
+    if (threadIdx.x == 0 && g >= 2) ok = wait_ge(a, p2p_ack(inbox, b), g - 1, CH_P2P_SEND, PL_ACK, a.peer);
+    if (!block_and(ok)) return;
+    if (hi > lo) copy_span(p2p_stage(inbox, b, q), a.src[0] + lo, hi - lo);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      st_relaxed_sys(p2p_size(inbox, b, q), (u64)a.tail_end);
+      put_signal(p2p_data(inbox, b), g + 1);
+    }
+  }
+}
+
+// hir_p2p_recv: src[0] this rank's inbox for the sender, dst[0] the
+// tensor; the rest as for send (peer is the sender).
+extern "C" __global__ void __launch_bounds__(512) hir_p2p_recv(const __grid_constant__ CollArgs a) {
+  int b = blockIdx.x;
+  u64 inbox = a.src[0];
+  for (i64 j = 0; j < a.n; j++) {
+    u64 g = a.base + j;
+    int q = (int)(g & 1);
+    i64 lo = j * (i64)P2P_BLOCKS * P2P_SLOT + (i64)b * P2P_SLOT;
+    i64 hi = imin(lo + (i64)P2P_SLOT, a.tail_end);
+    bool ok = true;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      ok = wait_ge(a, p2p_data(inbox, b), g + 1, CH_P2P_RECV, PL_DATA, a.peer);
+      if (ok) {
+        u64 sent = ld_relaxed_sys(p2p_size(inbox, b, q));
+        if (sent != (u64)a.tail_end) {
+          report(a, CH_P2P_RECV, STATUS_SIZE_MISMATCH, a.peer, sent);
+          ok = false;
+        }
+      }
+    }
+    if (!block_and(ok)) return;
+    if (hi > lo) copy_span(a.dst[0] + lo, p2p_stage(inbox, b, q), hi - lo);
+    __syncthreads();
+    if (threadIdx.x == 0) put_signal(p2p_ack(inbox, b), g + 1);
+  }
+}

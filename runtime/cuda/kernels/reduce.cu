@@ -1,0 +1,478 @@
+
+// ---- numerics: as the CPU runtime computes (docs/SEMANTICS.md) ----
+// f16/bf16 compute in f32 and round to nearest even when stored (the
+// same bit manipulations as host.F32ToBF16/F32ToF16, NaNs included);
+// f32 in f32, f64 in f64; ints wrap. max/min propagate NaN (as the
+// quiet NaN the CPU runtime produces) and order -0 below +0.
+struct bf16_t { unsigned short x; };
+struct f16_t { unsigned short x; };
+
+__device__ __forceinline__ float load_c(bf16_t v) { return u2f(((unsigned)v.x) << 16); }
+__device__ __forceinline__ float load_c(f16_t v) {
+  unsigned h = v.x;
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)
+    return u2f(((h & 0x8000u) << 16) | 0x7f800000u | ((h & 0x3ffu) << 13));
+  float f;
+  unsigned short hs = v.x;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(hs));
+  return f;
+}
+__device__ __forceinline__ float load_c(float v) { return v; }
+__device__ __forceinline__ double load_c(double v) { return v; }
+__device__ __forceinline__ int load_c(int v) { return v; }
+__device__ __forceinline__ long long load_c(long long v) { return v; }
+
+template <typename T> struct Store;
+template <> struct Store<bf16_t> {
+  static __device__ __forceinline__ bf16_t st(float f) {
+    unsigned b = f2u(f);
+    bf16_t r;
+    if (f != f) { r.x = (unsigned short)((b >> 16) | 0x40u); return r; }
+    b += 0x7fffu + ((b >> 16) & 1u);
+    r.x = (unsigned short)(b >> 16);
+    return r;
+  }
+};
+template <> struct Store<f16_t> {
+  static __device__ __forceinline__ f16_t st(float f) {
+    f16_t r;
+    unsigned b = f2u(f);
+    if (f != f) { r.x = (unsigned short)(((b >> 16) & 0x8000u) | 0x7e00u | ((b >> 13) & 0x3ffu)); return r; }
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    r.x = h;
+    return r;
+  }
+};
+template <> struct Store<float> { static __device__ __forceinline__ float st(float f) { return f; } };
+template <> struct Store<double> { static __device__ __forceinline__ double st(double f) { return f; } };
+template <> struct Store<int> { static __device__ __forceinline__ int st(int f) { return f; } };
+template <> struct Store<long long> { static __device__ __forceinline__ long long st(long long f) { return f; } };
+
+#define OP_SUM 0
+#define OP_PROD 1
+#define OP_MAX 2
+#define OP_MIN 3
+#define OP_AVG 4
+
+__device__ __forceinline__ float qnan(float) { return u2f(0x7fc00000u); }
+__device__ __forceinline__ double qnan(double) { return l2d(0x7ff8000000000001ll); }
+__device__ __forceinline__ bool neg_bit(float x) { return (f2u(x) >> 31) != 0; }
+__device__ __forceinline__ bool neg_bit(double x) { return d2l(x) < 0; }
+
+template <typename C> __device__ __forceinline__ C fmax_h(C a, C b) {
+  if (a != a || b != b) return qnan(a);
+  if (a > b) return a;
+  if (b > a) return b;
+  return neg_bit(a) ? b : a;
+}
+template <typename C> __device__ __forceinline__ C fmin_h(C a, C b) {
+  if (a != a || b != b) return qnan(a);
+  if (a < b) return a;
+  if (b < a) return b;
+  return neg_bit(a) ? a : b;
+}
+
+template <int OP> struct Combine {
+  static __device__ __forceinline__ float f(float a, float b) {
+    if (OP == OP_SUM || OP == OP_AVG) return a + b;
+    if (OP == OP_PROD) return a * b;
+    if (OP == OP_MAX) return fmax_h(a, b);
+    return fmin_h(a, b);
+  }
+  static __device__ __forceinline__ double f(double a, double b) {
+    if (OP == OP_SUM || OP == OP_AVG) return a + b;
+    if (OP == OP_PROD) return a * b;
+    if (OP == OP_MAX) return fmax_h(a, b);
+    return fmin_h(a, b);
+  }
+  static __device__ __forceinline__ int f(int a, int b) {
+    if (OP == OP_SUM || OP == OP_AVG) return (int)((unsigned)a + (unsigned)b);
+    if (OP == OP_PROD) return (int)((unsigned)a * (unsigned)b);
+    if (OP == OP_MAX) return a > b ? a : b;
+    return a < b ? a : b;
+  }
+  static __device__ __forceinline__ long long f(long long a, long long b) {
+    if (OP == OP_SUM || OP == OP_AVG) return (long long)((u64)a + (u64)b);
+    if (OP == OP_PROD) return (long long)((u64)a * (u64)b);
+    if (OP == OP_MAX) return a > b ? a : b;
+    return a < b ? a : b;
+  }
+};
+
+template <int OP> __device__ __forceinline__ float finish(float x, int D) { return OP == OP_AVG ? x / (float)D : x; }
+template <int OP> __device__ __forceinline__ double finish(double x, int D) { return OP == OP_AVG ? x / (double)D : x; }
+template <int OP> __device__ __forceinline__ int finish(int x, int) { return x; }
+template <int OP> __device__ __forceinline__ long long finish(long long x, int) { return x; }
+
+// VecT is V elements of T: a 16-byte vector (loaded and stored as one
+// vec16, so the compiler emits 128-bit accesses) or one element.
+template <typename T, int V> struct VecT {
+  union { vec16 u; T e[V]; };
+  static __device__ __forceinline__ VecT load(u64 base, i64 i) { VecT v; v.u = ld16(base + 16 * (u64)i); return v; }
+  __device__ __forceinline__ void store(u64 base, i64 i) const { st16(base + 16 * (u64)i, u); }
+};
+template <typename T> struct VecT<T, 1> {
+  T e[1];
+  static __device__ __forceinline__ VecT load(u64 base, i64 i) { VecT v; v.e[0] = ((const T*)base)[i]; return v; }
+  __device__ __forceinline__ void store(u64 base, i64 i) const { ((T*)base)[i] = e[0]; }
+};
+
+// reduce_batch: units i0 + u*step (u < UN) of every rank's input (layout
+// ls), reduced in rank order 0..D-1 and finished (avg); results stored to
+// the NOut targets (layout ld), or to work (MODE_TMP). The UN loads of
+// rank p+1 are issued before rank p's values are used, so 2*UN 16-byte
+// loads per thread are in flight: remote loads over NVLink take
+// microseconds, and only many loads in flight fill the link.
+template <typename T, typename CT, int OP, int V, int UN>
+__device__ __forceinline__ void reduce_batch(const CollArgs& a, i64 i0, i64 step) {
+  typedef VecT<T, V> U;
+  i64 si[UN];
+#pragma unroll
+  for (int u = 0; u < UN; u++) si[u] = lay(a.ls, i0 + u * step);
+  U cur[UN];
+  CT acc[UN][V];
+#pragma unroll
+  for (int u = 0; u < UN; u++) cur[u] = U::load(a.src[0], si[u]);
+  for (int p = 1; p < a.world; p++) {
+    U nxt[UN];
+#pragma unroll
+    for (int u = 0; u < UN; u++) nxt[u] = U::load(a.src[p], si[u]);
+    if (p == 1) {
+#pragma unroll
+      for (int u = 0; u < UN; u++)
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[u][e] = load_c(cur[u].e[e]);
+    } else {
+#pragma unroll
+      for (int u = 0; u < UN; u++)
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[u][e] = Combine<OP>::f(acc[u][e], (CT)load_c(cur[u].e[e]));
+    }
+#pragma unroll
+    for (int u = 0; u < UN; u++) cur[u] = nxt[u];
+  }
+  if (a.world == 1) {
+#pragma unroll
+    for (int u = 0; u < UN; u++)
+#pragma unroll
+      for (int e = 0; e < V; e++) acc[u][e] = load_c(cur[u].e[e]);
+  } else {
+#pragma unroll
+    for (int u = 0; u < UN; u++)
+#pragma unroll
+      for (int e = 0; e < V; e++) acc[u][e] = Combine<OP>::f(acc[u][e], (CT)load_c(cur[u].e[e]));
+  }
+#pragma unroll
+  for (int u = 0; u < UN; u++) {
+    U out;
+#pragma unroll
+    for (int e = 0; e < V; e++) out.e[e] = Store<T>::st(finish<OP>(acc[u][e], a.world));
+    cur[u] = out;
+  }
+  if (a.mode & MODE_TMP) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) cur[u].store(a.work, i0 + u * step);
+  } else {
+    i64 di[UN];
+#pragma unroll
+    for (int u = 0; u < UN; u++) di[u] = lay(a.ld, i0 + u * step);
+    for (int t = 0; t < a.nout; t++) {
+      int tt = (t + a.rank) % a.nout; // targets in a rotated order: peers' links busy at once
+#pragma unroll
+      for (int u = 0; u < UN; u++) cur[u].store(a.dst[tt], di[u]);
+    }
+  }
+}
+
+#define REDUCE_UN 4
+
+// hir_reduce: start barrier; units [0, n) (vectors of V) and elements
+// [tail_start, tail_end) of every rank's input reduced; end barrier (in
+// MODE_TMP the results wait in work and are copied out after it, since
+// the output aliases the input). one_shot all_reduce, reduce_scatter,
+// reduce: src = every rank's input, one target; two_shot: src = every
+// rank's chunk r, dst = chunk r of every rank's output.
+template <typename T, typename CT, int OP, int V>
+__device__ void reduce_kernel(const CollArgs& a) {
+  if (!barrier(a, a.base + 1)) return;
+  i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  i64 i = tid;
+  for (; i + (REDUCE_UN - 1) * nthr < a.n; i += REDUCE_UN * nthr) reduce_batch<T, CT, OP, V, REDUCE_UN>(a, i, nthr);
+  for (; i < a.n; i += nthr) reduce_batch<T, CT, OP, V, 1>(a, i, nthr);
+  for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) reduce_batch<T, CT, OP, 1, 1>(a, e, nthr);
+  if (!barrier(a, a.base + 2)) return;
+  if (a.mode & MODE_TMP) {
+    typedef VecT<T, V> U;
+    for (i64 j = tid; j < a.n; j += nthr) {
+      U v = U::load(a.work, j);
+      i64 di = lay(a.ld, j);
+      for (int t = 0; t < a.nout; t++) v.store(a.dst[t], di);
+    }
+    for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) {
+      T v = ((const T*)a.work)[e];
+      for (int t = 0; t < a.nout; t++) ((T*)a.dst[t])[e] = v;
+    }
+  }
+}
+
+// hir_ar_ll: all_reduce of small tensors in one pass with no barrier
+// (the LL protocol): every thread takes 8 bytes of its input, stores them
+// with a flag word beside each 4 bytes (one 16-byte store; 8-byte stores
+// are single-copy atomic, so data and flag arrive together) into every
+// peer's staging, then polls its own staging for every peer's line
+// carrying this launch's flag, reduces in rank order and writes its
+// output. Staging: per channel and rank, [2 slots][world][seg bytes];
+// launches alternate slots (xtra), so a slot is rewritten only two
+// launches later, when every peer has finished reading it (a peer's
+// next launch, whose data this launch waited for, started after its
+// previous one ended). Flags are this launch's signal value, so a line
+// left by an earlier launch never matches. n lines, tail_end elements.
+__device__ __forceinline__ void st_ll(u64 p, unsigned d0, unsigned d1, unsigned flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag) : "memory");
+}
+// ll_wait polls one line until both its flags are flag. Every thread
+// polls its own lines, so the look at the host-mapped status word (has
+// another wait of this rank failed?) is rare and made by one lane per
+// warp: thousands of threads reading host memory over PCIe at once would
+// slow every poll down.
+__device__ bool ll_wait(const CollArgs& a, u64 p, unsigned flag, int peer, unsigned* d0, unsigned* d1) {
+  u64 t0 = 0, tcheck = 0;
+  const bool lead = (threadIdx.x & 31) == 0;
+  for (unsigned spin = 0;; spin++) {
+    unsigned x, y, z, w;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(p) : "memory");
+    if (y == flag && w == flag) { *d0 = x; *d1 = z; return true; }
+    if (spin == 0) {
+      t0 = tcheck = gtimer();
+    } else if ((spin & 127) == 0) {
+      u64 now = gtimer();
+      if (now - t0 > a.timeout_ns) { report(a, a.channel, PL_DATA, peer, a.base + 1); return false; }
+      if (lead && now - tcheck > 2000000) {
+        tcheck = now;
+        if (*(volatile u64*)a.status != 0) return false;
+      }
+    }
+  }
+}
+
+template <typename T, typename CT, int OP>
+__device__ void ll_kernel(const CollArgs& a) {
+  const int E = 8 / (int)sizeof(T);
+  union Line { u64 u; unsigned w[2]; T e[8 / sizeof(T)]; };
+  const unsigned flag = (unsigned)(a.base + 1);
+  const int D = a.world, r = a.rank;
+  const u64 slot = (u64)a.xtra * D;
+  const bool aligned = ((a.src[0] | a.dst[0]) & 7) == 0;
+  i64 nthr = (i64)gridDim.x * blockDim.x;
+  for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < a.n; l += nthr) {
+    i64 e0 = l * E;
+    int cnt = (int)imin(E, a.tail_end - e0);
+    Line m;
+    if (cnt == E && aligned) {
+      m.u = ((const u64*)a.src[0])[l];
+    } else {
+      m.u = 0;
+      for (int k = 0; k < cnt; k++) m.e[k] = ((const T*)a.src[0])[e0 + k];
+    }
+    for (int k = 1; k < D; k++) {
+      int p = (r + k) % D;
+      st_ll(a.stage[p] + (slot + r) * (u64)a.seg + 16 * (u64)l, m.w[0], m.w[1], flag);
+    }
+    CT acc[8 / sizeof(T)];
+    for (int q = 0; q < D; q++) {
+      Line v;
+      if (q == r) {
+        v.u = m.u;
+      } else if (!ll_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 16 * (u64)l, flag, q, &v.w[0], &v.w[1])) {
+        return;
+      }
+#pragma unroll
+      for (int k = 0; k < E; k++) acc[k] = q == 0 ? (CT)load_c(v.e[k]) : Combine<OP>::f(acc[k], (CT)load_c(v.e[k]));
+    }
+    Line o;
+#pragma unroll
+    for (int k = 0; k < E; k++) o.e[k] = Store<T>::st(finish<OP>(acc[k], D));
+    if (cnt == E && aligned) {
+      ((u64*)a.dst[0])[l] = o.u;
+    } else {
+      for (int k = 0; k < cnt; k++) ((T*)a.dst[0])[e0 + k] = o.e[k];
+    }
+  }
+}
+
+// hir_ring: the ring of docs/RUNTIME.md, chunk c = [chunk[c], chunk[c+1])
+// elements of the flat (packed) tensor: src holds this rank's values,
+// final chunks go to dst (element i at dst + i*sizeof(T); for
+// reduce_scatter the host shifts dst so that chunk r lands at the
+// output's start), and data crosses to the right neighbour only through
+// its staging. Chunk c is reduced in ring order c+1, c+2, ..., c with
+// partials rounded to T at every hop, as the CPU runtime's ring does. For
+// each segment a block runs these steps j, every one a single pass over
+// the segment:
+//
+//	j = 0:          send own chunk r-1 to the right
+//	j = 1 .. D-2:   receive chunk r-j-1, combine with own, send on
+//	j = D-1:        receive chunk r, combine with own, finish (avg), store
+//	                to dst and, with MODE_ALLGATHER, send on
+//	MODE_ALLGATHER, j = D .. 2D-2: receive chunk r-(j-D)-1, store to dst,
+//	                and send on unless j = 2D-2
+//
+// so nothing is stored locally but the final values, and the last
+// reduce-scatter step and the first all-gather step are one pass (one
+// handshake fewer per segment). Each block moves its part [len*b/G,
+// len*(b+1)/G) of every chunk, nseg segments of seg elements each;
+// transfers to the right neighbour go round nout slots per block (a slot
+// is written again only after its ack), each with a data flag, and each
+// received slot is acked once read. A block runs its (segment, step)
+// pairs segment after segment, or with MODE_WAVE in waves: wave w runs
+// step j of segment w-j for j = 0, 1, ..., so it sends segment w+1
+// before it waits for the left's part of segment w (a transfer is
+// received one wave after it was sent; needs more slots, see
+// ringWaveSlots). Every rank runs the same order, so the k-th transfer
+// a block sends is the k-th its right neighbour receives. The kernel
+// ends once every transfer it made is acked, so the next launch finds
+// the staging free. Segments move as 16-byte vectors (4 per thread in
+// flight) where src and dst are 16-byte aligned (xtra), with at most V-1
+// elements each side done singly; the segment's staging starts at its
+// element lo's 16-byte phase.
+#define RP_SEND 1    // store the value into the right neighbour's staging
+#define RP_RECV 2    // the value comes from this rank's staging
+#define RP_REDUCE 4  // combine the staged value with own (src)
+#define RP_STORE 8   // store the value to dst
+#define RP_FINISH 16 // finish (avg) after rounding the reduced value
+#define MODE_WAVE 16
+#define RING_UN 4
+
+// ring_units: UN units (vectors of V elements, or elements with V = 1)
+// j0 + u*step of a segment whose staging holds unit j at unit j - off of
+// the slots in_st (this rank's, read) and out_st (the right neighbour's,
+// written); f says what the step does (RP_*, the same in every thread).
+template <typename T, typename CT, int OP, int V, int UN>
+__device__ __forceinline__ void ring_units(const CollArgs& a, int f, i64 j0, i64 step, i64 off, u64 in_st, u64 out_st) {
+  typedef VecT<T, V> U;
+  U x[UN], y[UN];
+  if (f & RP_RECV) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u] = U::load(in_st, j0 + u * step - off);
+  }
+  if (!(f & RP_RECV) || (f & RP_REDUCE)) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) y[u] = U::load(a.src[0], j0 + u * step);
+  }
+  if (f & RP_REDUCE) {
+#pragma unroll
+    for (int u = 0; u < UN; u++)
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        T t = Store<T>::st(Combine<OP>::f((CT)load_c(x[u].e[e]), (CT)load_c(y[u].e[e])));
+        if (OP == OP_AVG && (f & RP_FINISH)) t = Store<T>::st(finish<OP>((CT)load_c(t), a.world));
+        x[u].e[e] = t;
+      }
+  } else if (!(f & RP_RECV)) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u] = y[u];
+  }
+  if (f & RP_SEND) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u].store(out_st, j0 + u * step - off);
+  }
+  if (f & RP_STORE) {
+#pragma unroll
+    for (int u = 0; u < UN; u++) x[u].store(a.dst[0], j0 + u * step);
+  }
+}
+
+// ring_pass: elements [lo, hi) through the block's threads.
+template <typename T, typename CT, int OP>
+__device__ __forceinline__ void ring_pass(const CollArgs& a, int f, i64 lo, i64 hi, u64 in_st, u64 out_st) {
+  const int V = 16 / (int)sizeof(T);
+  const i64 tid = threadIdx.x, nt = blockDim.x;
+  const i64 base = lo - lo % V; // the slot's first element
+  i64 vlo = (lo + V - 1) / V, vhi = hi / V;
+  if (!a.xtra || vlo >= vhi) {
+    i64 i = lo + tid;
+    for (; i + (RING_UN - 1) * nt < hi; i += RING_UN * nt) ring_units<T, CT, OP, 1, RING_UN>(a, f, i, nt, base, in_st, out_st);
+    for (; i < hi; i += nt) ring_units<T, CT, OP, 1, 1>(a, f, i, nt, base, in_st, out_st);
+    return;
+  }
+  // At most V-1 elements before the first vector and after the last.
+  i64 head = vlo * V - lo, tail = hi - vhi * V;
+  if (tid < head + tail) ring_units<T, CT, OP, 1, 1>(a, f, tid < head ? lo + tid : vhi * V + (tid - head), nt, base, in_st, out_st);
+  i64 j = vlo + tid;
+  for (; j + (RING_UN - 1) * nt < vhi; j += RING_UN * nt) ring_units<T, CT, OP, V, RING_UN>(a, f, j, nt, base / V, in_st, out_st);
+  for (; j < vhi; j += nt) ring_units<T, CT, OP, V, 1>(a, f, j, nt, base / V, in_st, out_st);
+}
+
+struct RingState {
+  int D, r, right, left, b, G, K;
+  bool gather;
+  u64 tx, rx; // transfers sent to the right, received from the left (this block)
+};
+
+__device__ __forceinline__ u64 ring_slot(const CollArgs& a, u64 stage, const RingState& s, u64 t) {
+  return stage + ((u64)s.b * s.K + t % s.K) * (u64)a.n;
+}
+
+// ring_op: step j of segment k: waits for the left's data (RP_RECV) and
+// for the slot it writes on the right to be free (RP_SEND), makes the
+// pass, then raises the right's data flag and acks the left.
+template <typename T, typename CT, int OP>
+__device__ __noinline__ bool ring_op(const CollArgs& a, RingState& s, int j, i64 k) {
+  const int D = s.D, r = s.r;
+  int f, c;
+  if (j == 0) {
+    f = RP_SEND, c = (r + D - 1) % D;
+  } else if (j < D - 1) {
+    f = RP_RECV | RP_REDUCE | RP_SEND, c = (r - j - 1 + 2 * D) % D;
+  } else if (j == D - 1) {
+    f = RP_RECV | RP_REDUCE | RP_STORE | RP_FINISH | (s.gather ? RP_SEND : 0), c = r;
+  } else {
+    f = RP_RECV | RP_STORE | (j < 2 * D - 2 ? RP_SEND : 0), c = (r - (j - D) - 1 + 2 * D) % D;
+  }
+  const bool recv = (f & RP_RECV) != 0, send = (f & RP_SEND) != 0;
+  i64 c0 = a.chunk[c], len = a.chunk[c + 1] - c0;
+  i64 plo = c0 + len * s.b / s.G, phi = c0 + len * (s.b + 1) / s.G;
+  i64 lo = imin(plo + k * a.seg, phi), hi = imin(lo + a.seg, phi);
+  bool ok = true;
+  if (threadIdx.x == 0 && recv) ok = wait_ge(a, slot(a.pad[r], PL_DATA, s.b, s.left), a.base + s.rx + 1, a.channel, PL_DATA, s.left);
+  if (threadIdx.x == 32 && send && s.tx >= (u64)s.K)
+    ok = wait_ge(a, slot(a.pad[r], PL_ACK, s.b, s.right), a.base + s.tx - s.K + 1, a.channel, PL_ACK, s.right);
+  if (!block_and(ok)) return false;
+  ring_pass<T, CT, OP>(a, f, lo, hi, recv ? ring_slot(a, a.stage[r], s, s.rx) : 0, send ? ring_slot(a, a.stage[s.right], s, s.tx) : 0);
+  __syncthreads();
+  if (threadIdx.x == 0 && send) put_signal(slot(a.pad[s.right], PL_DATA, s.b, r), a.base + s.tx + 1);
+  if (threadIdx.x == 32 && recv) put_signal(slot(a.pad[s.left], PL_ACK, s.b, r), a.base + s.rx + 1);
+  s.tx += send;
+  s.rx += recv;
+  return true;
+}
+
+template <typename T, typename CT, int OP>
+__device__ void ring_kernel(const CollArgs& a) {
+  RingState s;
+  s.D = a.world;
+  s.r = a.rank;
+  s.right = (s.r + 1) % s.D;
+  s.left = (s.r + s.D - 1) % s.D;
+  s.b = blockIdx.x;
+  s.G = gridDim.x;
+  s.K = a.nout;
+  s.gather = (a.mode & MODE_ALLGATHER) != 0;
+  s.tx = s.rx = 0;
+  const int J = s.gather ? 2 * s.D - 1 : s.D; // steps per segment
+  if (a.mode & MODE_WAVE) {
+    for (i64 w = 0; w < a.nseg + J - 1; w++)
+      for (int j = 0; j < J && j <= w; j++)
+        if (w - j < a.nseg && !ring_op<T, CT, OP>(a, s, j, w - j)) return;
+  } else {
+    for (i64 k = 0; k < a.nseg; k++)
+      for (int j = 0; j < J; j++)
+        if (!ring_op<T, CT, OP>(a, s, j, k)) return;
+  }
+  // Every slot of the right neighbour is free again before the next launch.
+  __syncthreads();
+  bool ok = true;
+  if (threadIdx.x == 0 && s.tx > 0) ok = wait_ge(a, slot(a.pad[s.r], PL_ACK, s.b, s.right), a.base + s.tx, a.channel, PL_ACK, s.right);
+  block_and(ok);
+}
