@@ -22,7 +22,8 @@ var allOpcodes = ir.Opcodes()
 // scope is what names a region sees.
 type scope struct {
 	parent *scope
-	names  map[string]*ir.Value
+	names  map[string]*ir.Value // nil for the top level, whose names are in table
+	table  *nameTable           // the top level's: the program's table of names
 	// closed: a fusion body, which sees only its operands (entered into
 	// names) and its own values.
 	closed bool
@@ -35,7 +36,7 @@ type scope struct {
 // fusion boundary (the name may be visible outside it).
 func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 	for ; s != nil; s = s.parent {
-		if v := s.names[name]; v != nil {
+		if v := s.get(name); v != nil {
 			return v, false
 		}
 		if s.closed {
@@ -43,6 +44,66 @@ func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 		}
 	}
 	return nil, false
+}
+
+// get is the value name means in this scope itself (not its parents).
+func (s *scope) get(name string) *ir.Value {
+	if s.table != nil {
+		if e := s.table.m[name]; e != nil {
+			return e.v
+		}
+		return nil
+	}
+	return s.names[name]
+}
+
+// set makes name mean v in this scope.
+func (s *scope) set(name string, v *ir.Value) {
+	if s.table != nil {
+		s.table.entry(name).v = v
+		return
+	}
+	s.names[name] = v
+}
+
+// each calls f with every name this scope defines (not its parents').
+func (s *scope) each(f func(string)) {
+	if s.table != nil {
+		for n, e := range s.table.m {
+			if e.v != nil {
+				f(n)
+			}
+		}
+		return
+	}
+	for n := range s.names {
+		f(n)
+	}
+}
+
+// nameTable is the program's one map of names: where each name was first
+// defined (names are unique program-wide) and what it means at the top
+// level. One map and one lookup per name replace a map of definitions plus
+// the top scope's map of values.
+type nameTable struct {
+	m    map[string]*nameEntry
+	slab []nameEntry
+}
+
+type nameEntry struct {
+	line, col int       // the definition's position, when defined
+	defined   bool      // claimed (or poisoned) somewhere in the program
+	v         *ir.Value // the value at the top level, nil if none
+}
+
+// entry is name's entry, made if there is none.
+func (t *nameTable) entry(name string) *nameEntry {
+	e := t.m[name]
+	if e == nil {
+		e = take(&t.slab)
+		t.m[name] = e
+	}
+	return e
 }
 
 func (s *scope) isLenient() bool {
@@ -70,8 +131,9 @@ type builder struct {
 	prog  *ir.Program
 	stack []*frame
 
-	defined  map[string]ir.Pos // every name defined so far (names are unique program-wide)
-	laterDef map[string]ir.Pos // every name the text defines, for "used before defined"
+	names    nameTable         // every name defined so far (names are unique program-wide), and the top level's values
+	lines    []line            // every line, for laterDef
+	laterDef map[string]ir.Pos // every name the text defines, for "used before defined"; made on first need
 	poisoned map[string]bool   // names whose definition was rejected: uses are not reported
 
 	reference bool      // parse with the participle grammar only (parseWith)
@@ -87,15 +149,39 @@ type builder struct {
 
 func newBuilder(file string) *builder {
 	prog := &ir.Program{File: file, Body: &ir.Block{}}
-	top := &frame{block: prog.Body, scope: &scope{names: map[string]*ir.Value{}}}
-	return &builder{
+	b := &builder{
 		file:     file,
 		prog:     prog,
-		stack:    []*frame{top},
-		defined:  map[string]ir.Pos{},
-		laterDef: map[string]ir.Pos{},
+		names:    nameTable{m: map[string]*nameEntry{}},
 		poisoned: map[string]bool{},
 	}
+	b.stack = []*frame{{block: prog.Body, scope: &scope{table: &b.names}}}
+	return b
+}
+
+// defined reports where name was defined, if it was.
+func (b *builder) defined(name string) (ir.Pos, bool) {
+	if e := b.names.m[name]; e != nil && e.defined {
+		return ir.Pos{File: b.file, Line: e.line, Col: e.col}, true
+	}
+	return ir.Pos{}, false
+}
+
+// define records that name is defined at p.
+func (b *builder) define(name string, p lexer.Position) {
+	e := b.names.entry(name)
+	e.line, e.col, e.defined = p.Line, p.Column, true
+}
+
+// laterDefinition is where the text first defines name, if it does. The
+// table is made from every line on the first call (only an error needs it).
+func (b *builder) laterDefinition(name string) (ir.Pos, bool) {
+	if b.laterDef == nil {
+		b.laterDef = map[string]ir.Pos{}
+		b.collectDefinitions(b.lines)
+	}
+	p, ok := b.laterDef[name]
+	return p, ok
 }
 
 func (b *builder) pos(p lexer.Position) ir.Pos {
@@ -163,7 +249,7 @@ func (b *builder) line(l *line) {
 func (b *builder) rejectedLine(l *line) {
 	for _, t := range l.tokens {
 		if t.Type == tokVar {
-			if _, ok := b.defined[t.Value[1:]]; !ok {
+			if _, ok := b.defined(t.Value[1:]); !ok {
 				b.poisoned[t.Value[1:]] = true
 			}
 		}
@@ -272,7 +358,7 @@ func (b *builder) input(in *inputAST) {
 	}
 	v := &ir.Value{Name: name, Type: typ, Pos: pos}
 	b.prog.Inputs = append(b.prog.Inputs, v)
-	b.top().scope.names[name] = v
+	b.top().scope.set(name, v)
 }
 
 func (b *builder) output(out *outputAST) {
@@ -380,7 +466,7 @@ func (b *builder) forOp(o *opAST) {
 	op.Body = &ir.Block{Args: []*ir.Value{index}}
 	fr := b.finishOp(op, o.Results, nil, ok, true)
 	if b.claim(f.Index) {
-		fr.scope.names[index.Name] = index
+		fr.scope.set(index.Name, index)
 	} else {
 		fr.broken = true
 		fr.scope.lenient = true
@@ -412,7 +498,7 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 		}
 		b.top().block.Ops = append(b.top().block.Ops, op)
 		for _, r := range op.Results {
-			b.top().scope.names[r.Name] = r
+			b.top().scope.set(r.Name, r)
 		}
 		return nil
 	}
@@ -426,7 +512,7 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 		fr.scope.closed = true
 		for _, x := range op.Operands {
 			if x != nil && x.Lit == nil {
-				fr.scope.names[x.Name] = x
+				fr.scope.set(x.Name, x)
 			}
 		}
 	}
@@ -481,7 +567,7 @@ func (b *builder) pop() {
 	}
 	parent.block.Ops = append(parent.block.Ops, fr.op)
 	for _, r := range fr.op.Results {
-		parent.scope.names[r.Name] = r
+		parent.scope.set(r.Name, r)
 	}
 }
 
@@ -508,11 +594,12 @@ func (b *builder) finish() {
 // returns false.
 func (b *builder) claim(n *nameTok) bool {
 	name := n.Text[1:]
-	if first, dup := b.defined[name]; dup {
-		b.errs.Add(b.pos(n.Pos), "%s is defined twice (first at %s)", n.Text, first)
+	e := b.names.entry(name)
+	if e.defined {
+		b.errs.Add(b.pos(n.Pos), "%s is defined twice (first at %s)", n.Text, ir.Pos{File: b.file, Line: e.line, Col: e.col})
 		return false
 	}
-	b.defined[name] = b.pos(n.Pos)
+	e.line, e.col, e.defined = n.Pos.Line, n.Pos.Column, true
 	return true
 }
 
@@ -523,10 +610,10 @@ func (b *builder) poison(name string) { b.poisoned[name] = true }
 func (b *builder) poisonResults(results []*nameTok) {
 	for _, r := range results {
 		name := r.Text[1:]
-		if first, ok := b.defined[name]; ok && first != b.pos(r.Pos) {
+		if first, ok := b.defined(name); ok && first != b.pos(r.Pos) {
 			continue
 		}
-		b.defined[name] = b.pos(r.Pos)
+		b.define(name, r.Pos)
 		b.poison(name)
 	}
 }
@@ -544,7 +631,7 @@ func (b *builder) resolve(n *nameTok) *ir.Value {
 		return nil
 	}
 	pos := b.pos(n.Pos)
-	if first, ok := b.defined[name]; ok {
+	if first, ok := b.defined(name); ok {
 		if crossedFusion && b.visibleOutsideFusion(name) {
 			b.errs.Add(pos, "a fusion body sees only the fusion's operands and its own values: pass %s as an operand of the fusion", n.Text)
 		} else {
@@ -552,7 +639,7 @@ func (b *builder) resolve(n *nameTok) *ir.Value {
 		}
 		return nil
 	}
-	if later, ok := b.laterDef[name]; ok {
+	if later, ok := b.laterDefinition(name); ok {
 		b.errs.Add(pos, "%s is used before its definition at %s", n.Text, later)
 		return nil
 	}
@@ -577,9 +664,7 @@ func (b *builder) visibleOutsideFusion(name string) bool {
 func (b *builder) visibleNames() []string {
 	var names []string
 	for s := b.top().scope; s != nil; s = s.parent {
-		for n := range s.names {
-			names = append(names, n)
-		}
+		s.each(func(n string) { names = append(names, n) })
 		if s.closed {
 			break
 		}

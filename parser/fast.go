@@ -4,8 +4,6 @@ import (
 	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
-
-	"github.com/hirlab/hir/ir"
 )
 
 // The fast path: a hand-written recursive-descent parser for one line's
@@ -523,9 +521,7 @@ func (b *builder) scanAndParseLines(filename, src string) []line {
 
 // presize sizes the builder's maps of names for a program of n lines.
 func (b *builder) presize(n int) {
-	if len(b.defined) == 0 && len(b.laterDef) == 0 {
-		b.defined = make(map[string]ir.Pos, n)
-		b.laterDef = make(map[string]ir.Pos, n)
-		b.stack[0].scope.names = make(map[string]*ir.Value, n)
+	if len(b.names.m) == 0 {
+		b.names.m = make(map[string]*nameEntry, n)
 	}
 }

@@ -74,7 +74,7 @@ func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program
 	b := newBuilder(filename)
 	b.reference = reference
 	lines := b.scanAndParseLines(filename, string(src))
-	b.collectDefinitions(lines)
+	b.lines = lines
 	for i := range lines {
 		b.line(&lines[i])
 	}
