@@ -78,7 +78,7 @@ func collAutoScenario() error {
 					}
 				}
 				if !found {
-					want = defaultAlgo(p)
+					want = d.defaultAlgo(p)
 				}
 				fmt.Printf("rank %d: auto %s bf16 %d bytes into %v: %s (table: %v)\n", d.Rank(), op, size, out.Mem(), p.impl, tbl.Ranked(op, d.WorldSize(), ir.BF16, size))
 				if p.impl != want {

@@ -3,9 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
-	"os"
 	goruntime "runtime"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -37,39 +35,30 @@ type collPlan struct {
 	what         string          // for messages
 }
 
-// autoOneShotMax is the largest all_reduce auto runs one_shot for
+// The compiled-in thresholds (Tuning, knobs.go, sets them per device):
+// AutoOneShotMax is the largest all_reduce auto runs one_shot for
 // without a measured table; above it auto runs two_shot where the output
 // is symmetric (one_shot reads the whole input of every peer, two_shot a
 // 1/D share). Measured on 2 × H200: up to 256 KiB one_shot runs as the
 // LL kernel in 3.7-5.5 µs of GPU time, two_shot in 8-11 µs; from 512 KiB
 // to 1 MiB they are within a microsecond (HIR_COLL_AUTO_ONESHOT_MAX,
-// bytes).
-var autoOneShotMax = int64(llCapBytes)
-
-// llMax is the largest all_reduce (bytes) one_shot runs through the LL
+// bytes; default llCapBytes).
+//
+// LLMax is the largest all_reduce (bytes) one_shot runs through the LL
 // kernel: one pass, no barrier, each 8 bytes of data stored with a flag
 // into every peer's staging (HIR_COLL_LL_MAX, up to llCapBytes; 0 turns
 // it off). Measured on 2 × H200, GPU time per call: 3.7 µs at 8 KiB,
 // 4.1 at 64 KiB, 5.5 at 256 KiB, against 8.2, 10.5 and 10.9 µs for
 // two_shot.
-var llMax = int64(llCapBytes)
-
-func init() {
-	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_AUTO_ONESHOT_MAX"), 10, 64); err == nil && v >= 0 {
-		autoOneShotMax = v
-	}
-	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_LL_MAX"), 10, 64); err == nil && v >= 0 {
-		llMax = min(v, llCapBytes)
-	}
-}
 
 // collBlocks is the most blocks a collective kernel of this rank would
-// launch: one per multiprocessor (HIR_COLL_BLOCKS overrides it), at most
-// the pads' maxBlocks. The ranks agree on the smallest (commReady), since
-// block b of a rank meets block b of its peers.
-func collBlocks(sms int) int {
-	if v, err := strconv.Atoi(os.Getenv("HIR_COLL_BLOCKS")); err == nil && v > 0 {
-		return min(v, maxBlocks)
+// launch: one per multiprocessor (override, Tuning.Blocks from
+// HIR_COLL_BLOCKS, where > 0), at most the pads' maxBlocks. The ranks
+// agree on the smallest (commReady), since block b of a rank meets block b
+// of its peers.
+func collBlocks(sms, override int) int {
+	if override > 0 {
+		return min(override, maxBlocks)
 	}
 	if sms <= 0 {
 		return 32
@@ -173,9 +162,9 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	}
 	p.impl = d.resolveAlgo(p)
 	p.access = implAccess(c.Op, p.impl)
-	p.ll = c.Op == ir.OpAllReduce && p.impl == ir.AlgoOneShot && useLL(p)
-	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.kind == kindSym && cePush
-	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == ir.AlgoTwoShot && twoShotCEMin > 0 && p.in.Bytes() >= twoShotCEMin
+	p.ll = c.Op == ir.OpAllReduce && p.impl == ir.AlgoOneShot && useLL(p, d.tune.LLMax)
+	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.kind == kindSym && d.tune.CEPush
+	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == ir.AlgoTwoShot && d.tune.TwoShotCEMin > 0 && p.in.Bytes() >= d.tune.TwoShotCEMin
 	if p.access.ReadsInput && p.inB.kind != kindSym {
 		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.id, p.inB.mem, kindName(p.inB.kind))
 	}
@@ -201,7 +190,7 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.sym.seq, c.Out.Offset)
 	}
 	if p.impl == ir.AlgoRing && p.op != ir.OpAllGather {
-		p.ring = ringGeometry
+		p.ring = d.tune.ring()
 		p.desc += " ring=" + p.ring.String()
 	}
 	return p, nil
@@ -219,10 +208,10 @@ func implAccess(op ir.Opcode, impl ir.Algo) ir.RemoteAccess {
 }
 
 // useLL says whether all_reduce one_shot runs as the LL kernel: up to
-// llMax bytes, the output the input itself or apart from it (each thread
+// llMax bytes (Tuning.LLMax), the output the input itself or apart from it (each thread
 // reads its 8 bytes before it writes them), and reduce dtypes of 2, 4 or
 // 8 bytes.
-func useLL(p *collPlan) bool {
+func useLL(p *collPlan, llMax int64) bool {
 	n := p.in.Bytes()
 	if n > llMax || p.es < 2 || p.es > 8 {
 		return false
@@ -249,51 +238,42 @@ func (d *Device) resolveAlgo(p *collPlan) ir.Algo {
 			}
 		}
 	}
-	return defaultAlgo(p)
+	return d.defaultAlgo(p)
 }
 
 // defaultAlgo is the compiled-in choice: one_shot everywhere, except
-// all_reduce above autoOneShotMax with a symmetric output, which runs
-// two_shot (same rank-order result, 1/D of the loads), and all_gather of
-// a symmetric input from copyEngineMin bytes of output, which runs
+// all_reduce above Tuning.AutoOneShotMax with a symmetric output, which
+// runs two_shot (same rank-order result, 1/D of the loads), and all_gather
+// of a symmetric input from Tuning.AutoCEMin bytes of output, which runs
 // copy_engine.
-func defaultAlgo(p *collPlan) ir.Algo {
+func (d *Device) defaultAlgo(p *collPlan) ir.Algo {
 	switch p.op {
 	case ir.OpAllReduce:
-		if p.in.Bytes() > autoOneShotMax && p.outB.kind == kindSym {
+		if p.in.Bytes() > d.tune.AutoOneShotMax && p.outB.kind == kindSym {
 			return ir.AlgoTwoShot
 		}
 	case ir.OpAllGather:
-		if copyEngineMin > 0 && p.out.Bytes() >= copyEngineMin && p.inB.kind == kindSym {
+		if d.tune.AutoCEMin > 0 && p.out.Bytes() >= d.tune.AutoCEMin && p.inB.kind == kindSym {
 			return ir.AlgoCopyEngine
 		}
 	}
 	return ir.AlgoOneShot
 }
 
-// cePush says whether copy_engine pushes each rank's shard into the
-// peers' outputs where those are symmetric (HIR_COLL_CE_PUSH=0: always
-// pull through the contiguous view).
-var cePush = os.Getenv("HIR_COLL_CE_PUSH") != "0"
-
-// twoShotCEMin is the smallest all_reduce two_shot runs with its
+// Tuning.CEPush says whether copy_engine pushes each rank's shard into
+// the peers' outputs where those are symmetric (HIR_COLL_CE_PUSH=0:
+// always pull through the contiguous view).
+//
+// Tuning.TwoShotCEMin is the smallest all_reduce two_shot runs with its
 // all-gather half on the copy engines (HIR_COLL_TWO_SHOT_CE_MIN, bytes;
-// 0: never). Measured on 2 × H200: 16 MiB 75 µs against 60 µs with SM
-// stores, 256 MiB 776 against 799, 1 GiB 3024 against 3152 (the copy
-// engines' fixed cost, a barrier and a memcpy per peer, pays from about
-// 100 MiB).
-var twoShotCEMin = envBytes("HIR_COLL_TWO_SHOT_CE_MIN", 128<<20)
-
-// copyEngineMin is the smallest all_gather output auto sends through the
-// copy engines (HIR_COLL_AUTO_CE_MIN, bytes; 0: never).
-var copyEngineMin = envBytes("HIR_COLL_AUTO_CE_MIN", 64<<20)
-
-func envBytes(name string, def int64) int64 {
-	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v >= 0 {
-		return v
-	}
-	return def
-}
+// 0: never; default 128 MiB). Measured on 2 × H200: 16 MiB 75 µs against
+// 60 µs with SM stores, 256 MiB 776 against 799, 1 GiB 3024 against 3152
+// (the copy engines' fixed cost, a barrier and a memcpy per peer, pays
+// from about 100 MiB).
+//
+// Tuning.AutoCEMin is the smallest all_gather output auto sends through
+// the copy engines (HIR_COLL_AUTO_CE_MIN, bytes; 0: never; default
+// 64 MiB).
 
 // fits says whether algorithm algo can run p as auto's choice: op has it,
 // the operands are symmetric where it touches them remotely, and NCCL
@@ -1073,27 +1053,6 @@ func (g ringGeom) useWave(D int, gather bool) bool {
 // KiB segments ran 10-20 % slower, 512 KiB segments gave reduce_scatter
 // 338 for twice the staging (128 MiB per rank and channel here).
 var ringDefault = ringGeom{blocks: 128, seg: 256 << 10, slots: 4, wave: true}
-
-var ringGeometry = ringGeomFromEnv(ringDefault)
-
-func ringGeomFromEnv(g ringGeom) ringGeom {
-	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_RING_BLOCKS"), 10, 64); err == nil && v > 0 {
-		g.blocks = min(v, maxBlocks)
-	}
-	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_RING_SEG"), 10, 64); err == nil && v >= 16 {
-		g.seg = min(v/16*16, 64<<20)
-	}
-	if v, err := strconv.ParseInt(os.Getenv("HIR_COLL_RING_SLOTS"), 10, 64); err == nil && v > 0 {
-		g.slots = min(max(v, 2), 16)
-	}
-	switch os.Getenv("HIR_COLL_RING_WAVE") {
-	case "1":
-		g.wave = true
-	case "0":
-		g.wave = false
-	}
-	return g
-}
 
 func (g ringGeom) String() string {
 	s := fmt.Sprintf("%dx%dx%d", g.blocks, g.seg, g.slots)

@@ -197,15 +197,15 @@ func collBenchScenario() error {
 			if err := d.ReleaseComm(); err != nil {
 				return err
 			}
-			saved := ringGeometry
-			ringGeometry = g
+			saved := d.tune.ring()
+			d.tune.setRing(g)
 			for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpReduceScatter} {
 				if err := measure(benchRow{op, ir.AlgoRing}, "ring@"+g.String()); err != nil {
-					ringGeometry = saved
+					d.tune.setRing(saved)
 					return err
 				}
 			}
-			ringGeometry = saved
+			d.tune.setRing(saved)
 			if err := d.ReleaseComm(); err != nil {
 				return err
 			}

@@ -13,7 +13,7 @@ import (
 // hand-made buffers (addresses only; nothing is dereferenced).
 
 func fakeDevice(rank, world int) *Device {
-	return &Device{opts: Options{Rank: rank, WorldSize: world, Timeout: time.Second}, live: map[uint64]*buffer{}}
+	return &Device{opts: Options{Rank: rank, WorldSize: world, Timeout: time.Second}, tune: TuningFromEnv(), live: map[uint64]*buffer{}}
 }
 
 func fakeBuf(d *Device, size int64, mem ir.MemoryType) *buffer {

@@ -3,7 +3,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"unsafe"
@@ -149,7 +148,7 @@ func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (run
 		return fail(err)
 	}
 	k.mm.batch, k.mm.m, k.mm.k, k.mm.n, k.mm.bBatched = batch, m, kk, n, bBatched
-	mode := os.Getenv(envMatmul)
+	mode := d.tune.Matmul
 	if mode == "tiled" {
 		k.note = envMatmul + "=tiled"
 	} else {
@@ -169,10 +168,6 @@ func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (run
 	}
 	return d.finishGenerated(k, gen, ImplTiled)
 }
-
-// checkLaunches synchronises after every launch (HIR_CUDA_CHECK_LAUNCHES=1),
-// so a fault names the op that caused it instead of a later call.
-var checkLaunches = os.Getenv("HIR_CUDA_CHECK_LAUNCHES") == "1"
 
 // launchArg is one argument as Launch places it.
 type launchArg struct {
@@ -259,7 +254,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 					}
 				}
 			}
-			if checkLaunches {
+			if d.tune.CheckLaunches { // Tuning: a fault names the op that caused it
 				return d.drv.call("cuStreamSynchronize", s.h)
 			}
 			return nil

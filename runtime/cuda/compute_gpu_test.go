@@ -412,7 +412,9 @@ func TestComputeAgainstCPU(t *testing.T) {
 				t.Skipf("%d elements: too many for the CPU reference", n)
 			}
 			if c.impl == "tiled" {
-				t.Setenv(envMatmul, "tiled")
+				saved := d.tune.Matmul
+				d.tune.Matmul = "tiled"
+				t.Cleanup(func() { d.tune.Matmul = saved })
 			}
 			inputs := inputsFor(c, uint64(1000+i))
 			want, _, err := runCase(ref, c, inputs, 0)

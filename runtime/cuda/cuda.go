@@ -35,6 +35,9 @@ type Options struct {
 	// NoFabric keeps symmetric allocations on POSIX fds even where fabric
 	// handles work (tests of the fd path, and HIR_CUDA_FABRIC=0).
 	NoFabric bool
+	// Tuning is the rank's tuning knobs; nil: TuningFromEnv() when the
+	// device opens (knobs.go).
+	Tuning *Tuning
 }
 
 // Open is the "cuda" backend's runtime.Factory: one rank per process. The
@@ -149,6 +152,11 @@ func New(opts Options) (*Runtime, error) {
 	drv, _ := loadDriver()
 	d := &Device{drv: drv, opts: opts, info: p.Devices[opts.Device], live: map[uint64]*buffer{},
 		streams: map[*stream]bool{}, events: map[*event]bool{}}
+	if opts.Tuning != nil {
+		d.tune = *opts.Tuning
+	} else {
+		d.tune = TuningFromEnv()
+	}
 	if err := d.open(); err != nil {
 		d.close()
 		return nil, fmt.Errorf("cuda: rank %d: %w", opts.Rank, err)
@@ -194,6 +202,7 @@ type Device struct {
 	exchangeSeq atomic.Uint64 // Exchange calls so far: each names its store keys
 	drv         *driver
 	opts        Options
+	tune        Tuning // the knobs: opts.Tuning, else the environment's (knobs.go)
 	info        DeviceInfo
 	dev         int32
 	ctx         uintptr

@@ -131,7 +131,7 @@ func (d *Device) commReady() (*commState, error) {
 // block b) and the auto table (used only where every rank loaded the
 // same one). Called with c.mu held, at the first collective.
 func (d *Device) commSetup(c *commState) error {
-	blocks := collBlocks(d.info.Multiprocessors)
+	blocks := collBlocks(d.info.Multiprocessors, d.tune.Blocks)
 	table, digest, note := loadAutoTableFor(d.info.Name)
 	if w := d.opts.WorldSize; w > 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)

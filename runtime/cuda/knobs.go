@@ -1,0 +1,112 @@
+package cuda
+
+import (
+	"os"
+	"strconv"
+)
+
+// Tuning is the CUDA runtime's tuning knobs: the collectives' thresholds
+// and ring geometry, the copy-engine switches, the matmul path and launch
+// checking. A Device reads its Tuning from Options.Tuning, or, where that
+// is nil, from the environment when it opens (TuningFromEnv); nothing
+// reads these variables anywhere else. docs/RUNTIME-CUDA.md ("Tuning
+// knobs") has the table of variables, defaults and meanings.
+type Tuning struct {
+	// AutoOneShotMax is the largest all_reduce (bytes) auto runs one_shot
+	// for without a measured table (HIR_COLL_AUTO_ONESHOT_MAX).
+	AutoOneShotMax int64
+	// LLMax is the largest all_reduce (bytes) one_shot runs through the LL
+	// kernel, at most llCapBytes; 0 turns it off (HIR_COLL_LL_MAX).
+	LLMax int64
+	// Blocks caps a collective kernel's grid; 0: one block per
+	// multiprocessor (HIR_COLL_BLOCKS). At most maxBlocks either way.
+	Blocks int
+	// CEPush: copy_engine pushes each rank's shard into the peers'
+	// symmetric outputs rather than pulling (HIR_COLL_CE_PUSH=0: pull).
+	CEPush bool
+	// TwoShotCEMin is the smallest all_reduce (bytes) two_shot runs with
+	// its all-gather half on the copy engines; 0: never
+	// (HIR_COLL_TWO_SHOT_CE_MIN).
+	TwoShotCEMin int64
+	// AutoCEMin is the smallest all_gather output (bytes) auto sends
+	// through the copy engines; 0: never (HIR_COLL_AUTO_CE_MIN).
+	AutoCEMin int64
+	// Ring is the ring algorithm's geometry: blocks, segment bytes,
+	// staging slots and waves (HIR_COLL_RING_BLOCKS, _SEG, _SLOTS, _WAVE).
+	RingBlocks, RingSeg, RingSlots int64
+	RingWave                       bool
+	// Matmul is "" (cuBLAS where it can, else the tiled kernel), "tiled"
+	// (never cuBLAS) or "cublas" (fail rather than fall back)
+	// (HIR_CUDA_MATMUL).
+	Matmul string
+	// CheckLaunches synchronises after every compute launch, so a fault
+	// names the op that caused it (HIR_CUDA_CHECK_LAUNCHES=1).
+	CheckLaunches bool
+}
+
+// DefaultTuning is the Tuning with no variable set.
+func DefaultTuning() Tuning {
+	return Tuning{
+		AutoOneShotMax: llCapBytes,
+		LLMax:          llCapBytes,
+		CEPush:         true,
+		TwoShotCEMin:   128 << 20,
+		AutoCEMin:      64 << 20,
+		RingBlocks:     ringDefault.blocks, RingSeg: ringDefault.seg, RingSlots: ringDefault.slots, RingWave: ringDefault.wave,
+	}
+}
+
+// TuningFromEnv is DefaultTuning with the environment's knobs applied; a
+// value that does not parse, or is out of range, leaves the default.
+func TuningFromEnv() Tuning {
+	t := DefaultTuning()
+	if v, ok := envInt("HIR_COLL_AUTO_ONESHOT_MAX"); ok && v >= 0 {
+		t.AutoOneShotMax = v
+	}
+	if v, ok := envInt("HIR_COLL_LL_MAX"); ok && v >= 0 {
+		t.LLMax = min(v, llCapBytes)
+	}
+	if v, err := strconv.Atoi(os.Getenv("HIR_COLL_BLOCKS")); err == nil && v > 0 {
+		t.Blocks = v
+	}
+	t.CEPush = os.Getenv("HIR_COLL_CE_PUSH") != "0"
+	if v, ok := envInt("HIR_COLL_TWO_SHOT_CE_MIN"); ok && v >= 0 {
+		t.TwoShotCEMin = v
+	}
+	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {
+		t.AutoCEMin = v
+	}
+	if v, ok := envInt("HIR_COLL_RING_BLOCKS"); ok && v > 0 {
+		t.RingBlocks = min(v, maxBlocks)
+	}
+	if v, ok := envInt("HIR_COLL_RING_SEG"); ok && v >= 16 {
+		t.RingSeg = min(v/16*16, 64<<20)
+	}
+	if v, ok := envInt("HIR_COLL_RING_SLOTS"); ok && v > 0 {
+		t.RingSlots = min(max(v, 2), 16)
+	}
+	switch os.Getenv("HIR_COLL_RING_WAVE") {
+	case "1":
+		t.RingWave = true
+	case "0":
+		t.RingWave = false
+	}
+	t.Matmul = os.Getenv(envMatmul)
+	t.CheckLaunches = os.Getenv("HIR_CUDA_CHECK_LAUNCHES") == "1"
+	return t
+}
+
+func envInt(name string) (int64, bool) {
+	v, err := strconv.ParseInt(os.Getenv(name), 10, 64)
+	return v, err == nil
+}
+
+// ring is the ring geometry t sets.
+func (t *Tuning) ring() ringGeom {
+	return ringGeom{blocks: t.RingBlocks, seg: t.RingSeg, slots: t.RingSlots, wave: t.RingWave}
+}
+
+// setRing sets t's ring geometry to g.
+func (t *Tuning) setRing(g ringGeom) {
+	t.RingBlocks, t.RingSeg, t.RingSlots, t.RingWave = g.blocks, g.seg, g.slots, g.wave
+}

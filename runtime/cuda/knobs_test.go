@@ -1,0 +1,40 @@
+package cuda
+
+import "testing"
+
+// TestTuningFromEnv: the defaults are the compiled-in values, and each
+// variable parses and clamps as documented (docs/RUNTIME-CUDA.md).
+func TestTuningFromEnv(t *testing.T) {
+	for _, k := range []string{"HIR_COLL_AUTO_ONESHOT_MAX", "HIR_COLL_LL_MAX", "HIR_COLL_BLOCKS", "HIR_COLL_CE_PUSH",
+		"HIR_COLL_TWO_SHOT_CE_MIN", "HIR_COLL_AUTO_CE_MIN", "HIR_COLL_RING_BLOCKS", "HIR_COLL_RING_SEG",
+		"HIR_COLL_RING_SLOTS", "HIR_COLL_RING_WAVE", envMatmul, "HIR_CUDA_CHECK_LAUNCHES"} {
+		t.Setenv(k, "")
+	}
+	def := Tuning{AutoOneShotMax: 256 << 10, LLMax: 256 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AutoCEMin: 64 << 20,
+		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true}
+	if got := TuningFromEnv(); got != def || DefaultTuning() != def {
+		t.Fatalf("defaults: %+v", got)
+	}
+	t.Setenv("HIR_COLL_AUTO_ONESHOT_MAX", "0")
+	t.Setenv("HIR_COLL_LL_MAX", "999999999")
+	t.Setenv("HIR_COLL_BLOCKS", "7")
+	t.Setenv("HIR_COLL_CE_PUSH", "0")
+	t.Setenv("HIR_COLL_TWO_SHOT_CE_MIN", "-1")
+	t.Setenv("HIR_COLL_AUTO_CE_MIN", "x")
+	t.Setenv("HIR_COLL_RING_BLOCKS", "1000")
+	t.Setenv("HIR_COLL_RING_SEG", "4100")
+	t.Setenv("HIR_COLL_RING_SLOTS", "1")
+	t.Setenv("HIR_COLL_RING_WAVE", "0")
+	t.Setenv(envMatmul, "tiled")
+	t.Setenv("HIR_CUDA_CHECK_LAUNCHES", "1")
+	want := def
+	want.AutoOneShotMax, want.LLMax, want.Blocks, want.CEPush = 0, 256<<10, 7, false
+	want.RingBlocks, want.RingSeg, want.RingSlots, want.RingWave = maxBlocks, 4096, 2, false
+	want.Matmul, want.CheckLaunches = "tiled", true
+	if got := TuningFromEnv(); got != want {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if g := want.ring(); g != (ringGeom{blocks: maxBlocks, seg: 4096, slots: 2}) {
+		t.Fatalf("ring %v", g)
+	}
+}
