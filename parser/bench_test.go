@@ -71,3 +71,24 @@ func BenchmarkGoParser(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMillionOpCheck is BenchmarkParseAndCheck on a program of
+// 1,000,000 ops (about 45 MB of text): `hirrun check` on it should take
+// under 2 s (issue 11). Skipped with -short.
+func BenchmarkMillionOpCheck(b *testing.B) {
+	if testing.Short() {
+		b.Skip("a program of a million ops")
+	}
+	src := generateProgram(1_000_000)
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		prog, err := Parse("bench.hir", src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := passes.Check(prog, &passes.Context{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

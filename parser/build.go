@@ -132,8 +132,9 @@ type builder struct {
 	stack []*frame
 
 	names    nameTable         // every name defined so far (names are unique program-wide), and the top level's values
-	lines    []line            // every line, for laterDef
-	laterDef map[string]ir.Pos // every name the text defines, for "used before defined"; made on first need
+	src       string            // the source, for laterDefinition
+	undefined []undefinedUse    // uses of names not defined so far (settleUndefined)
+	laterDef  map[string]ir.Pos // every name the text defines, for "used before defined"; made on first need
 	poisoned map[string]bool   // names whose definition was rejected: uses are not reported
 
 	reference bool      // parse with the participle grammar only (parseWith)
@@ -174,14 +175,35 @@ func (b *builder) define(name string, p lexer.Position) {
 }
 
 // laterDefinition is where the text first defines name, if it does. The
-// table is made from every line on the first call (only an error needs it).
+// table is made from every line, parsed again, on the first call (only an
+// error needs it).
 func (b *builder) laterDefinition(name string) (ir.Pos, bool) {
 	if b.laterDef == nil {
 		b.laterDef = map[string]ir.Pos{}
-		b.collectDefinitions(b.lines)
+		b.collectDefinitions(b.parsedLines())
 	}
 	p, ok := b.laterDef[name]
 	return p, ok
+}
+
+// undefinedUse is a use of a name that no line before it defines: reported
+// as undefined when read, and reworded by settleUndefined, once every line
+// has been read, if a later line defines it.
+type undefinedUse struct {
+	err  *ir.Error
+	name string // without the %
+	text string // as written
+}
+
+// settleUndefined words each use of a name that was not defined where it
+// was used: "used before its definition" if the text defines it later.
+func (b *builder) settleUndefined() {
+	for _, u := range b.undefined {
+		if later, ok := b.laterDefinition(u.name); ok {
+			*u.err = *ir.Errorf(u.err.Pos, "%s is used before its definition at %s", u.text, later)
+		}
+	}
+	b.undefined = nil
 }
 
 func (b *builder) pos(p lexer.Position) ir.Pos {
@@ -639,11 +661,10 @@ func (b *builder) resolve(n *nameTok) *ir.Value {
 		}
 		return nil
 	}
-	if later, ok := b.laterDefinition(name); ok {
-		b.errs.Add(pos, "%s is used before its definition at %s", n.Text, later)
-		return nil
-	}
+	// Whether a later line defines it is settled once every line is read
+	// (settleUndefined).
 	b.errs.Add(pos, "undefined %s%s", n.Text, didYouMean(name, b.visibleNames(), "%"))
+	b.undefined = append(b.undefined, undefinedUse{err: b.errs[len(b.errs)-1], name: name, text: n.Text})
 	return nil
 }
 

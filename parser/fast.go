@@ -484,15 +484,40 @@ func (p *fastParser) typ() (*typeAST, bool) {
 	return t, true
 }
 
-// scanAndParseLines scans src a line at a time into one reused buffer and
-// parses each line as it comes (what splitLines and parseLine do to the
-// whole token stream, without holding every token at once). A line that
-// parsed keeps only its first token (as its tokens, in a shared slab); a
-// rejected line keeps a copy of all of them, for the builder's recovery.
-func (b *builder) scanAndParseLines(filename, src string) []line {
+// reset empties the slabs for the next line: the builder turns each line
+// into IR before the next is parsed, and the IR keeps no pointer into the
+// tree, so one line's nodes are reused by the next.
+func (a *fastAlloc) reset() {
+	a.lines = a.lines[:0]
+	a.ops = a.ops[:0]
+	a.generics = a.generics[:0]
+	a.names = a.names[:0]
+	a.idents = a.idents[:0]
+	a.ints = a.ints[:0]
+	a.operands = a.operands[:0]
+	a.attrs = a.attrs[:0]
+	a.values = a.values[:0]
+	a.types = a.types[:0]
+	a.shapes = a.shapes[:0]
+	a.dims = a.dims[:0]
+	a.strs = a.strs[:0]
+	a.namePtrs = a.namePtrs[:0]
+	a.opPtrs = a.opPtrs[:0]
+	a.attrPtrs = a.attrPtrs[:0]
+	a.typePtrs = a.typePtrs[:0]
+	a.dimPtrs = a.dimPtrs[:0]
+	a.intPtrs = a.intPtrs[:0]
+}
+
+// scanParseAndBuild scans src a line at a time into one reused buffer,
+// parses each line as it comes and turns it into IR at once (what
+// splitLines, parseLine and line do to the whole token stream, without
+// holding every token or every line's tree at once: the fast path's nodes
+// are reused from line to line).
+func (b *builder) scanParseAndBuild(filename, src string) {
 	s := scanner{filename: filename, src: src, line: 1, tokens: make([]lexer.Token, 0, 64)}
-	lines := make([]line, 0, strings.Count(src, "\n")+1)
-	var firsts []lexer.Token
+	// A definition takes a line and at least 4 bytes ("%a=b").
+	b.presize(min(strings.Count(src, "\n")+1, len(src)/4+1))
 	for more := true; more; {
 		s.tokens = s.tokens[:0]
 		more = s.scanLine()
@@ -502,24 +527,42 @@ func (b *builder) scanAndParseLines(filename, src string) []line {
 			continue // an empty line
 		}
 		toks[n-1] = lexer.EOFToken(toks[n-1].Pos)
+		b.alloc.reset()
 		l := line{tokens: toks}
 		b.parseLine(&l)
-		if l.ast != nil {
-			if len(firsts) == cap(firsts) {
-				firsts = make([]lexer.Token, 0, 1024)
-			}
-			firsts = append(firsts, toks[0])
-			l.tokens = firsts[len(firsts)-1 : len(firsts) : len(firsts)]
-		} else {
-			l.tokens = append([]lexer.Token(nil), toks...)
+		b.line(&l)
+	}
+	b.src = src
+	b.settleUndefined()
+}
+
+// parsedLines scans and parses src again, quietly, for what only an error
+// message needs (laterDefinition): every line, with its tree, nil where the
+// line did not parse.
+func (b *builder) parsedLines() []line {
+	s := scanner{filename: b.file, src: b.src, line: 1}
+	var lines []line
+	var alloc fastAlloc
+	for more := true; more; {
+		s.tokens = nil
+		more = s.scanLine()
+		toks := s.tokens
+		n := len(toks)
+		if n == 1 {
+			continue
 		}
+		toks[n-1] = lexer.EOFToken(toks[n-1].Pos)
+		l := line{tokens: toks}
+		quiet := builder{file: b.file, reference: b.reference}
+		quiet.alloc = alloc
+		quiet.parseLine(&l)
+		alloc = quiet.alloc
 		lines = append(lines, l)
 	}
-	b.presize(len(lines))
 	return lines
 }
 
-// presize sizes the builder's maps of names for a program of n lines.
+// presize sizes the builder's table of names for a program of n lines.
 func (b *builder) presize(n int) {
 	if len(b.names.m) == 0 {
 		b.names.m = make(map[string]*nameEntry, n)

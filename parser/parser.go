@@ -73,11 +73,7 @@ func parse(filename string, src []byte, verify bool) (*ir.Program, error) {
 func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program, error) {
 	b := newBuilder(filename)
 	b.reference = reference
-	lines := b.scanAndParseLines(filename, string(src))
-	b.lines = lines
-	for i := range lines {
-		b.line(&lines[i])
-	}
+	b.scanParseAndBuild(filename, string(src))
 	b.finish()
 	if verify {
 		if b.meshBad || b.prog.Mesh.Size() == 0 {
