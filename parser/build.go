@@ -131,11 +131,11 @@ type builder struct {
 	prog  *ir.Program
 	stack []*frame
 
-	names    nameTable         // every name defined so far (names are unique program-wide), and the top level's values
+	names     nameTable         // every name defined so far (names are unique program-wide), and the top level's values
 	src       string            // the source, for laterDefinition
 	undefined []undefinedUse    // uses of names not defined so far (settleUndefined)
 	laterDef  map[string]ir.Pos // every name the text defines, for "used before defined"; made on first need
-	poisoned map[string]bool   // names whose definition was rejected: uses are not reported
+	poisoned  map[string]bool   // names whose definition was rejected: uses are not reported
 
 	reference bool      // parse with the participle grammar only (parseWith)
 	alloc     fastAlloc // the fast path's slabs

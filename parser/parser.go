@@ -5,8 +5,8 @@
 // split into lines (a statement is one line; a region's body is the lines
 // between a header ending in `{` and a line holding `}`). Each line is parsed
 // on its own with a participle grammar, so a syntax error costs one line and
-// the rest of the file is still checked. The lines are then turned into IR:
-// regions are nested, names are resolved to the values that define them, and
+// the rest of the file is still checked. Each line is turned into IR as
+// soon as it is parsed: regions are nested, names are resolved to the values that define them, and
 // the program is checked with ir.Verify. Every error is reported as
 // `file:line:col: message`, as many at once as can be found without
 // repeating one mistake as many errors.
