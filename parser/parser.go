@@ -92,6 +92,9 @@ func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program
 	if err := b.errs.Err(); err != nil {
 		return nil, err
 	}
+	if verify {
+		b.prog.MarkVerified() // the passes need not verify it again
+	}
 	return b.prog, nil
 }
 

@@ -16,40 +16,82 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 	if size < 1 || !hasP2P(p.Body) || len(v.errs) > 0 {
 		return // a peer outside the mesh, a bad type: reported already
 	}
-	// events[r]: rank r's sends and recvs in program order
-	events := make([][]p2pEvent, size)
-	budget := p2pCheckLimit
 	// Every rank walks the program alike, so rank 0's walk is recorded
 	// (types, unrolled loops, budget checks) and replayed for the others
 	// with their own peers.
+	var rank0 []p2pEvent
+	budget := p2pCheckLimit
 	var trace []p2pStep
-	if !collectP2P(p.Body, 0, size, &events[0], &budget, &trace) {
+	if !collectP2P(p.Body, 0, size, &rank0, &budget, &trace) {
 		return
 	}
-	for r := 1; r < size; r++ {
-		if !replayP2P(trace, r, size, &events[r], &budget) {
-			return
+	// The events of each (sender, receiver) pair, as indexes into trace,
+	// in the order the pairs are first met (rank by rank, each in program
+	// order): pairs[slot[key]] for the dense key src*size+dst.
+	type pairEvents struct {
+		src, dst     int
+		sends, recvs []int32
+	}
+	var pairs []pairEvents
+	var slots []int32 // dense: slot+1 per key, 0 for none
+	var slotMap map[int]int32
+	if size*size <= 1<<16 {
+		slots = make([]int32, size*size)
+	} else {
+		slotMap = map[int]int32{}
+	}
+	add := func(r, i int, e *p2pEvent, peer int) {
+		src, dst := r, peer
+		if !e.send {
+			src, dst = peer, r
+		}
+		key := src*size + dst
+		var slot int32
+		if slots != nil {
+			slot = slots[key] - 1
+		} else if s, ok := slotMap[key]; ok {
+			slot = s
+		} else {
+			slot = -1
+		}
+		if slot < 0 {
+			slot = int32(len(pairs))
+			pairs = append(pairs, pairEvents{src: src, dst: dst})
+			if slots != nil {
+				slots[key] = slot + 1
+			} else {
+				slotMap[key] = slot
+			}
+		}
+		pe := &pairs[slot]
+		if e.send {
+			pe.sends = append(pe.sends, int32(i))
+		} else {
+			pe.recvs = append(pe.recvs, int32(i))
 		}
 	}
-	type pair struct{ src, dst int }
-	sends, recvs := map[pair][]p2pEvent{}, map[pair][]p2pEvent{}
-	var order []pair
-	for r := 0; r < size; r++ {
-		for _, e := range events[r] {
-			k := pair{r, e.peer}
-			if !e.send {
-				k = pair{e.peer, r}
-			}
-			if _, ok := sends[k]; !ok {
-				if _, ok := recvs[k]; !ok {
-					order = append(order, k)
+	// Rank 0's events, then each other rank's replay of the trace (the
+	// same events with its own peers, the same budget spent and checked in
+	// the same order).
+	for i := range trace {
+		if !trace[i].loop {
+			add(0, i, &trace[i].ev, trace[i].ev.peer)
+		}
+	}
+	for r := 1; r < size; r++ {
+		for i := range trace {
+			st := &trace[i]
+			if st.loop {
+				if st.trips > uint64(budget) {
+					return
 				}
+				continue
 			}
-			if e.send {
-				sends[k] = append(sends[k], e)
-			} else {
-				recvs[k] = append(recvs[k], e)
+			peer := st.ev.op.Peer(r, size)
+			if budget--; budget < 0 || peer < 0 || peer >= size {
+				return
 			}
+			add(r, i, &st.ev, peer)
 		}
 	}
 	reported := map[*ir.Op]bool{}
@@ -59,21 +101,22 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 			v.errs.Add(op.Pos, format, args...)
 		}
 	}
-	for _, k := range order {
-		s, r := sends[k], recvs[k]
-		for i := 0; i < min(len(s), len(r)); i++ {
-			if s[i].dtype != r[i].dtype || s[i].elems != r[i].elems {
-				report(r[i].op, "recv: on rank %d, receive #%d from rank %d wants %s of %d elements, but the send it meets (at %s) sends %s of %d; they must agree in dtype and local element count",
-					k.dst, i, k.src, r[i].dtype, r[i].elems, s[i].op.Pos, s[i].dtype, s[i].elems)
+	for _, pe := range pairs {
+		for i := 0; i < min(len(pe.sends), len(pe.recvs)); i++ {
+			s, r := &trace[pe.sends[i]].ev, &trace[pe.recvs[i]].ev
+			if s.dtype != r.dtype || s.elems != r.elems {
+				report(r.op, "recv: on rank %d, receive #%d from rank %d wants %s of %d elements, but the send it meets (at %s) sends %s of %d; they must agree in dtype and local element count",
+					pe.dst, i, pe.src, r.dtype, r.elems, s.op.Pos, s.dtype, s.elems)
 			}
 		}
+		ns, nr := len(pe.sends), len(pe.recvs)
 		switch {
-		case len(s) > len(r):
-			e := s[len(r)]
-			report(e.op, "send: rank %d sends to rank %d %d time(s), but rank %d receives from rank %d only %d time(s): send #%d would wait forever; add the matching `recv peer=...` on rank %d", k.src, k.dst, len(s), k.dst, k.src, len(r), len(r), k.dst)
-		case len(r) > len(s):
-			e := r[len(s)]
-			report(e.op, "recv: rank %d receives from rank %d %d time(s), but rank %d sends to rank %d only %d time(s): receive #%d would wait forever; add the matching `send peer=...` on rank %d", k.dst, k.src, len(r), k.src, k.dst, len(s), len(s), k.src)
+		case ns > nr:
+			e := &trace[pe.sends[nr]].ev
+			report(e.op, "send: rank %d sends to rank %d %d time(s), but rank %d receives from rank %d only %d time(s): send #%d would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, ns, pe.dst, pe.src, nr, nr, pe.dst)
+		case nr > ns:
+			e := &trace[pe.recvs[ns]].ev
+			report(e.op, "recv: rank %d receives from rank %d %d time(s), but rank %d sends to rank %d only %d time(s): receive #%d would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, nr, pe.src, pe.dst, ns, ns, pe.src)
 		}
 	}
 }
@@ -108,28 +151,6 @@ type p2pStep struct {
 	ev    p2pEvent
 	loop  bool
 	trips uint64
-}
-
-// replayP2P is collectP2P for rank r from rank 0's trace: the same events
-// with r's peers, the same budget spent and checked in the same order.
-func replayP2P(trace []p2pStep, r, size int, out *[]p2pEvent, budget *int) bool {
-	*out = make([]p2pEvent, 0, len(trace))
-	for _, st := range trace {
-		if st.loop {
-			if st.trips > uint64(*budget) {
-				return false
-			}
-			continue
-		}
-		peer := st.ev.op.Peer(r, size)
-		if *budget--; *budget < 0 || peer < 0 || peer >= size {
-			return false
-		}
-		e := st.ev
-		e.peer = peer
-		*out = append(*out, e)
-	}
-	return true
 }
 
 // collectP2P appends rank r's sends and recvs in b to out, and each step

@@ -106,8 +106,12 @@ func run(p *ir.Program, ps []Pass, ctx *Context) error {
 	if p == nil {
 		return fmt.Errorf("no program")
 	}
-	if err := ir.Verify(p); err != nil {
-		return err
+	// A program fresh from the parser has passed Verify already
+	// (ir.Program.Verified); any other is verified here.
+	if !p.Verified() {
+		if err := ir.Verify(p); err != nil {
+			return err
+		}
 	}
 	for _, pass := range ps {
 		if err := pass.Run(p, ctx); err != nil {
