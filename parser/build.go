@@ -139,6 +139,7 @@ type builder struct {
 
 	reference bool      // parse with the participle grammar only (parseWith)
 	alloc     fastAlloc // the fast path's slabs
+	ir        irAlloc   // the IR's slabs
 
 	meshPos    ir.Pos
 	meshBad    bool
@@ -146,6 +147,37 @@ type builder struct {
 	firstOp    ir.Pos
 	outputPos  ir.Pos
 	lateOpSeen bool
+}
+
+// irAlloc hands out the program's ops, results and their small slices
+// from slabs (never reused: they are the program), so that an op costs a
+// few allocations per thousand ops rather than several.
+type irAlloc struct {
+	ops    []ir.Op
+	values []ir.Value
+	ptrs   []*ir.Value
+	attrs  []ir.Attr
+}
+
+// valueSlice returns an empty slice of capacity n (non-nil, as make's).
+func (a *irAlloc) valueSlice(n int) []*ir.Value {
+	if n == 0 || n > slab/4 {
+		return make([]*ir.Value, 0, n)
+	}
+	return takeSlice(&a.ptrs, n)[:0]
+}
+
+// attrSlice returns an empty slice of capacity n (non-nil, as make's).
+func (a *irAlloc) attrSlice(n int) []ir.Attr {
+	if n == 0 || n > slab/4 {
+		return make([]ir.Attr, 0, n)
+	}
+	if cap(a.attrs)-len(a.attrs) < n {
+		a.attrs = make([]ir.Attr, 0, slab)
+	}
+	start := len(a.attrs)
+	a.attrs = a.attrs[:start+n]
+	return a.attrs[start:start:start+n]
 }
 
 func newBuilder(file string) *builder {
@@ -423,7 +455,7 @@ func (b *builder) op(o *opAST) {
 		ok = false
 	}
 
-	operands := make([]*ir.Value, 0, len(g.Operands))
+	operands := b.ir.valueSlice(len(g.Operands))
 	for _, x := range g.Operands {
 		v := b.operand(x)
 		if v == nil {
@@ -438,7 +470,7 @@ func (b *builder) op(o *opAST) {
 		ok = false
 	}
 
-	attrs := make([]ir.Attr, 0, len(g.Attrs))
+	attrs := b.ir.attrSlice(len(g.Attrs))
 	for _, a := range g.Attrs {
 		attr, aok := b.attr(a, code)
 		ok = ok && aok
@@ -459,7 +491,8 @@ func (b *builder) op(o *opAST) {
 		ok = false
 	}
 
-	op := &ir.Op{Code: code, Operands: operands, Attrs: attrs, Pos: namePos}
+	op := take(&b.ir.ops)
+	*op = ir.Op{Code: code, Operands: operands, Attrs: attrs, Pos: namePos}
 	if len(attrs) == 0 {
 		op.Attrs = nil
 	}
@@ -498,18 +531,22 @@ func (b *builder) forOp(o *opAST) {
 // finishOp makes op's results and either adds op to the current block or,
 // for a header ending in `{`, opens its region and returns the frame.
 func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, open bool) *frame {
+	if len(results) > 0 && op.Results == nil {
+		op.Results = b.ir.valueSlice(len(results))
+	}
 	for i, r := range results {
 		if !b.claim(r) {
 			ok = false
 			continue
 		}
-		v := &ir.Value{Name: r.Text[1:], Def: op, Pos: b.pos(r.Pos)}
+		v := take(&b.ir.values)
+		*v = ir.Value{Name: r.Text[1:], Def: op, Pos: b.pos(r.Pos)}
 		if i < len(types) {
 			v.Type = types[i]
 		}
 		op.Results = append(op.Results, v)
 	}
-	if len(op.Results) != len(results) {
+	if len(op.Results) != len(results) || len(results) == 0 {
 		op.Results = nil
 	}
 	if !open {

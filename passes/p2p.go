@@ -19,10 +19,9 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 	// Every rank walks the program alike, so rank 0's walk is recorded
 	// (types, unrolled loops, budget checks) and replayed for the others
 	// with their own peers.
-	var rank0 []p2pEvent
 	budget := p2pCheckLimit
 	var trace []p2pStep
-	if !collectP2P(p.Body, 0, size, &rank0, &budget, &trace) {
+	if !collectP2P(p.Body, 0, size, &budget, &trace) {
 		return
 	}
 	// The events of each (sender, receiver) pair, as indexes into trace,
@@ -153,10 +152,10 @@ type p2pStep struct {
 	trips uint64
 }
 
-// collectP2P appends rank r's sends and recvs in b to out, and each step
-// that spends or checks the budget to trace; false when the budget runs out
+// collectP2P appends to trace each step of rank r's walk of b that spends
+// or checks the budget (its sends and recvs, the loops it enters); false when the budget runs out
 // or a type is unknown (another error is reported).
-func collectP2P(b *ir.Block, r, size int, out *[]p2pEvent, budget *int, trace *[]p2pStep) bool {
+func collectP2P(b *ir.Block, r, size int, budget *int, trace *[]p2pStep) bool {
 	for _, op := range b.Ops {
 		switch op.Code {
 		case ir.OpSend, ir.OpRecv:
@@ -181,9 +180,7 @@ func collectP2P(b *ir.Block, r, size int, out *[]p2pEvent, budget *int, trace *[
 			if *budget--; *budget < 0 || peer < 0 || peer >= size {
 				return false // out of range: validate's peer check says so
 			}
-			e := p2pEvent{op: op, send: op.Code == ir.OpSend, peer: peer, dtype: t.DType, elems: n}
-			*out = append(*out, e)
-			*trace = append(*trace, p2pStep{ev: e})
+			*trace = append(*trace, p2pStep{ev: p2pEvent{op: op, send: op.Code == ir.OpSend, peer: peer, dtype: t.DType, elems: n}})
 		case ir.OpFor:
 			if !hasP2P(op.Body) {
 				continue
@@ -194,7 +191,7 @@ func collectP2P(b *ir.Block, r, size int, out *[]p2pEvent, budget *int, trace *[
 				return false
 			}
 			for i := uint64(0); i < trips; i++ {
-				if !collectP2P(op.Body, r, size, out, budget, trace) {
+				if !collectP2P(op.Body, r, size, budget, trace) {
 					return false
 				}
 			}

@@ -10,13 +10,14 @@ import (
 // whose algorithm writes its output remotely needs a symmetric output, or the
 // program is rejected.
 func symmetric(p *ir.Program, ctx *Context) error {
-	s := &symmetrizer{names: newNamer(p), ctx: ctx}
+	s := &symmetrizer{prog: p, ctx: ctx}
 	s.block(p.Body, nil)
 	return s.errs.Err()
 }
 
 type symmetrizer struct {
-	names namer
+	prog  *ir.Program
+	names namer // made when the first import needs a name
 	ctx   *Context
 	errs  ir.ErrorList
 }
@@ -38,20 +39,28 @@ func (im *imports) lookup(v *ir.Value) *ir.Value {
 }
 
 func (s *symmetrizer) block(b *ir.Block, parent *imports) {
-	im := &imports{parent: parent, sym: map[*ir.Value]*ir.Value{}}
-	var out []*ir.Op
-	for _, op := range b.Ops {
+	im := &imports{parent: parent}
+	var out []*ir.Op // made at the first import; until then b.Ops stays
+	for i, op := range b.Ops {
 		if op.Code == ir.OpFor {
 			s.block(op.Body, im)
 		}
 		if op.Code.IsCollective() {
 			if imp := s.collective(op, im); imp != nil {
+				if out == nil {
+					out = make([]*ir.Op, i, len(b.Ops)+1)
+					copy(out, b.Ops[:i])
+				}
 				out = append(out, imp)
 			}
 		}
-		out = append(out, op)
+		if out != nil {
+			out = append(out, op)
+		}
 	}
-	b.Ops = out
+	if out != nil {
+		b.Ops = out
+	}
 }
 
 // collective checks op against the table and returns the import to insert
@@ -90,6 +99,9 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 		s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely; reused its import %s", op.Code, algo, x, sym)
 		return nil
 	}
+	if s.names == nil {
+		s.names = newNamer(s.prog)
+	}
 	sym := &ir.Value{Name: s.names.fresh(x.Name, ".sym"), Type: t.In(ir.Symmetric), Pos: op.Pos}
 	why := ""
 	if cv := contiguousViewOf(x); cv != nil {
@@ -98,6 +110,9 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 	imp := &ir.Op{Code: ir.OpCopy, Operands: []*ir.Value{x}, Results: []*ir.Value{sym}, Pos: op.Pos}
 	imp.SetAttr("mem", ir.AttrValue{Kind: ir.KindWord, Word: ir.Symmetric.String()})
 	sym.Def = imp
+	if im.sym == nil {
+		im.sym = map[*ir.Value]*ir.Value{}
+	}
 	im.sym[x] = sym
 	op.Operands[0] = sym
 	s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely%s; imported it onto the symmetric heap as %s", op.Code, algo, x, why, sym)
