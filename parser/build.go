@@ -177,7 +177,7 @@ func (a *irAlloc) attrSlice(n int) []ir.Attr {
 	}
 	start := len(a.attrs)
 	a.attrs = a.attrs[:start+n]
-	return a.attrs[start:start:start+n]
+	return a.attrs[start : start : start+n]
 }
 
 func newBuilder(file string) *builder {
