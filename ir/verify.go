@@ -11,7 +11,7 @@ import (
 // attributes against its schema. Types and shapes are the passes' business.
 // It returns nil or an ErrorList.
 func Verify(p *Program) error {
-	v := &verifier{names: make(map[string]Pos, topValues(p))}
+	v := &verifier{names: make(map[string]definition, topValues(p))}
 	v.program(p)
 	return v.errs.Err()
 }
@@ -103,21 +103,39 @@ func topValues(p *Program) int {
 }
 
 type verifier struct {
-	errs  ErrorList
-	names map[string]Pos // every name defined so far, for duplicate checks
+	errs ErrorList
+	// names is every name defined so far (for duplicate checks), with the
+	// value it names and the scope that defines it (for scope.has).
+	names map[string]definition
+}
+
+type definition struct {
+	val   *Value
+	scope *scope
 }
 
 type scope struct {
-	parent  *scope
-	defined map[*Value]bool
-	// closed scopes (fusion bodies) see only what the op captures.
-	closed bool
+	parent *scope
+	// captured is what a closed scope (a fusion body) sees of the scopes
+	// around it: the op's operands. It sees nothing else from outside.
+	captured []*Value
+	closed   bool
 }
 
-func (s *scope) has(v *Value) bool {
+// has reports whether val is defined in s or a scope s sees.
+func (v *verifier) has(s *scope, val *Value) bool {
+	d, ok := v.names[val.Name]
+	if !ok || d.val != val {
+		d.scope = nil // not defined anywhere (perhaps captured)
+	}
 	for ; s != nil; s = s.parent {
-		if s.defined[v] {
+		if s == d.scope {
 			return true
+		}
+		for _, c := range s.captured {
+			if c == val {
+				return true
+			}
 		}
 		if s.closed {
 			return false
@@ -136,11 +154,10 @@ func (v *verifier) define(s *scope, val *Value) {
 		return
 	}
 	if prev, dup := v.names[val.Name]; dup {
-		v.errs.Add(val.Pos, "%%%s is defined twice (first at %s)", val.Name, prev)
+		v.errs.Add(val.Pos, "%%%s is defined twice (first at %s)", val.Name, prev.val.Pos)
 		return
 	}
-	v.names[val.Name] = val.Pos
-	s.defined[val] = true
+	v.names[val.Name] = definition{val, s}
 }
 
 func (v *verifier) program(p *Program) {
@@ -157,7 +174,7 @@ func (v *verifier) program(p *Program) {
 		}
 		seen[d] = true
 	}
-	top := &scope{defined: make(map[*Value]bool, topValues(p))}
+	top := &scope{}
 	for _, in := range p.Inputs {
 		v.define(top, in)
 		if _, ok := in.Type.(*TensorType); !ok {
@@ -172,7 +189,7 @@ func (v *verifier) program(p *Program) {
 	}
 	v.block(top, p.Body, OpInvalid, Pos{File: p.File})
 	for _, out := range p.Outputs {
-		if out == nil || !top.has(out) {
+		if out == nil || !v.has(top, out) {
 			name := "<nil>"
 			pos := Pos{File: p.File}
 			if out != nil {
@@ -239,7 +256,7 @@ func (v *verifier) op(s *scope, op *Op) {
 			if !literalOK(op, i) {
 				v.errs.Add(x.Pos, "%s: operand %d must be a value, not the literal %s", info.Name, i, x)
 			}
-		case !s.has(x):
+		case !v.has(s, x):
 			v.errs.Add(op.Pos, "%s: %s is not defined here", info.Name, x)
 		}
 	}
@@ -271,13 +288,13 @@ func (v *verifier) op(s *scope, op *Op) {
 		}
 	}
 	if op.Body != nil && info.Body {
-		inner := &scope{parent: s, defined: map[*Value]bool{}}
+		inner := &scope{parent: s}
 		switch op.Code {
 		case OpFusion:
 			inner.closed = true
 			for _, x := range op.Operands {
 				if x != nil && x.Lit == nil {
-					inner.defined[x] = true
+					inner.captured = append(inner.captured, x)
 				}
 			}
 			if len(op.Body.Args) != 0 {
