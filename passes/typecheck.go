@@ -33,6 +33,30 @@ func typecheck(p *ir.Program, _ *Context) error {
 type checker struct {
 	errs  ir.ErrorList
 	loops map[*ir.Value]loopRange
+	// slabs for the types settle gives results (clone)
+	types []ir.TensorType
+	dims  []ir.Dim
+}
+
+// clone is t.Clone, from the checker's slabs.
+func (c *checker) clone(t *ir.TensorType) *ir.TensorType {
+	if len(c.types) == cap(c.types) {
+		c.types = make([]ir.TensorType, 0, 256)
+	}
+	c.types = append(c.types, *t)
+	out := &c.types[len(c.types)-1]
+	n := len(t.Dims)
+	if n == 0 || n > 64 {
+		out.Dims = append([]ir.Dim(nil), t.Dims...) // nil for none, as Clone's
+		return out
+	}
+	if cap(c.dims)-len(c.dims) < n {
+		c.dims = make([]ir.Dim, 0, 1024)
+	}
+	start := len(c.dims)
+	c.dims = append(c.dims, t.Dims...)
+	out.Dims = c.dims[start : start+n : start+n]
+	return out
 }
 
 // loopRange is the first and last value a loop index takes.
@@ -82,7 +106,7 @@ func (c *checker) block(b *ir.Block, st *blockState) {
 
 func (c *checker) op(op *ir.Op, st *blockState) {
 	for _, r := range op.Results {
-		if !c.oneShardAxis(op.Pos, op.Code.String()+": "+r.String()+" is annotated", r.Type) {
+		if r.Type != nil && !oneShardAxisOK(r.Type) && !c.oneShardAxis(op.Pos, op.Code.String()+": "+r.String()+" is annotated", r.Type) {
 			return
 		}
 	}
@@ -103,6 +127,22 @@ func (c *checker) op(op *ir.Op, st *blockState) {
 	if op.Code.IsCollective() && op.Async() {
 		st.pending[op.Results[0]] = op
 	}
+}
+
+// oneShardAxisOK is oneShardAxis's test alone, without a report (so that
+// the description is built only for a type it reports).
+func oneShardAxisOK(t ir.Type) bool {
+	tt, ok := t.(*ir.TensorType)
+	if !ok {
+		return true
+	}
+	first := tt.ShardAxis()
+	for i := first + 1; first >= 0 && i < tt.Rank(); i++ {
+		if tt.Dims[i].Parallel == ir.DIDx {
+			return false
+		}
+	}
+	return true
 }
 
 // oneShardAxis reports a type written in the program (an input's, a
@@ -135,7 +175,7 @@ func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 		v.Type = inf.t
 		return
 	}
-	got = got.Clone()
+	got = c.clone(got)
 	keepMem := inf.base != nil || inf.memFixed
 	if !keepMem {
 		got.Mem = ir.Global
