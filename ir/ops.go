@@ -330,10 +330,18 @@ func LookupOpcode(name string, n int) (Opcode, bool) {
 	if name == "max" && n == 1 {
 		return OpReduceMax, true
 	}
+	op, ok := opcodeByName[name]
+	return op, ok
+}
+
+// opcodeByName is each name's first opcode but OpReduceMax (which
+// LookupOpcode picks by arity).
+var opcodeByName = func() map[string]Opcode {
+	m := map[string]Opcode{}
 	for op := OpInvalid + 1; op < numOpcodes; op++ {
-		if op != OpReduceMax && opInfos[op].Name == name {
-			return op, true
+		if _, dup := m[opInfos[op].Name]; op != OpReduceMax && !dup {
+			m[opInfos[op].Name] = op
 		}
 	}
-	return OpInvalid, false
-}
+	return m
+}()
