@@ -534,11 +534,16 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 	if len(results) > 0 && op.Results == nil {
 		op.Results = b.ir.valueSlice(len(results))
 	}
+	// the claimed names' entries, for the top level's scope.set below
+	var entryBuf [4]*nameEntry
+	entries := entryBuf[:0]
 	for i, r := range results {
-		if !b.claim(r) {
+		e, claimed := b.claimEntry(r)
+		if !claimed {
 			ok = false
 			continue
 		}
+		entries = append(entries, e)
 		v := take(&b.ir.values)
 		*v = ir.Value{Name: r.Text[1:], Def: op, Pos: b.pos(r.Pos)}
 		if i < len(types) {
@@ -555,9 +560,14 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 			b.poisonResults(results)
 			return nil
 		}
-		b.top().block.Ops = append(b.top().block.Ops, op)
-		for _, r := range op.Results {
-			b.top().scope.set(r.Name, r)
+		top := b.top()
+		top.block.Ops = append(top.block.Ops, op)
+		for i, r := range op.Results {
+			if top.scope.table != nil && i < len(entries) {
+				entries[i].v = r // scope.set, without looking the name up again
+			} else {
+				top.scope.set(r.Name, r)
+			}
 		}
 		return nil
 	}
@@ -652,14 +662,20 @@ func (b *builder) finish() {
 // claim records a definition of n; it reports a second definition and
 // returns false.
 func (b *builder) claim(n *nameTok) bool {
+	_, ok := b.claimEntry(n)
+	return ok
+}
+
+// claimEntry is claim, also returning the name's entry.
+func (b *builder) claimEntry(n *nameTok) (*nameEntry, bool) {
 	name := n.Text[1:]
 	e := b.names.entry(name)
 	if e.defined {
 		b.errs.Add(b.pos(n.Pos), "%s is defined twice (first at %s)", n.Text, ir.Pos{File: b.file, Line: e.line, Col: e.col})
-		return false
+		return e, false
 	}
 	e.line, e.col, e.defined = n.Pos.Line, n.Pos.Column, true
-	return true
+	return e, true
 }
 
 func (b *builder) poison(name string) { b.poisoned[name] = true }

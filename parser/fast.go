@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
+	"github.com/hirlab/hir/ir"
 )
 
 // The fast path: a hand-written recursive-descent parser for one line's
@@ -566,5 +567,8 @@ func (b *builder) parsedLines() []line {
 func (b *builder) presize(n int) {
 	if len(b.names.m) == 0 {
 		b.names.m = make(map[string]*nameEntry, n)
+	}
+	if body := b.prog.Body; body != nil && len(body.Ops) == 0 {
+		body.Ops = make([]*ir.Op, 0, n)
 	}
 }
