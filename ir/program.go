@@ -189,6 +189,12 @@ func (op *Op) Async() bool { return op.BoolAttr("async") }
 // Peer resolves the op's peer attribute for rank on a mesh of size ranks.
 func (op *Op) Peer(rank, size int) int {
 	v, _ := op.Attr("peer")
+	return v.PeerFor(rank, size)
+}
+
+// PeerFor resolves v, a peer attribute's value, for rank on a mesh of size
+// ranks: Op.Peer with the attribute looked up once.
+func (v AttrValue) PeerFor(rank, size int) int {
 	if !v.Relative {
 		return int(v.Int)
 	}

@@ -97,7 +97,7 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 				}
 				continue
 			}
-			peer := st.ev.op.Peer(r, size)
+			peer := ir.AttrValue{Relative: st.ev.peerRel, Int: st.ev.peerInt}.PeerFor(r, size) // st.ev.op.Peer(r, size)
 			if budget--; budget < 0 || peer < 0 || peer >= size {
 				return
 			}
@@ -136,11 +136,13 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 const p2pCheckLimit = 1 << 20
 
 type p2pEvent struct {
-	op    *ir.Op
-	send  bool
-	peer  int
-	dtype ir.DType
-	elems int64
+	op      *ir.Op
+	send    bool
+	peer    int   // rank 0's
+	peerRel bool  // op's peer attribute (Relative, Int), for the other
+	peerInt int64 // ranks' peers
+	dtype   ir.DType
+	elems   int64
 }
 
 func hasP2P(b *ir.Block) bool {
@@ -187,11 +189,12 @@ func collectP2P(b *ir.Block, r, size int, budget *int, trace *[]p2pStep) bool {
 			if !ok {
 				return false
 			}
-			peer := op.Peer(r, size)
+			peerAttr, _ := op.Attr("peer")
+			peer := peerAttr.PeerFor(r, size)
 			if *budget--; *budget < 0 || peer < 0 || peer >= size {
 				return false // out of range: validate's peer check says so
 			}
-			*trace = append(*trace, p2pStep{ev: p2pEvent{op: op, send: op.Code == ir.OpSend, peer: peer, dtype: t.DType, elems: n}})
+			*trace = append(*trace, p2pStep{ev: p2pEvent{op: op, send: op.Code == ir.OpSend, peer: peer, peerRel: peerAttr.Relative, peerInt: peerAttr.Int, dtype: t.DType, elems: n}})
 		case ir.OpFor:
 			if !hasP2P(op.Body) {
 				continue
