@@ -153,10 +153,25 @@ type builder struct {
 // from slabs (never reused: they are the program), so that an op costs a
 // few allocations per thousand ops rather than several.
 type irAlloc struct {
-	ops    []ir.Op
-	values []ir.Value
-	ptrs   []*ir.Value
-	attrs  []ir.Attr
+	ops     []ir.Op
+	values  []ir.Value
+	ptrs    []*ir.Value
+	attrs   []ir.Attr
+	tensors []ir.TensorType
+	dims    []ir.Dim
+}
+
+// dimSlice returns an empty slice of capacity n (non-nil, as make's).
+func (a *irAlloc) dimSlice(n int) []ir.Dim {
+	if n == 0 || n > slab/4 {
+		return make([]ir.Dim, 0, n)
+	}
+	if cap(a.dims)-len(a.dims) < n {
+		a.dims = make([]ir.Dim, 0, slab)
+	}
+	start := len(a.dims)
+	a.dims = a.dims[:start+n]
+	return a.dims[start : start : start+n]
 }
 
 // valueSlice returns an empty slice of capacity n (non-nil, as make's).
@@ -754,7 +769,9 @@ func (b *builder) operand(x *operandAST) *ir.Value {
 	if !ok {
 		return nil
 	}
-	return &ir.Value{Lit: lit, Pos: b.pos(x.Pos)}
+	v := take(&b.ir.values)
+	*v = ir.Value{Lit: lit, Pos: b.pos(x.Pos)}
+	return v
 }
 
 // number reads a literal: an int64, or a float (with a point or an
@@ -879,7 +896,8 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (the dtypes are %s)", name, strings.Join(ir.DTypeWords, ", "))
 		}
 	}
-	tt := &ir.TensorType{DType: dt, Dims: make([]ir.Dim, 0, len(t.Shape.Dims))}
+	tt := take(&b.ir.tensors)
+	*tt = ir.TensorType{DType: dt, Dims: b.ir.dimSlice(len(t.Shape.Dims))}
 	elems := uint64(1)
 	for _, d := range t.Shape.Dims {
 		n, iok := b.int(d.Extent)
