@@ -20,7 +20,14 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 	// (types, unrolled loops, budget checks) and replayed for the others
 	// with their own peers.
 	budget := p2pCheckLimit
-	var trace []p2pStep
+	// the top level's sends and recvs: most programs' whole trace
+	top := 0
+	for _, op := range p.Body.Ops {
+		if op.Code == ir.OpSend || op.Code == ir.OpRecv {
+			top++
+		}
+	}
+	trace := make([]p2pStep, 0, min(top, p2pCheckLimit))
 	if !collectP2P(p.Body, 0, size, &budget, &trace) {
 		return
 	}

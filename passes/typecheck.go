@@ -34,8 +34,9 @@ type checker struct {
 	errs  ir.ErrorList
 	loops map[*ir.Value]loopRange
 	// slabs for the types settle gives results (clone)
-	types []ir.TensorType
-	dims  []ir.Dim
+	types  []ir.TensorType
+	dims   []ir.Dim
+	oneBuf [1]inferred // one's
 }
 
 // clone is t.Clone, from the checker's slabs.
@@ -231,7 +232,12 @@ func (c *checker) tensors(op *ir.Op, n int) ([]*ir.TensorType, bool) {
 	return ts, ok
 }
 
-func one(t ir.Type) []inferred { return []inferred{{t: t}} }
+// one is a single result, in the checker's buffer: it is good until the
+// next call (op settles it at once).
+func (c *checker) one(t ir.Type) []inferred {
+	c.oneBuf[0] = inferred{t: t}
+	return c.oneBuf[:]
+}
 
 func (c *checker) infer(op *ir.Op, st *blockState) ([]inferred, bool) {
 	switch op.Code.Class() {
@@ -270,17 +276,17 @@ func (c *checker) infer(op *ir.Op, st *blockState) ([]inferred, bool) {
 		return []inferred{{t: op.Results[0].Type}}, true
 	case ir.OpRegister:
 		_, ok := c.tensor(op, op.Operands[0])
-		return one(&ir.HandleType{}), ok
+		return c.one(&ir.HandleType{}), ok
 	case ir.OpTransfer:
 		ok := c.registration(op, op.Operands[0])
 		_, ok2 := c.tensor(op, op.Operands[1])
-		return one(&ir.HandleType{}), ok && ok2
+		return c.one(&ir.HandleType{}), ok && ok2
 	case ir.OpDeregister:
 		return nil, c.registration(op, op.Operands[0])
 	case ir.OpWait:
 		return nil, c.wait(op, st)
 	case ir.OpStream:
-		return one(&ir.StreamType{}), true
+		return c.one(&ir.StreamType{}), true
 	case ir.OpSetStream, ir.OpSyncStream:
 		for _, x := range op.Operands {
 			if _, ok := x.Type.(*ir.StreamType); !ok && x.Type != nil {
@@ -377,7 +383,7 @@ func (c *checker) pointwise(op *ir.Op) ([]inferred, bool) {
 	if op.Code == ir.OpCast {
 		dt, _ = ir.ParseDType(op.WordAttr("dtype", ""))
 	}
-	return one(&ir.TensorType{DType: dt, Dims: dims}), true
+	return c.one(&ir.TensorType{DType: dt, Dims: dims}), true
 }
 
 // literalFits reports whether a literal operand can take dtype dt.
@@ -518,7 +524,7 @@ func (c *checker) reduction(op *ir.Op) ([]inferred, bool) {
 			dims = append(dims, ir.Dim{Extent: 1})
 		}
 	}
-	return one(&ir.TensorType{DType: t.DType, Dims: dims}), true
+	return c.one(&ir.TensorType{DType: t.DType, Dims: dims}), true
 }
 
 // matmul: a[..., M, K] × b[K, N] or b[..., K, N] with a's batch dims.
@@ -561,7 +567,7 @@ func (c *checker) matmul(op *ir.Op) ([]inferred, bool) {
 		}
 	}
 	dims := append(append([]ir.Dim(nil), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
-	return one(&ir.TensorType{DType: a.DType, Dims: dims}), true
+	return c.one(&ir.TensorType{DType: a.DType, Dims: dims}), true
 }
 
 func (c *checker) view(op *ir.Op) ([]inferred, bool) {
@@ -660,7 +666,7 @@ func (c *checker) copyOp(op *ir.Op) ([]inferred, bool) {
 			// the attribute wins over an annotation that names no memory
 			return []inferred{{t: res.In(m), memFixed: true}}, true
 		}
-		return one(res), true
+		return c.one(res), true
 	}
 	dst := op.Operands[1]
 	d, ok2 := c.tensor(op, dst)
@@ -746,7 +752,7 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 		}
 		return []inferred{{t: o, base: out}}, true
 	}
-	return one(res), true
+	return c.one(res), true
 }
 
 func (c *checker) registration(op *ir.Op, h *ir.Value) bool {
