@@ -82,7 +82,9 @@ func Lookup(name string) (Pass, bool) {
 
 // Check runs the passes that can reject a program (typecheck, validate,
 // symmetric, deadlock). symmetric also rewrites the program: it inserts
-// imports.
+// imports. Like every run of passes, it first verifies the program
+// (ir.Verify), unless the program is one parser.Parse verified and its top
+// level is unchanged since (ir.Program.Verified).
 func Check(p *ir.Program, ctx *Context) error { return run(p, checkPipeline, ctx) }
 
 // Lower runs the whole pipeline in place.

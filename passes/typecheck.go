@@ -39,6 +39,22 @@ type checker struct {
 	oneBuf [1]inferred // one's
 }
 
+// equalIn is a.In(m).Equal(b) without the copy of a's dims.
+func equalIn(a *ir.TensorType, m ir.MemoryType, b *ir.TensorType) bool {
+	c := *a
+	c.Mem = m
+	return c.Equal(b)
+}
+
+// unsharded is t.Unsharded, from the checker's slabs.
+func (c *checker) unsharded(t *ir.TensorType) *ir.TensorType {
+	u := c.clone(t)
+	for i := range u.Dims {
+		u.Dims[i].Parallel = ir.Serial
+	}
+	return u
+}
+
 // clone is t.Clone, from the checker's slabs.
 func (c *checker) clone(t *ir.TensorType) *ir.TensorType {
 	if len(c.types) == cap(c.types) {
@@ -190,7 +206,7 @@ func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 		if !keepMem {
 			got.Mem = ann.Mem
 		}
-		if !ann.In(got.Mem).Equal(got) {
+		if !equalIn(ann, got.Mem, got) {
 			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, ann, op.Code, got)
 			return
 		}
@@ -580,7 +596,7 @@ func (c *checker) view(op *ir.Op) ([]inferred, bool) {
 	switch op.Code {
 	case ir.OpSymmetricContiguousView:
 		// validate checks the view's three rules; here only the type.
-		res = t.Unsharded()
+		res = c.unsharded(t)
 	case ir.OpSelect:
 		axis := op.IntAttr("axis", 0)
 		if axis < 0 || axis >= int64(t.Rank()) {
@@ -677,7 +693,7 @@ func (c *checker) copyOp(op *ir.Op) ([]inferred, bool) {
 		c.errs.Add(op.Pos, "copy: mem= cannot go with a destination; the result lives in %s's memory", dst)
 		return nil, false
 	}
-	if !t.In(d.Mem).Equal(d) {
+	if !equalIn(t, d.Mem, d) {
 		c.errs.Add(op.Pos, "copy: %s is %s but the destination %s is %s; they must agree in dtype, shape and sharding", x, t, dst, d)
 		return nil, false
 	}
@@ -718,7 +734,7 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 		if !t.IsSharded() {
 			return fail("%s is not sharded (%s); there is nothing to gather", x, t)
 		}
-		res = t.Unsharded()
+		res = c.unsharded(t)
 	case ir.LayoutScatter:
 		if t.IsSharded() {
 			return fail("%s is already sharded on axis %d; %s needs an unsharded tensor", x, t.ShardAxis(), name)
@@ -739,7 +755,7 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 		if b == t.ShardAxis() {
 			return fail("%s is already sharded on axis %d; axis= must name another axis", x, b)
 		}
-		res = t.Unsharded().Sharded(b)
+		res = c.unsharded(t).Sharded(b)
 	}
 	if len(op.Operands) == 2 {
 		out := op.Operands[1]
@@ -747,7 +763,7 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 		if !good {
 			return nil, false
 		}
-		if !res.In(o.Mem).Equal(o) {
+		if !equalIn(res, o.Mem, o) {
 			return fail("the output buffer %s is %s, but %s gives %s", out, o, name, res.In(o.Mem))
 		}
 		return []inferred{{t: o, base: out}}, true
