@@ -7,7 +7,7 @@ func TestOpFacts(t *testing.T) {
 	layouts := map[Opcode]Layout{
 		OpAllGather: LayoutGather, OpGather: LayoutGather,
 		OpReduceScatter: LayoutScatter, OpScatter: LayoutScatter,
-		OpAllToAll: LayoutAllToAll,
+		OpAllToAll:  LayoutAllToAll,
 		OpAllReduce: LayoutSame, OpBroadcast: LayoutSame, OpReduce: LayoutSame,
 	}
 	reduces := map[Opcode]bool{OpAllReduce: true, OpReduceScatter: true, OpReduce: true}

@@ -1,10 +1,6 @@
 package ir
 
-import (
-	"runtime"
-	"sync"
-	"weak"
-)
+import ()
 
 // Verify checks a program's structure: the mesh, SSA (every operand defined
 // before its use, every name defined once), each op's arity, body and
@@ -14,82 +10,6 @@ func Verify(p *Program) error {
 	v := &verifier{names: make(map[string]definition, topValues(p))}
 	v.program(p)
 	return v.errs.Err()
-}
-
-// verifiedMark is a program's top level as MarkVerified saw it: the
-// things the Builder and the passes change when they add, remove or
-// replace ops, inputs or outputs.
-type verifiedMark struct {
-	set             bool
-	body            *Block
-	ops             []*Op
-	inputs, outputs []*Value
-	mesh            []int
-}
-
-// MarkVerified records that p has just passed Verify, so that the passes
-// need not verify it again (the parser calls it on what it returns).
-// Verified stays true only while p's top level is unchanged; code that
-// changes a marked program in place in any other way (an op's operands,
-// attributes or body) must call ClearVerified.
-func (p *Program) MarkVerified() {
-	m := verifiedMark{set: true, body: p.Body, inputs: p.Inputs, outputs: p.Outputs, mesh: p.Mesh.Devices}
-	if p.Body != nil {
-		m.ops = p.Body.Ops
-	}
-	k := weak.Make(p)
-	verifiedMarks.Lock()
-	if verifiedMarks.m == nil {
-		verifiedMarks.m = map[weak.Pointer[Program]]verifiedMark{}
-	}
-	_, had := verifiedMarks.m[k]
-	verifiedMarks.m[k] = m
-	verifiedMarks.Unlock()
-	if !had {
-		runtime.AddCleanup(p, forgetVerified, k)
-	}
-}
-
-// ClearVerified forgets MarkVerified: the next check verifies p again.
-func (p *Program) ClearVerified() { forgetVerified(weak.Make(p)) }
-
-// verifiedMarks holds the marks of programs MarkVerified saw, outside
-// Program so that programs compare (reflect.DeepEqual, go-cmp) as before;
-// a mark goes when its program does.
-var verifiedMarks struct {
-	sync.Mutex
-	m map[weak.Pointer[Program]]verifiedMark
-}
-
-func forgetVerified(k weak.Pointer[Program]) {
-	verifiedMarks.Lock()
-	delete(verifiedMarks.m, k)
-	verifiedMarks.Unlock()
-}
-
-// Verified reports whether p was marked by MarkVerified and its top level
-// (mesh, inputs, ops, outputs: the same slices, of the same lengths) is as
-// it was then. Programs built in Go are never marked: the passes verify
-// them every time.
-func (p *Program) Verified() bool {
-	verifiedMarks.Lock()
-	m, ok := verifiedMarks.m[weak.Make(p)]
-	verifiedMarks.Unlock()
-	if !ok || !m.set || m.body != p.Body || !sameSlice(m.inputs, p.Inputs) || !sameSlice(m.outputs, p.Outputs) || !sameSlice(m.mesh, p.Mesh.Devices) {
-		return false
-	}
-	if p.Body != nil && !sameSlice(m.ops, p.Body.Ops) {
-		return false
-	}
-	return true
-}
-
-// sameSlice reports whether a and b share their backing array and length.
-func sameSlice[T any](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	return len(a) == 0 || &a[0] == &b[0]
 }
 
 // topValues is about how many values the top level defines, to size the

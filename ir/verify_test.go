@@ -185,34 +185,3 @@ func TestErrorListSortsAndJoins(t *testing.T) {
 		t.Errorf("zero Pos prints %q", got)
 	}
 }
-
-func TestVerifiedMark(t *testing.T) {
-	x := &Value{Name: "x"}
-	p := &Program{Mesh: LinearMesh(2), Inputs: []*Value{x}, Body: &Block{}}
-	if p.Verified() {
-		t.Fatal("a program never marked is Verified")
-	}
-	p.MarkVerified()
-	if !p.Verified() {
-		t.Fatal("a marked program is not Verified")
-	}
-	p.Body.Ops = append(p.Body.Ops, newOp(OpRelu, []*Value{x}, "y"))
-	if p.Verified() {
-		t.Error("Verified after an op was added")
-	}
-	p.MarkVerified()
-	p.Outputs = append(p.Outputs, x)
-	if p.Verified() {
-		t.Error("Verified after an output was added")
-	}
-	p.MarkVerified()
-	p.Body = &Block{}
-	if p.Verified() {
-		t.Error("Verified after the body was replaced")
-	}
-	p.MarkVerified()
-	p.ClearVerified()
-	if p.Verified() {
-		t.Error("Verified after ClearVerified")
-	}
-}

@@ -93,7 +93,6 @@ func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program
 		return nil, err
 	}
 	if verify {
-		b.prog.MarkVerified() // the passes need not verify it again
 	}
 	return b.prog, nil
 }

@@ -39,9 +39,10 @@ func (c *cli) parse(path string) (*ir.Program, int) {
 	return prog, exitOK
 }
 
-// passContext sends the passes' notes to stderr when asked to explain.
+// passContext is the passes' context for a program from c.parse (verified
+// already): their notes go to stderr when asked to explain.
 func (c *cli) passContext(explain bool) *passes.Context {
-	ctx := &passes.Context{}
+	ctx := &passes.Context{Verified: true} // c.parse's programs come from parser.Parse
 	if explain {
 		ctx.Explain = c.stderr
 	}
