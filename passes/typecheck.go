@@ -146,39 +146,39 @@ func (c *checker) op(op *ir.Op, st *blockState) {
 	}
 }
 
+// secondShardAxis returns the first two axes a type written in the
+// program splits over the mesh (ok false when it splits two: the mesh has
+// one dimension, DIDx, so a tensor is split along one axis at most).
+func secondShardAxis(t ir.Type) (first, second int, ok bool) {
+	tt, isTensor := t.(*ir.TensorType)
+	if !isTensor {
+		return -1, -1, true
+	}
+	first = tt.ShardAxis()
+	for i := first + 1; first >= 0 && i < tt.Rank(); i++ {
+		if tt.Dims[i].Parallel == ir.DIDx {
+			return first, i, false
+		}
+	}
+	return first, -1, true
+}
+
 // oneShardAxisOK is oneShardAxis's test alone, without a report (so that
 // the description is built only for a type it reports).
 func oneShardAxisOK(t ir.Type) bool {
-	tt, ok := t.(*ir.TensorType)
-	if !ok {
-		return true
-	}
-	first := tt.ShardAxis()
-	for i := first + 1; first >= 0 && i < tt.Rank(); i++ {
-		if tt.Dims[i].Parallel == ir.DIDx {
-			return false
-		}
-	}
-	return true
+	_, _, ok := secondShardAxis(t)
+	return ok
 }
 
 // oneShardAxis reports a type written in the program (an input's, a
-// result annotation) that splits more than one axis over the mesh: the
-// mesh has one dimension (DIDx), so a tensor is split along one axis at
-// most. Inferred types never do (broadcast rejects it).
+// result annotation) that splits more than one axis over the mesh.
+// Inferred types never do (broadcast rejects it).
 func (c *checker) oneShardAxis(pos ir.Pos, what string, t ir.Type) bool {
-	tt, ok := t.(*ir.TensorType)
+	first, second, ok := secondShardAxis(t)
 	if !ok {
-		return true
+		c.errs.Add(pos, "%s %s, which splits axes %d and %d over the mesh; the mesh has one dimension (DIDx), so at most one axis may be sharded: keep /DIDx on one axis", what, t, first, second)
 	}
-	first := tt.ShardAxis()
-	for i := first + 1; first >= 0 && i < tt.Rank(); i++ {
-		if tt.Dims[i].Parallel == ir.DIDx {
-			c.errs.Add(pos, "%s %s, which splits axes %d and %d over the mesh; the mesh has one dimension (DIDx), so at most one axis may be sharded: keep /DIDx on one axis", what, tt, first, i)
-			return false
-		}
-	}
-	return true
+	return ok
 }
 
 // settle reconciles an inferred result type with the result's annotation.
