@@ -56,38 +56,42 @@ func (a *arena) reset(slots int) []array {
 }
 
 func (a *arena) floats(n int64) []float64 {
-	if a == nil {
+	if a == nil || n > arenaKeep {
 		return make([]float64, n)
 	}
-	return take(&a.f, &a.nf, n)
+	if a.nf < len(a.f) && int64(cap(a.f[a.nf])) >= n {
+		b := a.f[a.nf][:n]
+		clear(b)
+		a.nf++
+		return b
+	}
+	b := make([]float64, n)
+	if a.nf < len(a.f) {
+		a.f[a.nf] = b
+	} else {
+		a.f = append(a.f, b)
+	}
+	a.nf++
+	return b
 }
 
 func (a *arena) ints(n int64) []int64 {
-	if a == nil {
+	if a == nil || n > arenaKeep {
 		return make([]int64, n)
 	}
-	return take(&a.i, &a.ni, n)
-}
-
-// take hands out the next kept array of at least n elements, zeroed, or
-// makes one (kept for the next run when it is at most arenaKeep long).
-func take[T float64 | int64](kept *[][]T, used *int, n int64) []T {
-	if n > arenaKeep {
-		return make([]T, n)
-	}
-	if *used < len(*kept) && int64(cap((*kept)[*used])) >= n {
-		b := (*kept)[*used][:n]
+	if a.ni < len(a.i) && int64(cap(a.i[a.ni])) >= n {
+		b := a.i[a.ni][:n]
 		clear(b)
-		*used++
+		a.ni++
 		return b
 	}
-	b := make([]T, n)
-	if *used < len(*kept) {
-		(*kept)[*used] = b
+	b := make([]int64, n)
+	if a.ni < len(a.i) {
+		a.i[a.ni] = b
 	} else {
-		*kept = append(*kept, b)
+		a.i = append(a.i, b)
 	}
-	*used++
+	a.ni++
 	return b
 }
 
