@@ -209,7 +209,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): argument %d is %s%v, the kernel was compiled for %s%v",
 				d.opts.Rank, k.name, k.code, k.pos, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
 		}
-		ptr, err := d.span(t, fmt.Sprintf("launch %s argument %d", k.name, i))
+		ptr, err := d.spanOf(t, func() string { return fmt.Sprintf("launch %s argument %d", k.name, i) })
 		if err != nil {
 			return err
 		}

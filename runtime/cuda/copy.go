@@ -44,18 +44,25 @@ func (d *Device) stridedKernels() (*copyKernels, error) {
 	return d.copyKernel, d.copyErr
 }
 
-// span checks that t lies inside its buffer and returns its base address.
+// span checks that t lies inside its buffer and returns its base address;
+// what names t in an error.
 func (d *Device) span(t runtime.Tensor, what string) (uint64, error) {
+	return d.spanOf(t, func() string { return what })
+}
+
+// spanOf is span with the name made only for an error (a launch names its
+// arguments by kernel and index: no formatting on the hot path).
+func (d *Device) spanOf(t runtime.Tensor, what func() string) (uint64, error) {
 	b, err := d.own(t.Buf)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
+		return 0, fmt.Errorf("%s: %w", what(), err)
 	}
 	if len(t.Strides) != 0 && len(t.Strides) != len(t.Shape) {
-		return 0, fmt.Errorf("cuda: rank %d: %s: %d strides for %d dimensions", d.opts.Rank, what, len(t.Strides), len(t.Shape))
+		return 0, fmt.Errorf("cuda: rank %d: %s: %d strides for %d dimensions", d.opts.Rank, what(), len(t.Strides), len(t.Shape))
 	}
 	es := int64(t.DType.Size())
 	if es == 0 {
-		return 0, fmt.Errorf("cuda: rank %d: %s: dtype %v has no size", d.opts.Rank, what, t.DType)
+		return 0, fmt.Errorf("cuda: rank %d: %s: dtype %v has no size", d.opts.Rank, what(), t.DType)
 	}
 	lo, hi := t.Offset, t.Offset+es
 	if t.NumElements() == 0 {
@@ -72,7 +79,7 @@ func (d *Device) span(t runtime.Tensor, what string) (uint64, error) {
 	}
 	if lo < 0 || hi > b.size {
 		return 0, fmt.Errorf("cuda: rank %d: %s: tensor %v%v at offset %d reaches bytes [%d, %d) of a %d-byte buffer",
-			d.opts.Rank, what, t.DType, t.Shape, t.Offset, lo, hi, b.size)
+			d.opts.Rank, what(), t.DType, t.Shape, t.Offset, lo, hi, b.size)
 	}
 	return b.ptr + uint64(t.Offset), nil
 }
