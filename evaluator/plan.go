@@ -48,7 +48,7 @@ type plan struct {
 	outputs []int // value id of each prog.Outputs
 	// what the host-memory budget calls each input's shard and output
 	inputWhat, outputWhat []string
-	nResult int   // value ids below nResult are op results, in program order
+	nResult               int // value ids below nResult are op results, in program order
 }
 
 func newPlan(prog *ir.Program, mesh int, trace bool) *plan {

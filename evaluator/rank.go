@@ -81,7 +81,7 @@ type slot struct {
 type frame struct {
 	vals    []slot // by value id (plan.go)
 	current runtime.Stream
-	labeler runtime.Labeler // current, when it labels its work
+	labeler runtime.Labeler  // current, when it labels its work
 	used    []runtime.Stream // streams the run touched, synchronised at the end
 	events  []runtime.Event  // producer events, closed at the end of the run
 	iter    int64            // the innermost loop's index, -1 outside loops (for traces)
