@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 )
 
 // valKind says where a value of the body comes from.
@@ -482,17 +482,17 @@ func literalBits(l *ir.Literal, dt ir.DType) uint64 {
 	case ir.F32:
 		return uint64(math.Float32bits(float32(l.Value())))
 	case ir.F16:
-		return uint64(math.Float32bits(float32(host.RoundTo(ir.F16, l.Value()))))
+		return uint64(math.Float32bits(float32(numeric.RoundTo(ir.F16, l.Value()))))
 	case ir.BF16:
-		return uint64(math.Float32bits(float32(host.RoundTo(ir.BF16, l.Value()))))
+		return uint64(math.Float32bits(float32(numeric.RoundTo(ir.BF16, l.Value()))))
 	case ir.I32:
 		if l.IsFloat {
-			return uint64(uint32(int32(host.FloatToInt(ir.I32, l.Float))))
+			return uint64(uint32(int32(numeric.FloatToInt(ir.I32, l.Float))))
 		}
 		return uint64(uint32(int32(l.Int)))
 	case ir.I64:
 		if l.IsFloat {
-			return uint64(host.FloatToInt(ir.I64, l.Float))
+			return uint64(numeric.FloatToInt(ir.I64, l.Float))
 		}
 		return uint64(l.Int)
 	case ir.Bool:

@@ -1,6 +1,6 @@
 // Package host holds tensors on the host: dense row-major arrays of any
-// hir dtype, with the element conversions the runtimes share (convert.go),
-// a deterministic random generator, sharding along an axis, NPY files and
+// hir dtype (elements read and written by package numeric's rules), a
+// deterministic random generator, sharding along an axis, NPY files and
 // readable summaries.
 package host
 
@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 )
 
 // Array is a dense tensor in host memory: row-major, little-endian elements
@@ -38,17 +39,17 @@ func New(dt ir.DType, shape []int64) *Array {
 func (a *Array) Len() int64 { return ir.Product(a.Shape) }
 
 // At returns element i (flat, row-major) as a float64.
-func (a *Array) At(i int64) float64 { return LoadFloat(a.DType, a.Data, i) }
+func (a *Array) At(i int64) float64 { return numeric.LoadFloat(a.DType, a.Data, i) }
 
 // Set stores v as element i, rounded (floats) or cast (ints, bool) to the
 // array's dtype.
-func (a *Array) Set(i int64, v float64) { StoreFloat(a.DType, a.Data, i, v) }
+func (a *Array) Set(i int64, v float64) { numeric.StoreFloat(a.DType, a.Data, i, v) }
 
 // AtInt returns element i as an int64 (exact for integer dtypes).
-func (a *Array) AtInt(i int64) int64 { return LoadInt(a.DType, a.Data, i) }
+func (a *Array) AtInt(i int64) int64 { return numeric.LoadInt(a.DType, a.Data, i) }
 
 // SetInt stores v as element i (exact for i64, wrapped for i32).
-func (a *Array) SetInt(i int64, v int64) { StoreInt(a.DType, a.Data, i, v) }
+func (a *Array) SetInt(i int64, v int64) { numeric.StoreInt(a.DType, a.Data, i, v) }
 
 // Clone returns a deep copy.
 func (a *Array) Clone() *Array {

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 )
 
 // splitMix64 is the SplitMix64 generator (Steele, Lea and Flood, 2014):
@@ -40,7 +41,7 @@ func Random(dt ir.DType, shape []int64, seed uint64) *Array {
 		switch {
 		case dt.IsFloat():
 			u := float64(x>>11) * 0x1p-53
-			v := RoundTo(dt, 2*u-1)
+			v := numeric.RoundTo(dt, 2*u-1)
 			if v >= 1 {
 				v = below1
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 )
 
 // SummaryLimit is the largest element count Summary prints in full.
@@ -143,7 +144,7 @@ func (a *Array) formatValue(v float64) string {
 	// f16 and bf16: the fewest digits that round back to v.
 	for prec := 1; prec < 17; prec++ {
 		s := strconv.FormatFloat(v, 'g', prec, 64)
-		if w, err := strconv.ParseFloat(s, 64); err == nil && RoundTo(a.DType, w) == v {
+		if w, err := strconv.ParseFloat(s, 64); err == nil && numeric.RoundTo(a.DType, w) == v {
 			// Respell the short decimal plainly: 100, not 1e+02.
 			return strconv.FormatFloat(w, 'g', -1, 64)
 		}

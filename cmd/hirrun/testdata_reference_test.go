@@ -21,6 +21,7 @@ import (
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 	"github.com/hirlab/hir/parser"
 	"github.com/hirlab/hir/passes"
 	"github.com/hirlab/hir/runtime"
@@ -86,7 +87,7 @@ func (t tens) as(dt ir.DType) tens {
 	for i, x := range t.v {
 		switch {
 		case dt.IsFloat():
-			out.v[i] = host.RoundTo(dt, x)
+			out.v[i] = numeric.RoundTo(dt, x)
 		case dt == ir.Bool:
 			out.v[i] = b2f(x != 0)
 		case dt == ir.I32:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 	"github.com/hirlab/hir/runtime"
 	_ "github.com/hirlab/hir/runtime/sim"
 )
@@ -546,7 +547,7 @@ func collBigScenario() error {
 		for i := int64(0); i < n; i++ {
 			var g float32
 			if es == 2 {
-				g = host.BF16ToF32(binary.LittleEndian.Uint16(got[2*i:]))
+				g = numeric.BF16ToF32(binary.LittleEndian.Uint16(got[2*i:]))
 			} else {
 				g = math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:]))
 			}
@@ -570,7 +571,7 @@ func collBigScenario() error {
 		}
 		data := make([]byte, 2*n)
 		for i := int64(0); i < n; i++ {
-			binary.LittleEndian.PutUint16(data[2*i:], host.F32ToBF16(val(i, rank)))
+			binary.LittleEndian.PutUint16(data[2*i:], numeric.F32ToBF16(val(i, rank)))
 		}
 		in := runtime.Tensor{Buf: b, DType: ir.BF16, Shape: []int64{n}}
 		out := runtime.Tensor{Buf: o, DType: ir.BF16, Shape: []int64{n}}
@@ -600,7 +601,7 @@ func collBigScenario() error {
 		}
 		// ring, in place on the input: many segments per block.
 		for i := int64(0); i < n; i++ {
-			binary.LittleEndian.PutUint16(data[2*i:], host.F32ToBF16(val(i, rank)))
+			binary.LittleEndian.PutUint16(data[2*i:], numeric.F32ToBF16(val(i, rank)))
 		}
 		if err := d.CopyFromHost(in, data, s); err != nil {
 			return err

@@ -6,7 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/numeric"
 )
 
 // A model of hir_ring (kernels/reduce.cu) on the CPU: the same ops in
@@ -82,7 +82,7 @@ func ringModelOps(D, r int, nseg int64, gather, avg, wave bool) []ringModelOp {
 	return ops
 }
 
-func bf16Round(x float32) float32 { return host.BF16ToF32(host.F32ToBF16(x)) }
+func bf16Round(x float32) float32 { return numeric.BF16ToF32(numeric.F32ToBF16(x)) }
 
 // runRingModel runs the model; it returns each rank's output (the whole
 // tensor for all_reduce, chunk r for reduce_scatter).

@@ -3,8 +3,8 @@ package sim
 import (
 	"fmt"
 
-	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 )
 
 // The collective algorithms. Each runs on one rank's stream after the
@@ -64,7 +64,7 @@ func (j *collJob) combine(a, b acc) {
 		case ir.ReduceMin:
 			r = min(x, y)
 		}
-		a.i[e] = host.WrapInt(dt, r)
+		a.i[e] = numeric.WrapInt(dt, r)
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 	"github.com/hirlab/hir/runtime"
 )
 
@@ -69,7 +69,7 @@ func reduceRef(red ir.ReduceOp, dt ir.DType, parts [][]float64) []float64 {
 		if red == ir.ReduceAvg {
 			out[i] = float64(float32(out[i] / float64(len(parts))))
 		}
-		out[i] = host.RoundTo(dt, out[i])
+		out[i] = numeric.RoundTo(dt, out[i])
 	}
 	return out
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 	"github.com/hirlab/hir/runtime"
 )
 
@@ -204,11 +204,11 @@ func literalAs(l *ir.Literal, dt ir.DType) operand {
 	o := operand{slot: -1}
 	switch {
 	case dt.IsFloat():
-		o.f = computeRound(dt, host.RoundTo(dt, l.Value()))
+		o.f = computeRound(dt, numeric.RoundTo(dt, l.Value()))
 	case l.IsFloat:
-		o.i = host.FloatToInt(dt, l.Float)
+		o.i = numeric.FloatToInt(dt, l.Float)
 	default:
-		o.i = host.WrapInt(dt, l.Int)
+		o.i = numeric.WrapInt(dt, l.Int)
 	}
 	return o
 }

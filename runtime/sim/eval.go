@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 )
 
 // The interpreter's numerics follow docs/SEMANTICS.md: f32, f16 and bf16
@@ -151,17 +151,17 @@ func (k *kernel) run(ins, outs []*view, a *arena) error {
 func loadFInto(out []float64, v *view) []float64 {
 	if v.contig {
 		for k := range out {
-			out[k] = host.LoadFloat(v.dt, v.data, int64(k))
+			out[k] = numeric.LoadFloat(v.dt, v.data, int64(k))
 		}
 		return out
 	}
-	v.each(0, v.n, func(k, off int64) { out[k] = host.LoadFloat(v.dt, v.data, off) })
+	v.each(0, v.n, func(k, off int64) { out[k] = numeric.LoadFloat(v.dt, v.data, off) })
 	return out
 }
 
 // loadIInto reads v's elements as int64 into out (v.n long).
 func loadIInto(out []int64, v *view) []int64 {
-	v.each(0, v.n, func(k, off int64) { out[k] = host.LoadInt(v.dt, v.data, off) })
+	v.each(0, v.n, func(k, off int64) { out[k] = numeric.LoadInt(v.dt, v.data, off) })
 	return out
 }
 
@@ -229,7 +229,7 @@ func (st *step) pointwise(vals []array, n int64, a *arena) (array, error) {
 		} else {
 			r = binaryI(st.code, a, argI(vals, &st.args[1], e))
 		}
-		out.i[e] = host.WrapInt(st.dt, r)
+		out.i[e] = numeric.WrapInt(st.dt, r)
 	}
 	return out, nil
 }
@@ -363,18 +363,18 @@ func (st *step) cast(vals []array, n int64, a *arena) array {
 	for e := int64(0); e < n; e++ {
 		switch {
 		case isFloatClass(from) && isFloatClass(to):
-			out.f[e] = host.RoundTo(to, argF(vals, src, e))
+			out.f[e] = numeric.RoundTo(to, argF(vals, src, e))
 		case isFloatClass(from):
-			out.i[e] = host.FloatToInt(to, argF(vals, src, e))
+			out.i[e] = numeric.FloatToInt(to, argF(vals, src, e))
 		case isFloatClass(to):
 			x := argI(vals, src, e)
 			if to == ir.F32 {
 				out.f[e] = float64(float32(x)) // one rounding from int64
 			} else {
-				out.f[e] = host.RoundTo(to, float64(x))
+				out.f[e] = numeric.RoundTo(to, float64(x))
 			}
 		default:
-			out.i[e] = host.WrapInt(to, argI(vals, src, e))
+			out.i[e] = numeric.WrapInt(to, argI(vals, src, e))
 		}
 	}
 	return out
@@ -451,7 +451,7 @@ func (st *step) reduce(vals []array, n int64, a *arena) array {
 		}
 	}
 	for j := range out.i {
-		out.i[j] = host.WrapInt(st.dt, out.i[j])
+		out.i[j] = numeric.WrapInt(st.dt, out.i[j])
 	}
 	return out
 }

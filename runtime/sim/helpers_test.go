@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 	"github.com/hirlab/hir/runtime"
 )
 
@@ -55,7 +55,7 @@ func mustAll(t testing.TB, errs []error) {
 func encode(dt ir.DType, xs []float64) []byte {
 	b := make([]byte, len(xs)*dt.Size())
 	for i, x := range xs {
-		host.StoreFloat(dt, b, int64(i), x)
+		numeric.StoreFloat(dt, b, int64(i), x)
 	}
 	return b
 }
@@ -63,7 +63,7 @@ func encode(dt ir.DType, xs []float64) []byte {
 func decode(dt ir.DType, b []byte) []float64 {
 	xs := make([]float64, len(b)/dt.Size())
 	for i := range xs {
-		xs[i] = host.LoadFloat(dt, b, int64(i))
+		xs[i] = numeric.LoadFloat(dt, b, int64(i))
 	}
 	return xs
 }

@@ -3,8 +3,8 @@ package sim
 import (
 	"fmt"
 
-	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/numeric"
 	"github.com/hirlab/hir/runtime"
 )
 
@@ -164,18 +164,18 @@ func (v *view) loadF(lo, hi int64) []float64 {
 	out := make([]float64, hi-lo)
 	if v.contig {
 		for k := lo; k < hi; k++ {
-			out[k-lo] = host.LoadFloat(v.dt, v.data, k)
+			out[k-lo] = numeric.LoadFloat(v.dt, v.data, k)
 		}
 		return out
 	}
-	v.each(lo, hi, func(k, off int64) { out[k-lo] = host.LoadFloat(v.dt, v.data, off) })
+	v.each(lo, hi, func(k, off int64) { out[k-lo] = numeric.LoadFloat(v.dt, v.data, off) })
 	return out
 }
 
 // loadI reads elements [lo, hi) as int64 (exact for ints, 0/1 for bool).
 func (v *view) loadI(lo, hi int64) []int64 {
 	out := make([]int64, hi-lo)
-	v.each(lo, hi, func(k, off int64) { out[k-lo] = host.LoadInt(v.dt, v.data, off) })
+	v.each(lo, hi, func(k, off int64) { out[k-lo] = numeric.LoadInt(v.dt, v.data, off) })
 	return out
 }
 
@@ -183,16 +183,16 @@ func (v *view) loadI(lo, hi int64) []int64 {
 func (v *view) storeF(lo int64, xs []float64) {
 	if v.contig {
 		for j, x := range xs {
-			host.StoreFloat(v.dt, v.data, lo+int64(j), x)
+			numeric.StoreFloat(v.dt, v.data, lo+int64(j), x)
 		}
 		return
 	}
-	v.each(lo, lo+int64(len(xs)), func(k, off int64) { host.StoreFloat(v.dt, v.data, off, xs[k-lo]) })
+	v.each(lo, lo+int64(len(xs)), func(k, off int64) { numeric.StoreFloat(v.dt, v.data, off, xs[k-lo]) })
 }
 
 // storeI writes xs as elements [lo, lo+len(xs)), wrapping to the dtype.
 func (v *view) storeI(lo int64, xs []int64) {
-	v.each(lo, lo+int64(len(xs)), func(k, off int64) { host.StoreInt(v.dt, v.data, off, xs[k-lo]) })
+	v.each(lo, lo+int64(len(xs)), func(k, off int64) { numeric.StoreInt(v.dt, v.data, off, xs[k-lo]) })
 }
 
 // packed returns elements [lo, hi) as contiguous bytes.

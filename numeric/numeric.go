@@ -1,9 +1,10 @@
-package host
-
-// Element conversions shared by the host arrays and the CPU runtime: the
-// 16-bit float formats (IEEE half and bfloat16) with exact round to nearest
-// even, and typed loads and stores of little-endian elements that follow the
-// cast rules of docs/SEMANTICS.md.
+// Package numeric holds the element semantics of hir's dtypes, shared by the
+// host arrays, the CPU runtime and codegen's literals: the 16-bit float
+// formats (IEEE half and bfloat16) with exact round to nearest even, rounding
+// a value to a dtype, the float-to-int cast (truncate, NaN 0, saturate) and
+// integer wrapping of docs/SEMANTICS.md, and typed loads and stores of
+// little-endian elements that follow those rules. It depends only on ir.
+package numeric
 
 import (
 	"encoding/binary"
