@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/fdpass"
 	"github.com/hirlab/hir/runtime/launch"
 	"github.com/hirlab/hir/runtime/store"
 )
@@ -213,7 +214,7 @@ type Device struct {
 	fabricImport atomic.Bool  // fabric import worked (or not tried yet)
 	// How peers' shards were imported, for tests and reports.
 	fabricImports, fdImports atomic.Int64
-	fdx                      *fdExchange // nil for a world of one
+	fdx                      *fdpass.Exchange // nil for a world of one
 	def                      *stream
 
 	nextID   atomic.Uint64
@@ -295,12 +296,12 @@ func (d *Device) open() error {
 	if d.opts.WorldSize == 1 {
 		return nil
 	}
-	if d.fdx, err = listenFDExchange(d.opts.Rank, d.opts.WorldSize, d.opts.Token); err != nil {
+	if d.fdx, err = fdpass.Listen(d.opts.Rank, d.opts.WorldSize, d.opts.Token); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
 	defer cancel()
-	paths, err := store.ExchangeAll(ctx, d.opts.Store, "cuda/sockets", d.opts.Rank, d.opts.WorldSize, []byte(d.fdx.path), d.opts.Timeout)
+	paths, err := store.ExchangeAll(ctx, d.opts.Store, "cuda/sockets", d.opts.Rank, d.opts.WorldSize, []byte(d.fdx.Path()), d.opts.Timeout)
 	if err != nil {
 		return err
 	}
@@ -308,7 +309,7 @@ func (d *Device) open() error {
 	for i, p := range paths {
 		ps[i] = string(p)
 	}
-	if err := d.fdx.connect(ps, d.opts.Timeout); err != nil {
+	if err := d.fdx.Connect(ps, d.opts.Timeout); err != nil {
 		return err
 	}
 	// Every rank has dialled every other before anyone sends a handle.
@@ -317,7 +318,7 @@ func (d *Device) open() error {
 	}
 	// Nobody dials again: remove the socket's name now, so a rank killed
 	// later (Ctrl-C, a failed peer) leaves no file behind.
-	os.Remove(d.fdx.path)
+	os.Remove(d.fdx.Path())
 	return nil
 }
 
@@ -356,7 +357,7 @@ func (d *Device) Stats() Stats {
 	s.Handles, s.Mappings, s.Reservations = d.liveHandles.Load(), d.liveMappings.Load(), d.liveReservations.Load()
 	s.OpenFDs, s.Modules = d.openFDs.Load(), d.liveModules.Load()
 	if d.fdx != nil {
-		s.OpenFDs += int64(d.fdx.pending())
+		s.OpenFDs += int64(d.fdx.Pending())
 	}
 	return s
 }
@@ -425,7 +426,7 @@ func (d *Device) close() error {
 		errs = append(errs, d.closeCompute())
 	}
 	if d.fdx != nil {
-		errs = append(errs, d.fdx.close())
+		errs = append(errs, d.fdx.Close())
 	}
 	if d.ctx != 0 {
 		errs = append(errs, d.drv.call("cuDevicePrimaryCtxRelease", uintptr(d.dev)))

@@ -101,9 +101,3 @@ func openFDCount() int {
 	}
 	return len(ents)
 }
-
-type execCmd = exec.Cmd
-
-func newExec(ctx context.Context, name string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, name, args...)
-}

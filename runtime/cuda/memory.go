@@ -338,7 +338,7 @@ func (d *Device) allocSymmetric(bytes int64) (*buffer, error) {
 	if fd >= 0 {
 		for p := 0; p < world; p++ {
 			if p != rank {
-				errs = append(errs, d.fdx.send(p, seq, fd))
+				errs = append(errs, d.fdx.Send(p, seq, fd))
 			}
 		}
 		closeFD()
@@ -388,7 +388,7 @@ func (d *Device) finishSym(a *symAlloc, bytes int64) *buffer {
 
 // importPeer imports peer p's handle and maps it into a range of its own.
 func (d *Device) importPeer(a *symAlloc, p int, info handleInfo, what string) error {
-	fd, err := d.fdx.recv(p, a.seq, d.opts.Timeout, what)
+	fd, err := d.fdx.Recv(p, a.seq, d.opts.Timeout, what)
 	if err != nil {
 		return err
 	}

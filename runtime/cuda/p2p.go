@@ -110,7 +110,7 @@ func (d *Device) makeInbox(p *p2pPair) error {
 	})
 	if fd >= 0 {
 		if err == nil {
-			err = d.fdx.send(p.peer, p2pKey, fd)
+			err = d.fdx.Send(p.peer, p2pKey, fd)
 		}
 		syscall.Close(fd)
 		d.openFDs.Add(-1)
@@ -120,7 +120,7 @@ func (d *Device) makeInbox(p *p2pPair) error {
 
 // mapPeerInbox imports the peer's inbox for this rank and maps it.
 func (d *Device) mapPeerInbox(p *p2pPair) error {
-	fd, err := d.fdx.recv(p.peer, p2pKey, d.opts.Timeout, fmt.Sprintf("the first transfer with rank %d", p.peer))
+	fd, err := d.fdx.Recv(p.peer, p2pKey, d.opts.Timeout, fmt.Sprintf("the first transfer with rank %d", p.peer))
 	if err != nil {
 		return err
 	}

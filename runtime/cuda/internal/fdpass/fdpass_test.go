@@ -1,10 +1,13 @@
-package cuda
+//go:build linux
+
+package fdpass
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,27 +19,47 @@ import (
 	"github.com/hirlab/hir/runtime/store"
 )
 
-func init() {
-	scenarios["fd-sender"] = fdSenderScenario
+// TestFDPassingBetweenProcesses re-executes this test binary with
+// envChild set; TestMain then runs the child's side instead of the tests
+// and exits with its status.
+const envChild = "HIR_FDPASS_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		if err := fdSenderChild(); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %s: %v\n", os.Getenv("RANK"), err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func openFDCount() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
 }
 
 // pairExchange opens two connected exchanges in this process.
-func pairExchange(t *testing.T, token0, token1 string) (*fdExchange, *fdExchange) {
+func pairExchange(t *testing.T, token0, token1 string) (*Exchange, *Exchange) {
 	t.Helper()
-	a, err := listenFDExchange(0, 2, token0)
+	a, err := Listen(0, 2, token0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := listenFDExchange(1, 2, token1)
+	b, err := Listen(1, 2, token1)
 	if err != nil {
-		a.close()
+		a.Close()
 		t.Fatal(err)
 	}
 	paths := []string{a.path, b.path}
-	if err := a.connect(paths, time.Second); err != nil {
+	if err := a.Connect(paths, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.connect(paths, time.Second); err != nil {
+	if err := b.Connect(paths, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return a, b
@@ -78,13 +101,13 @@ func TestFDPassingBetweenGoroutinesLeavesNothingOpen(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer f.Close()
-			if err := a.send(1, key, int(f.Fd())); err != nil {
+			if err := a.Send(1, key, int(f.Fd())); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	for key := uint64(7); ; key-- { // out of order: the mailbox sorts it out
-		fd, err := b.recv(0, key, 5*time.Second, "test")
+		fd, err := b.Recv(0, key, 5*time.Second, "test")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,13 +121,13 @@ func TestFDPassingBetweenGoroutinesLeavesNothingOpen(t *testing.T) {
 	wg.Wait()
 	// An fd nobody takes is closed by close.
 	f := tempFileWith(t, "unclaimed")
-	if err := b.send(0, 99, int(f.Fd())); err != nil {
+	if err := b.Send(0, 99, int(f.Fd())); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	waitFor(t, func() bool { return a.pending() == 1 })
-	a.close()
-	b.close()
+	waitFor(t, func() bool { return a.Pending() == 1 })
+	a.Close()
+	b.Close()
 	if got := openFDCount(); got != base {
 		t.Errorf("%d descriptors open after close, %d before", got, base)
 	}
@@ -128,13 +151,13 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestRecvFailsAtOnceWhenThePeerGoes(t *testing.T) {
 	a, b := pairExchange(t, "tok", "tok")
-	defer a.close()
+	defer a.Close()
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.recv(1, 0, time.Minute, "symmetric alloc #0")
+		_, err := a.Recv(1, 0, time.Minute, "symmetric alloc #0")
 		done <- err
 	}()
-	b.close() // the peer "dies" before sending
+	b.Close() // the peer "dies" before sending
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "rank 1's connection ended before it sent its handle") ||
@@ -147,32 +170,32 @@ func TestRecvFailsAtOnceWhenThePeerGoes(t *testing.T) {
 }
 
 func TestWrongTokenIsRejected(t *testing.T) {
-	a, err := listenFDExchange(0, 2, "right")
+	a, err := Listen(0, 2, "right")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
-	b, err := listenFDExchange(1, 2, "wrong")
+	defer a.Close()
+	b, err := Listen(1, 2, "wrong")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.close()
-	if err := b.connect([]string{a.path, b.path}, time.Second); err != nil {
+	defer b.Close()
+	if err := b.Connect([]string{a.path, b.path}, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.rejected == 1 })
 	f := tempFileWith(t, "x")
 	defer f.Close()
-	b.send(0, 1, int(f.Fd())) // may or may not fail; a must never take it
-	if _, err := a.recv(1, 1, 200*time.Millisecond, "test"); err == nil {
+	b.Send(0, 1, int(f.Fd())) // may or may not fail; a must never take it
+	if _, err := a.Recv(1, 1, 200*time.Millisecond, "test"); err == nil {
 		t.Fatal("a descriptor from an impostor was accepted")
 	}
 }
 
 func TestSocketUIDCheck(t *testing.T) {
 	a, b := pairExchange(t, "tok", "tok")
-	defer a.close()
-	defer b.close()
+	defer a.Close()
+	defer b.Close()
 	uid, err := peerUID(b.out[0])
 	if err != nil || uid != os.Getuid() {
 		t.Fatalf("peer uid %d, %v; want %d", uid, err, os.Getuid())
@@ -196,11 +219,11 @@ func TestFDPassingBetweenProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	x, err := listenFDExchange(0, 2, token)
+	x, err := Listen(0, 2, token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := childCommand(ctx, "fd-sender", "RANK=1", "MASTER_ADDR="+srv.Addr(), "HIR_JOB_TOKEN="+token,
+	cmd := childCommand(ctx, "RANK=1", "MASTER_ADDR="+srv.Addr(), "HIR_JOB_TOKEN="+token,
 		"HIR_TEST_DIR="+t.TempDir())
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -211,10 +234,10 @@ func TestFDPassingBetweenProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := x.connect([]string{string(paths[0]), string(paths[1])}, time.Second); err != nil {
+	if err := x.Connect([]string{string(paths[0]), string(paths[1])}, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := x.recv(1, 42, 30*time.Second, "test")
+	fd, err := x.Recv(1, 42, 30*time.Second, "test")
 	if err != nil {
 		t.Fatal(err, out.String())
 	}
@@ -225,7 +248,7 @@ func TestFDPassingBetweenProcesses(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v\n%s", err, out.String())
 	}
-	x.close()
+	x.Close()
 	c.Close()
 	srv.Close()
 	if got := openFDCount(); got > base {
@@ -233,13 +256,13 @@ func TestFDPassingBetweenProcesses(t *testing.T) {
 	}
 }
 
-func childCommand(ctx context.Context, scenario string, env ...string) *execCmd {
-	cmd := newExec(ctx, os.Args[0])
-	cmd.Env = append(append(os.Environ(), envScenario+"="+scenario), env...)
+func childCommand(ctx context.Context, env ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(append(os.Environ(), envChild+"=fd-sender"), env...)
 	return cmd
 }
 
-func fdSenderScenario() error {
+func fdSenderChild() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	token := os.Getenv("HIR_JOB_TOKEN")
@@ -248,16 +271,16 @@ func fdSenderScenario() error {
 		return err
 	}
 	defer c.Close()
-	x, err := listenFDExchange(1, 2, token)
+	x, err := Listen(1, 2, token)
 	if err != nil {
 		return err
 	}
-	defer x.close()
+	defer x.Close()
 	paths, err := store.ExchangeAll(ctx, c, "paths", 1, 2, []byte(x.path), time.Minute)
 	if err != nil {
 		return err
 	}
-	if err := x.connect([]string{string(paths[0]), string(paths[1])}, time.Second); err != nil {
+	if err := x.Connect([]string{string(paths[0]), string(paths[1])}, time.Second); err != nil {
 		return err
 	}
 	name := filepath.Join(os.Getenv("HIR_TEST_DIR"), "child-"+strconv.Itoa(os.Getpid()))
@@ -269,7 +292,7 @@ func fdSenderScenario() error {
 		return err
 	}
 	os.Remove(name) // only the descriptor lets anyone read it now
-	if err := x.send(0, 42, fd); err != nil {
+	if err := x.Send(0, 42, fd); err != nil {
 		return err
 	}
 	syscall.Close(fd)

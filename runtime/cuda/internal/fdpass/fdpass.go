@@ -1,4 +1,6 @@
-package cuda
+//go:build unix
+
+package fdpass
 
 import (
 	"crypto/rand"
@@ -14,7 +16,7 @@ import (
 	"time"
 )
 
-// fdExchange passes file descriptors (exported VMM allocations) between the
+// Exchange passes file descriptors (exported VMM allocations) between the
 // ranks of a job on one host: every rank listens on a Unix-domain
 // SOCK_SEQPACKET socket, and holds one connection to every peer on which it
 // sends. A descriptor travels as SCM_RIGHTS ancillary data with a small
@@ -25,7 +27,7 @@ import (
 // descriptors wait in a mailbox until the allocation that needs them asks;
 // a peer whose connection ends (its process died) fails every wait for it
 // at once instead of letting it run to the timeout.
-type fdExchange struct {
+type Exchange struct {
 	rank, world int
 	token       string
 	path        string
@@ -66,9 +68,9 @@ func socketDir() (string, error) {
 	return dir, nil
 }
 
-// listenFDExchange opens this rank's socket. The path it returns is what
-// peers dial (publish it through the store).
-func listenFDExchange(rank, world int, token string) (*fdExchange, error) {
+// Listen opens this rank's socket (rank of world, proving token to its
+// peers). Its Path is what peers dial (publish it through the store).
+func Listen(rank, world int, token string) (*Exchange, error) {
 	dir, err := socketDir()
 	if err != nil {
 		return nil, err
@@ -85,7 +87,7 @@ func listenFDExchange(rank, world int, token string) (*fdExchange, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	x := &fdExchange{
+	x := &Exchange{
 		rank: rank, world: world, token: token, path: path, ln: ln,
 		sendMu: make([]sync.Mutex, world), out: make([]*net.UnixConn, world),
 		changed: make(chan struct{}), mailbox: map[mailKey]int{}, gone: map[int]error{}, in: map[int]*net.UnixConn{},
@@ -96,9 +98,13 @@ func listenFDExchange(rank, world int, token string) (*fdExchange, error) {
 	return x, nil
 }
 
-// connect dials every peer's socket (paths indexed by rank) and introduces
+// Path is the socket this rank listens on: what peers pass to Connect.
+// Removing it once every peer has connected leaves the exchange working.
+func (x *Exchange) Path() string { return x.path }
+
+// Connect dials every peer's socket (paths indexed by rank) and introduces
 // this rank.
-func (x *fdExchange) connect(paths []string, timeout time.Duration) error {
+func (x *Exchange) Connect(paths []string, timeout time.Duration) error {
 	if len(paths) != x.world {
 		return fmt.Errorf("fd exchange: %d socket paths for a world of %d", len(paths), x.world)
 	}
@@ -132,7 +138,7 @@ func header(kind, from int, key uint64) []byte {
 	return b
 }
 
-func (x *fdExchange) acceptLoop() {
+func (x *Exchange) acceptLoop() {
 	defer x.wg.Done()
 	for {
 		c, err := x.ln.AcceptUnix()
@@ -152,33 +158,14 @@ func (x *fdExchange) acceptLoop() {
 	}
 }
 
-// peerUID is the uid of the process at the other end of c.
-func peerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	var cred *syscall.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return -1, err
-	}
-	if credErr != nil {
-		return -1, credErr
-	}
-	return int(cred.Uid), nil
-}
-
-func (x *fdExchange) reject() {
+func (x *Exchange) reject() {
 	x.mu.Lock()
 	x.rejected++
 	x.mu.Unlock()
 }
 
 // serve reads one peer's messages until its connection ends.
-func (x *fdExchange) serve(c *net.UnixConn) {
+func (x *Exchange) serve(c *net.UnixConn) {
 	defer x.wg.Done()
 	defer func() {
 		c.Close()
@@ -276,14 +263,14 @@ func closeAll(fds []int) {
 	}
 }
 
-func (x *fdExchange) notifyLocked() {
+func (x *Exchange) notifyLocked() {
 	close(x.changed)
 	x.changed = make(chan struct{})
 }
 
-// send passes fd to peer under key. The fd stays the caller's: the kernel
+// Send passes fd to peer under key. The fd stays the caller's: the kernel
 // holds its own reference while the message is in flight.
-func (x *fdExchange) send(peer int, key uint64, fd int) error {
+func (x *Exchange) Send(peer int, key uint64, fd int) error {
 	x.mu.Lock()
 	c := x.out[peer]
 	x.mu.Unlock()
@@ -298,10 +285,10 @@ func (x *fdExchange) send(peer int, key uint64, fd int) error {
 	return nil
 }
 
-// recv waits for the descriptor peer sent under key and hands it over
+// Recv waits for the descriptor peer sent under key and hands it over
 // (the caller closes it). It fails at once when peer's connection has
 // ended, and after timeout otherwise.
-func (x *fdExchange) recv(peer int, key uint64, timeout time.Duration, what string) (int, error) {
+func (x *Exchange) Recv(peer int, key uint64, timeout time.Duration, what string) (int, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -329,16 +316,16 @@ func (x *fdExchange) recv(peer int, key uint64, timeout time.Duration, what stri
 	}
 }
 
-// pending is the number of received descriptors nobody has taken.
-func (x *fdExchange) pending() int {
+// Pending is the number of received descriptors nobody has taken.
+func (x *Exchange) Pending() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.mailbox)
 }
 
-// close shuts every connection, closes descriptors nobody took and removes
+// Close shuts every connection, closes descriptors nobody took and removes
 // the socket file.
-func (x *fdExchange) close() error {
+func (x *Exchange) Close() error {
 	x.mu.Lock()
 	if x.closed {
 		x.mu.Unlock()
