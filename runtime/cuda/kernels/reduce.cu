@@ -1,7 +1,7 @@
 
 // ---- numerics: as the CPU runtime computes (docs/SEMANTICS.md) ----
 // f16/bf16 compute in f32 and round to nearest even when stored (the
-// same bit manipulations as host.F32ToBF16/F32ToF16, NaNs included);
+// same bit manipulations as numeric.F32ToBF16/F32ToF16, NaNs included);
 // f32 in f32, f64 in f64; ints wrap. max/min propagate NaN (as the
 // quiet NaN the CPU runtime produces) and order -0 below +0.
 struct bf16_t { unsigned short x; };
