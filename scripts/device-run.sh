@@ -204,7 +204,9 @@ row "testdata goldens on cuda, within tolerance" "$golden_status"
 
 # Nothing left behind: no hirrun or test process, no socket file.
 sleep 1
-pgrep -af "$bin/(hirrun|cuda.test)" | grep -v "^$$ " >"$out/leftover.log"
+# (processes whose program is one of ours: not a shell whose command line
+# merely names one, as the run tool's own wrapper does)
+pgrep -af "^[^ ]*$bin/(hirrun|cuda\.test)" | grep -v "^$$ " >"$out/leftover.log"
 leftover_procs=$(wc -l <"$out/leftover.log")
 leftover_socks=$(find "$sockdir" -name '*.sock' 2>/dev/null | wc -l)
 
