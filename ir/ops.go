@@ -1,5 +1,7 @@
 package ir
 
+import "math"
+
 // Opcode names an operation.
 type Opcode uint8
 
@@ -151,11 +153,17 @@ type OpInfo struct {
 	Body        bool
 	Attrs       []AttrSpec
 
-	FloatOnly bool   // pointwise: takes float tensors only (exp, log, tanh, sigmoid, gelu)
-	Aliases   Alias  // whose storage the result lives in (AliasedOperand)
-	Layout    Layout // collectives: how the output's shape follows from the input's
-	Reduces   bool   // collectives: combines the ranks' values with a reduce op (op=)
-	Rooted    bool   // collectives: has a root rank (root=)
+	FloatOnly bool // pointwise: takes float tensors only (exp, log, tanh, sigmoid, gelu)
+	// Scalar semantics of a unary or binary pointwise op (scalar.go): on
+	// floats in float64, on integers in int64 (nil for float-only ops).
+	F1      func(float64) float64
+	F2      func(float64, float64) float64
+	I1      func(int64) int64
+	I2      func(int64, int64) int64
+	Aliases Alias  // whose storage the result lives in (AliasedOperand)
+	Layout  Layout // collectives: how the output's shape follows from the input's
+	Reduces bool   // collectives: combines the ranks' values with a reduce op (op=)
+	Rooted  bool   // collectives: has a root rank (root=)
 }
 
 // AliasedOperand is the index of the operand whose storage the result of
@@ -216,12 +224,6 @@ func pointwise(name string, n int, attrs ...AttrSpec) OpInfo {
 	return OpInfo{Name: name, Class: ClassPointwise, MinOperands: n, MaxOperands: n, Results: 1, Attrs: attrs}
 }
 
-// floatOnly marks a pointwise op that takes float tensors only.
-func floatOnly(info OpInfo) OpInfo {
-	info.FloatOnly = true
-	return info
-}
-
 func reduction(name string) OpInfo {
 	return OpInfo{Name: name, Class: ClassReduction, MinOperands: 1, MaxOperands: 1, Results: 1,
 		Attrs: []AttrSpec{{Key: "axes", Kind: KindInts, Required: true}, {Key: "keepdim", Kind: KindBool}}}
@@ -241,21 +243,22 @@ var opInfos = [numOpcodes]OpInfo{
 	OpReshape: {Name: "reshape", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst,
 		Attrs: []AttrSpec{{Key: "shape", Kind: KindInts, Required: true}}},
 
-	OpNeg:     pointwise("neg", 1),
-	OpExp:     floatOnly(pointwise("exp", 1)),
-	OpLog:     floatOnly(pointwise("log", 1)),
-	OpTanh:    floatOnly(pointwise("tanh", 1)),
-	OpRelu:    pointwise("relu", 1),
-	OpGelu:    floatOnly(pointwise("gelu", 1)),
-	OpSigmoid: floatOnly(pointwise("sigmoid", 1)),
-	OpAbs:     pointwise("abs", 1),
+	// pointwise: the scalar semantics (scalar.go), float then integer
+	OpNeg:     unary("neg", func(x float64) float64 { return -x }, func(x int64) int64 { return -x }),
+	OpExp:     unary("exp", math.Exp, nil),
+	OpLog:     unary("log", math.Log, nil),
+	OpTanh:    unary("tanh", math.Tanh, nil),
+	OpRelu:    unary("relu", relu, func(x int64) int64 { return max(x, 0) }),
+	OpGelu:    unary("gelu", gelu, nil),
+	OpSigmoid: unary("sigmoid", sigmoid, nil),
+	OpAbs:     unary("abs", math.Abs, absInt),
 	OpCast:    pointwise("cast", 1, AttrSpec{Key: "dtype", Kind: KindWord, Required: true, Words: DTypeWords}),
-	OpAdd:     pointwise("add", 2),
-	OpSub:     pointwise("sub", 2),
-	OpMul:     pointwise("mul", 2),
-	OpDiv:     pointwise("div", 2),
-	OpMax:     pointwise("max", 2),
-	OpMin:     pointwise("min", 2),
+	OpAdd:     binary("add", func(a, b float64) float64 { return a + b }, func(a, b int64) int64 { return a + b }),
+	OpSub:     binary("sub", func(a, b float64) float64 { return a - b }, func(a, b int64) int64 { return a - b }),
+	OpMul:     binary("mul", func(a, b float64) float64 { return a * b }, func(a, b int64) int64 { return a * b }),
+	OpDiv:     binary("div", func(a, b float64) float64 { return a / b }, divInt),
+	OpMax:     binary("max", MaxFloat, func(a, b int64) int64 { return max(a, b) }),
+	OpMin:     binary("min", MinFloat, func(a, b int64) int64 { return min(a, b) }),
 	OpWhere:   pointwise("where", 3),
 
 	OpSum:       reduction("sum"),

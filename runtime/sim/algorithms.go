@@ -43,9 +43,9 @@ func (j *collJob) combine(a, b acc) {
 			case ir.ReduceProd:
 				r = x * y
 			case ir.ReduceMax:
-				r = maxF(x, y)
+				r = ir.MaxFloat(x, y)
 			case ir.ReduceMin:
-				r = minF(x, y)
+				r = ir.MinFloat(x, y)
 			}
 			a.f[e] = computeRound(dt, r)
 		}

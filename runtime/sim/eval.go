@@ -205,146 +205,33 @@ func (st *step) exec(vals []array, a *arena) (array, error) {
 
 func (st *step) pointwise(vals []array, n int64, a *arena) (array, error) {
 	var out array
+	info := st.code.Info() // the scalar semantics (ir/scalar.go)
 	if isFloatClass(st.dt) {
 		out.f = a.floats(n)
-		unary := len(st.args) == 1
-		for e := int64(0); e < n; e++ {
-			a := argF(vals, &st.args[0], e)
-			var r float64
-			if unary {
-				r = unaryF(st.code, a)
-			} else {
-				r = binaryF(st.code, a, argF(vals, &st.args[1], e))
+		if f := info.F1; len(st.args) == 1 {
+			for e := int64(0); e < n; e++ {
+				out.f[e] = computeRound(st.dt, f(argF(vals, &st.args[0], e)))
 			}
-			out.f[e] = computeRound(st.dt, r)
+			return out, nil
+		}
+		f := info.F2
+		for e := int64(0); e < n; e++ {
+			out.f[e] = computeRound(st.dt, f(argF(vals, &st.args[0], e), argF(vals, &st.args[1], e)))
 		}
 		return out, nil
 	}
 	out.i = a.ints(n)
-	for e := int64(0); e < n; e++ {
-		a := argI(vals, &st.args[0], e)
-		var r int64
-		if len(st.args) == 1 {
-			r = unaryI(st.code, a)
-		} else {
-			r = binaryI(st.code, a, argI(vals, &st.args[1], e))
+	if f := info.I1; len(st.args) == 1 {
+		for e := int64(0); e < n; e++ {
+			out.i[e] = numeric.WrapInt(st.dt, f(argI(vals, &st.args[0], e)))
 		}
-		out.i[e] = numeric.WrapInt(st.dt, r)
+		return out, nil
+	}
+	f := info.I2
+	for e := int64(0); e < n; e++ {
+		out.i[e] = numeric.WrapInt(st.dt, f(argI(vals, &st.args[0], e), argI(vals, &st.args[1], e)))
 	}
 	return out, nil
-}
-
-func unaryF(code ir.Opcode, x float64) float64 {
-	switch code {
-	case ir.OpNeg:
-		return -x
-	case ir.OpAbs:
-		return math.Abs(x)
-	case ir.OpRelu:
-		if x != x {
-			return x
-		}
-		if x > 0 {
-			return x
-		}
-		return 0
-	case ir.OpExp:
-		return math.Exp(x)
-	case ir.OpLog:
-		return math.Log(x)
-	case ir.OpTanh:
-		return math.Tanh(x)
-	case ir.OpSigmoid:
-		return 1 / (1 + math.Exp(-x))
-	case ir.OpGelu:
-		return x * (1 + math.Erf(x/math.Sqrt2)) / 2
-	}
-	return math.NaN()
-}
-
-func binaryF(code ir.Opcode, a, b float64) float64 {
-	switch code {
-	case ir.OpAdd:
-		return a + b
-	case ir.OpSub:
-		return a - b
-	case ir.OpMul:
-		return a * b
-	case ir.OpDiv:
-		return a / b
-	case ir.OpMax:
-		return maxF(a, b)
-	case ir.OpMin:
-		return minF(a, b)
-	}
-	return math.NaN()
-}
-
-// maxF and minF propagate NaN; +0 is above -0.
-func maxF(a, b float64) float64 {
-	switch {
-	case a != a || b != b:
-		return math.NaN()
-	case a > b:
-		return a
-	case b > a:
-		return b
-	case math.Signbit(a):
-		return b
-	}
-	return a
-}
-
-func minF(a, b float64) float64 {
-	switch {
-	case a != a || b != b:
-		return math.NaN()
-	case a < b:
-		return a
-	case b < a:
-		return b
-	case math.Signbit(a):
-		return a
-	}
-	return b
-}
-
-func unaryI(code ir.Opcode, x int64) int64 {
-	switch code {
-	case ir.OpNeg:
-		return -x
-	case ir.OpAbs:
-		if x < 0 {
-			return -x
-		}
-		return x
-	case ir.OpRelu:
-		return max(x, 0)
-	}
-	return 0
-}
-
-// binaryI wraps in int64 (the caller wraps to the dtype); x / 0 is 0 and
-// division truncates toward zero.
-func binaryI(code ir.Opcode, a, b int64) int64 {
-	switch code {
-	case ir.OpAdd:
-		return a + b
-	case ir.OpSub:
-		return a - b
-	case ir.OpMul:
-		return a * b
-	case ir.OpDiv:
-		if b == 0 {
-			return 0
-		}
-		return a / b
-	case ir.OpMax:
-		return max(a, b)
-	case ir.OpMin:
-		return min(a, b)
-	}
-	return 0
 }
 
 // cast follows the cast rules: float to float rounds to nearest even (a
@@ -420,7 +307,7 @@ func (st *step) reduce(vals []array, n int64, a *arena) array {
 		for e, x := range in.f {
 			j := st.reduceIndex[e]
 			if st.code == ir.OpReduceMax {
-				out.f[j] = maxF(out.f[j], x)
+				out.f[j] = ir.MaxFloat(out.f[j], x)
 			} else {
 				out.f[j] = computeRound(st.dt, out.f[j]+x)
 			}
