@@ -162,17 +162,7 @@ type irAlloc struct {
 }
 
 // dimSlice returns an empty slice of capacity n (non-nil, as make's).
-func (a *irAlloc) dimSlice(n int) []ir.Dim {
-	if n == 0 || n > slab/4 {
-		return make([]ir.Dim, 0, n)
-	}
-	if cap(a.dims)-len(a.dims) < n {
-		a.dims = make([]ir.Dim, 0, slab)
-	}
-	start := len(a.dims)
-	a.dims = a.dims[:start+n]
-	return a.dims[start : start : start+n]
-}
+func (a *irAlloc) dimSlice(n int) []ir.Dim { return carve(&a.dims, n) }
 
 // valueSlice returns an empty slice of capacity n (non-nil, as make's).
 func (a *irAlloc) valueSlice(n int) []*ir.Value {
@@ -183,16 +173,20 @@ func (a *irAlloc) valueSlice(n int) []*ir.Value {
 }
 
 // attrSlice returns an empty slice of capacity n (non-nil, as make's).
-func (a *irAlloc) attrSlice(n int) []ir.Attr {
+func (a *irAlloc) attrSlice(n int) []ir.Attr { return carve(&a.attrs, n) }
+
+// carve returns an empty slice of capacity n cut from the slab *buf (a new
+// slab when it runs out; its own array when n is large or zero).
+func carve[T any](buf *[]T, n int) []T {
 	if n == 0 || n > slab/4 {
-		return make([]ir.Attr, 0, n)
+		return make([]T, 0, n)
 	}
-	if cap(a.attrs)-len(a.attrs) < n {
-		a.attrs = make([]ir.Attr, 0, slab)
+	if cap(*buf)-len(*buf) < n {
+		*buf = make([]T, 0, slab)
 	}
-	start := len(a.attrs)
-	a.attrs = a.attrs[:start+n]
-	return a.attrs[start : start : start+n]
+	start := len(*buf)
+	*buf = (*buf)[:start+n]
+	return (*buf)[start:start:start+n]
 }
 
 func newBuilder(file string) *builder {

@@ -55,6 +55,8 @@ func (a *arena) reset(slots int) []array {
 	return a.vals
 }
 
+// floats and ints are two typed copies on purpose: one generic take in
+// their place cost 150 ns per IR op in BenchmarkOverheadPerOp.
 func (a *arena) floats(n int64) []float64 {
 	if a == nil || n > arenaKeep {
 		return make([]float64, n)
