@@ -186,7 +186,7 @@ func carve[T any](buf *[]T, n int) []T {
 	}
 	start := len(*buf)
 	*buf = (*buf)[:start+n]
-	return (*buf)[start:start:start+n]
+	return (*buf)[start : start : start+n]
 }
 
 func newBuilder(file string) *builder {
