@@ -1,6 +1,7 @@
 package evaluator_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -203,35 +204,21 @@ func TestErrorsNameTheOpAndPlace(t *testing.T) {
 	_, err = j.Run(map[string]*host.Array{"x": host.New(ir.F32, shape(4))})
 	require.Error(t, err)
 	require.True(t, strings.HasPrefix(err.Error(), "p.hir:3:1: rank 0: select: index 9 is out of range"), err.Error())
+	// ... and the error is typed: errors.As finds the RunError's parts
+	var re *evaluator.RunError
+	require.True(t, errors.As(err, &re), "%T %v", err, err)
+	require.Equal(t, idx, re.Op)
+	require.Equal(t, ir.Pos{File: "p.hir", Line: 3, Col: 1}, re.Pos)
+	require.Contains(t, []int{0, 1}, re.Rank)
+	require.Contains(t, re.Err.Error(), "index 9 is out of range")
+	require.Equal(t, 1, strings.Count(err.Error(), "p.hir:3:1"), "the position is said once: %v", err)
 }
 
 // BenchmarkOverheadPerOp measures what the evaluator adds per op on the CPU
 // runtime: a chain of unfused adds on a 4-element tensor on one rank.
 func BenchmarkOverheadPerOp(b *testing.B) {
 	const n = 1000
-	bd := ir.NewBuilder(ir.LinearMesh(1))
-	x := bd.Input("x", ir.Tensor(ir.F32, 4))
-	v := x
-	for i := 0; i < n; i++ {
-		v = bd.Binary(ir.OpAdd, v, x)
-	}
-	bd.Output(v)
-	prog, err := bd.Program()
-	require.NoError(b, err)
-	// Lower without fusion so every add stays an op of its own.
-	for _, p := range passes.Pipeline() {
-		if p.Name == "fuse" {
-			continue
-		}
-		require.NoError(b, p.Run(prog, &passes.Context{}))
-	}
-	rt, err := runtime.Open("sim", runtime.Config{WorldSize: 1})
-	require.NoError(b, err)
-	defer rt.Close()
-	j, err := evaluator.NewJob(prog, rt, evaluator.Options{})
-	require.NoError(b, err)
-	defer j.Close()
-	in := map[string]*host.Array{"x": host.Random(ir.F32, shape(4), 1)}
+	j, in := addChain(b, n) // unfused, so every add stays an op of its own
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := j.Run(in); err != nil {

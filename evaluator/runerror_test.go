@@ -16,28 +16,6 @@ import (
 	"github.com/hirlab/hir/runtime"
 )
 
-func TestRunErrorIsTyped(t *testing.T) {
-	b := ir.NewBuilder(ir.LinearMesh(2))
-	x := b.Input("x", ir.Tensor(ir.F32, 4))
-	idx := b.Op(ir.OpSelect, x, ir.Int(1)).Op()
-	idx.Pos = ir.Pos{File: "p.hir", Line: 3, Col: 1}
-	b.Output(idx.Result())
-	prog, err := b.Program()
-	require.NoError(t, err)
-	j := job(t, prog, evaluator.Options{})
-	idx.Operands[1] = ir.Int(9)
-	_, err = j.Run(map[string]*host.Array{"x": host.New(ir.F32, shape(4))})
-	var re *evaluator.RunError
-	require.True(t, errors.As(err, &re), "%T %v", err, err)
-	require.Equal(t, idx, re.Op)
-	require.Equal(t, ir.Pos{File: "p.hir", Line: 3, Col: 1}, re.Pos)
-	require.Contains(t, []int{0, 1}, re.Rank)
-	require.Contains(t, re.Err.Error(), "index 9 is out of range")
-	// The position is said once, first.
-	require.Equal(t, 1, strings.Count(err.Error(), "p.hir:3:1"), err.Error())
-	require.True(t, strings.HasPrefix(err.Error(), "p.hir:3:1: rank "), err.Error())
-}
-
 // TestTimeoutIsTyped: a send nobody receives times out with a
 // runtime.TimeoutError naming the peer, reachable with errors.As through the
 // RunError and the "(rank 1 failed too)" of Run's aggregation.
