@@ -16,7 +16,13 @@ import (
 // shape inference, memory and sharding validation, the symmetric-heap
 // rules). MB/s is of source text.
 func BenchmarkParseAndCheck(b *testing.B) {
-	src := generateProgram(100_000)
+	benchParseAndCheck(b, 100_000)
+}
+
+// benchParseAndCheck times what `hirrun check` does to a generated program
+// of n ops; MB/s is of source text.
+func benchParseAndCheck(b *testing.B, n int) {
+	src := generateProgram(n)
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -79,16 +85,5 @@ func BenchmarkMillionOpCheck(b *testing.B) {
 	if testing.Short() {
 		b.Skip("a program of a million ops")
 	}
-	src := generateProgram(1_000_000)
-	b.SetBytes(int64(len(src)))
-	b.ReportAllocs()
-	for b.Loop() {
-		prog, err := Parse("bench.hir", src)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := passes.Check(prog, &passes.Context{Verified: true}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchParseAndCheck(b, 1_000_000)
 }
