@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -32,17 +35,11 @@ func TestRoundTripAllPatterns(t *testing.T) {
 			w := f.from(h)
 			got := f.to(w)
 			if isNaN16(f, h) {
-				if w == w {
-					t.Fatalf("%s %#04x: widened to %v, want NaN", f.name, h, w)
-				}
-				if got != h|f.quiet {
-					t.Fatalf("%s %#04x: NaN came back as %#04x, want %#04x", f.name, h, got, h|f.quiet)
-				}
+				require.Truef(t, math.IsNaN(float64(w)), "%s %#04x: widened to %v, want NaN", f.name, h, w)
+				require.Equalf(t, h|f.quiet, got, "%s %#04x: NaN came back quiet", f.name, h)
 				continue
 			}
-			if got != h {
-				t.Fatalf("%s %#04x -> %v -> %#04x", f.name, h, w, got)
-			}
+			require.Equalf(t, h, got, "%s %#04x -> %v -> back", f.name, h, w)
 		}
 	}
 }
@@ -67,9 +64,7 @@ func TestRoundingAtEveryMidpoint(t *testing.T) {
 				hiV = float64(f.from(hi))
 			}
 			mid := float32((loV + hiV) / 2)
-			if float64(mid) != (loV+hiV)/2 {
-				t.Fatalf("%s: midpoint of %#04x not exact in f32", f.name, lo)
-			}
+			require.Equalf(t, (loV+hiV)/2, float64(mid), "%s: midpoint of %#04x not exact in f32", f.name, lo)
 			even := lo
 			if lo&1 != 0 {
 				even = hi
@@ -79,17 +74,11 @@ func TestRoundingAtEveryMidpoint(t *testing.T) {
 				if sign < 0 {
 					s = 0x8000
 				}
-				if got := f.to(sign * mid); got != even|s {
-					t.Fatalf("%s: tie %v between %#04x and %#04x gave %#04x, want %#04x", f.name, sign*mid, lo, hi, got, even|s)
-				}
+				require.Equalf(t, even|s, f.to(sign*mid), "%s: tie %v between %#04x and %#04x", f.name, sign*mid, lo, hi)
 				below := math.Nextafter32(mid, 0)
-				if got := f.to(sign * below); got != lo|s {
-					t.Fatalf("%s: %v just below the tie gave %#04x, want %#04x", f.name, sign*below, got, lo|s)
-				}
+				require.Equalf(t, lo|s, f.to(sign*below), "%s: %v just below the tie", f.name, sign*below)
 				above := math.Nextafter32(mid, float32(math.Inf(1)))
-				if got := f.to(sign * above); got != hi|s {
-					t.Fatalf("%s: %v just above the tie gave %#04x, want %#04x", f.name, sign*above, got, hi|s)
-				}
+				require.Equalf(t, hi|s, f.to(sign*above), "%s: %v just above the tie", f.name, sign*above)
 			}
 		}
 	}
@@ -129,21 +118,14 @@ func TestHandComputedCases(t *testing.T) {
 		{"bf16 -0", F32ToBF16, float32(math.Copysign(0, -1)), 0x8000},
 	}
 	for _, c := range cases {
-		if got := c.to(c.in); got != c.want {
-			t.Errorf("%s: %v gave %#04x, want %#04x", c.name, c.in, got, c.want)
-		}
+		assert.Equalf(t, c.want, c.to(c.in), "%s: %v", c.name, c.in)
 	}
-	if h := F32ToBF16(float32(math.NaN())); h&0x7f80 != 0x7f80 || h&0x0040 == 0 {
-		t.Errorf("bf16 NaN gave %#04x, want a quiet NaN", h)
-	}
+	h := F32ToBF16(float32(math.NaN()))
+	assert.Truef(t, h&0x7f80 == 0x7f80 && h&0x0040 != 0, "bf16 NaN gave %#04x, want a quiet NaN", h)
 	// A signalling f32 NaN whose payload lives only in the low bits must not
 	// truncate to infinity.
-	if h := F32ToBF16(math.Float32frombits(0x7f800001)); h != 0x7fc0 {
-		t.Errorf("bf16 of signalling NaN gave %#04x, want 0x7fc0", h)
-	}
-	if h := F32ToF16(math.Float32frombits(0x7f800001)); h != 0x7e00 {
-		t.Errorf("f16 of signalling NaN gave %#04x, want 0x7e00", h)
-	}
+	assert.Equal(t, uint16(0x7fc0), F32ToBF16(math.Float32frombits(0x7f800001)), "bf16 of signalling NaN")
+	assert.Equal(t, uint16(0x7e00), F32ToF16(math.Float32frombits(0x7f800001)), "f16 of signalling NaN")
 }
 
 // The bf16 bit trick and the general encoder agree on random float32s.
@@ -154,9 +136,7 @@ func TestBF16FastPathMatchesGeneral(t *testing.T) {
 		if f != f {
 			continue
 		}
-		if a, b := F32ToBF16(f), bfloatFormat.encode(float64(f)); a != b {
-			t.Fatalf("%v (%#08x): fast %#04x, general %#04x", f, math.Float32bits(f), a, b)
-		}
+		require.Equalf(t, bfloatFormat.encode(float64(f)), F32ToBF16(f), "%v (%#08x): general (expected) vs fast (actual)", f, math.Float32bits(f))
 	}
 }
 
@@ -172,9 +152,7 @@ func TestF16FastPathMatchesGeneral(t *testing.T) {
 		if f != f {
 			continue
 		}
-		if a, b := F32ToF16(f), halfFormat.encode(float64(f)); a != b {
-			t.Fatalf("%v (%#08x): fast %#04x, general %#04x", f, math.Float32bits(f), a, b)
-		}
+		require.Equalf(t, halfFormat.encode(float64(f)), F32ToF16(f), "%v (%#08x): general (expected) vs fast (actual)", f, math.Float32bits(f))
 	}
 }
 
@@ -184,17 +162,11 @@ func TestStoreFloatRoundsOnceFromF64(t *testing.T) {
 	b := make([]byte, 2)
 	v := 1 + 0x1p-11 + 0x1p-40 // just above the f16 tie between 1 and 1+2^-10
 	StoreFloat(ir.F16, b, 0, v)
-	if got := LoadFloat(ir.F16, b, 0); got != 1+0x1p-10 {
-		t.Errorf("f16 store of %v: got %v, want %v", v, got, 1+0x1p-10)
-	}
+	assert.Equalf(t, 1+0x1p-10, LoadFloat(ir.F16, b, 0), "f16 store of %v", v)
 	v = 1 + 0x1p-8 + 0x1p-40
 	StoreFloat(ir.BF16, b, 0, v)
-	if got := LoadFloat(ir.BF16, b, 0); got != 1+0x1p-7 {
-		t.Errorf("bf16 store of %v: got %v, want %v", v, got, 1+0x1p-7)
-	}
-	if got := RoundTo(ir.BF16, v); got != 1+0x1p-7 {
-		t.Errorf("RoundTo bf16 %v: got %v", v, got)
-	}
+	assert.Equalf(t, 1+0x1p-7, LoadFloat(ir.BF16, b, 0), "bf16 store of %v", v)
+	assert.Equalf(t, 1+0x1p-7, RoundTo(ir.BF16, v), "RoundTo bf16 %v", v)
 }
 
 func TestCastRules(t *testing.T) {
@@ -220,37 +192,21 @@ func TestCastRules(t *testing.T) {
 	for _, c := range cases {
 		b := make([]byte, 8)
 		StoreFloat(c.dt, b, 0, c.in)
-		if got := LoadInt(c.dt, b, 0); got != c.want {
-			t.Errorf("StoreFloat(%s, %v): read back %d, want %d", c.dt, c.in, got, c.want)
-		}
-		if got := RoundTo(c.dt, c.in); got != float64(c.want) {
-			t.Errorf("RoundTo(%s, %v) = %v, want %d", c.dt, c.in, got, c.want)
-		}
+		assert.Equalf(t, c.want, LoadInt(c.dt, b, 0), "StoreFloat(%s, %v): read back", c.dt, c.in)
+		assert.Equalf(t, float64(c.want), RoundTo(c.dt, c.in), "RoundTo(%s, %v)", c.dt, c.in)
 	}
 	b := make([]byte, 8)
 	StoreInt(ir.I32, b, 0, 1<<31)
-	if got := LoadInt(ir.I32, b, 0); got != math.MinInt32 {
-		t.Errorf("i32 store of 2^31 wraps to %d, want %d", got, math.MinInt32)
-	}
+	assert.Equal(t, int64(math.MinInt32), LoadInt(ir.I32, b, 0), "i32 store of 2^31 wraps")
 	StoreInt(ir.I64, b, 0, math.MinInt64)
-	if got := LoadInt(ir.I64, b, 0); got != math.MinInt64 {
-		t.Errorf("i64 round trip: %d", got)
-	}
+	assert.Equal(t, int64(math.MinInt64), LoadInt(ir.I64, b, 0), "i64 round trip")
 	StoreInt(ir.F16, b, 0, 70000)
-	if got := LoadFloat(ir.F16, b, 0); !math.IsInf(got, 1) {
-		t.Errorf("f16 store of int 70000 = %v, want +inf", got)
-	}
+	assert.Equal(t, math.Inf(1), LoadFloat(ir.F16, b, 0), "f16 store of int 70000")
 	StoreInt(ir.F32, b, 0, 1<<24+1)
-	if got := LoadFloat(ir.F32, b, 0); got != 1<<24 {
-		t.Errorf("f32 store of 2^24+1 = %v, want 2^24 (tie to even)", got)
-	}
+	assert.Equal(t, float64(1<<24), LoadFloat(ir.F32, b, 0), "f32 store of 2^24+1 (tie to even)")
 	StoreFloat(ir.F32, b, 0, 2.5)
-	if got := LoadInt(ir.F32, b, 0); got != 2 {
-		t.Errorf("LoadInt of f32 2.5 = %d, want 2", got)
-	}
-	if got := WrapInt(ir.I32, 1<<32+5); got != 5 {
-		t.Errorf("WrapInt i32 = %d", got)
-	}
+	assert.Equal(t, int64(2), LoadInt(ir.F32, b, 0), "LoadInt of f32 2.5")
+	assert.Equal(t, int64(5), WrapInt(ir.I32, 1<<32+5), "WrapInt i32")
 }
 
 // Elements are little-endian at index i, whatever the dtype.
@@ -265,15 +221,11 @@ func TestLoadStoreIndexing(t *testing.T) {
 			if dt == ir.Bool && i > 0 {
 				want = 1
 			}
-			if got := LoadFloat(dt, b, i); got != want {
-				t.Errorf("%s[%d] = %v, want %v", dt, i, got, want)
-			}
+			assert.Equalf(t, want, LoadFloat(dt, b, i), "%s[%d]", dt, i)
 		}
 	}
 	b := []byte{0x00, 0x3c, 0x00, 0xc0} // f16 1, -2
-	if LoadFloat(ir.F16, b, 0) != 1 || LoadFloat(ir.F16, b, 1) != -2 {
-		t.Errorf("f16 little-endian decode wrong: %v %v", LoadFloat(ir.F16, b, 0), LoadFloat(ir.F16, b, 1))
-	}
+	assert.Equal(t, []float64{1, -2}, []float64{LoadFloat(ir.F16, b, 0), LoadFloat(ir.F16, b, 1)}, "f16 little-endian decode")
 }
 
 func BenchmarkF32ToF16(b *testing.B) {
