@@ -164,7 +164,28 @@ type OpInfo struct {
 	Layout  Layout // collectives: how the output's shape follows from the input's
 	Reduces bool   // collectives: combines the ranks' values with a reduce op (op=)
 	Rooted  bool   // collectives: has a root rank (root=)
+	// Algos are a collective's algorithms, auto first, each with what it
+	// touches remotely: the op's rows of the symmetric-heap table
+	// (remote.go: Algorithms, LookupRule, SymmetricRules).
+	Algos []AlgoAccess
 }
+
+// AlgoAccess is one algorithm of a collective and what it touches through
+// the symmetric heap: a row of the symmetric-heap table. auto is listed
+// with the access the runtimes may rely on: they pick only algorithms
+// whose needs the operands meet.
+type AlgoAccess struct {
+	Algo   Algo
+	Access RemoteAccess
+}
+
+// What an algorithm touches remotely, for the table's rows.
+var (
+	none   = RemoteAccess{}
+	reads  = RemoteAccess{ReadsInput: true}
+	writes = RemoteAccess{WritesOutput: true}
+	both   = RemoteAccess{ReadsInput: true, WritesOutput: true}
+)
 
 // AliasedOperand is the index of the operand whose storage the result of
 // an op with n operands lives in, or -1 when it owns its storage.
@@ -201,13 +222,13 @@ var (
 	DirWords      = []string{"read", "write"}
 )
 
-func collective(name string, layout Layout, extra ...AttrSpec) OpInfo {
+func collective(name string, layout Layout, algos []AlgoAccess, extra ...AttrSpec) OpInfo {
 	attrs := []AttrSpec{
 		{Key: "algo", Kind: KindWord, Words: AlgoWords},
 		{Key: "async", Kind: KindBool},
 	}
 	info := OpInfo{Name: name, Class: ClassCollective, MinOperands: 1, MaxOperands: 2, Results: 1, Attrs: append(attrs, extra...),
-		Aliases: AliasDest, Layout: layout}
+		Aliases: AliasDest, Layout: layout, Algos: algos}
 	_, info.Reduces = info.Attr("op")
 	_, info.Rooted = info.Attr("root")
 	return info
@@ -267,14 +288,24 @@ var opInfos = [numOpcodes]OpInfo{
 
 	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 2, Results: 1},
 
-	OpAllGather:     collective("all_gather", LayoutGather),
-	OpReduceScatter: collective("reduce_scatter", LayoutScatter, opAttr, axisAttr),
-	OpAllReduce:     collective("all_reduce", LayoutSame, opAttr),
-	OpAllToAll:      collective("all_to_all", LayoutAllToAll, AttrSpec{Key: "axis", Kind: KindInt, Required: true}),
-	OpBroadcast:     collective("broadcast", LayoutSame, rootAttr),
-	OpReduce:        collective("reduce", LayoutSame, opAttr, rootAttr),
-	OpGather:        collective("gather", LayoutGather, rootAttr),
-	OpScatter:       collective("scatter", LayoutScatter, rootAttr, axisAttr),
+	// collectives: the layout, the algorithms (auto first) with what each
+	// touches remotely (the symmetric-heap table, remote.go), the attributes
+	OpAllGather: collective("all_gather", LayoutGather,
+		[]AlgoAccess{{AlgoAuto, writes}, {AlgoOneShot, writes}, {AlgoRing, writes}, {AlgoCopyEngine, reads}, {AlgoNCCL, none}}),
+	OpReduceScatter: collective("reduce_scatter", LayoutScatter,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoRing, none}, {AlgoNCCL, none}}, opAttr, axisAttr),
+	OpAllReduce: collective("all_reduce", LayoutSame,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoTwoShot, both}, {AlgoRing, none}, {AlgoNCCL, none}}, opAttr),
+	OpAllToAll: collective("all_to_all", LayoutAllToAll,
+		[]AlgoAccess{{AlgoAuto, both}, {AlgoOneShot, both}, {AlgoNCCL, none}}, AttrSpec{Key: "axis", Kind: KindInt, Required: true}),
+	OpBroadcast: collective("broadcast", LayoutSame,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoNCCL, none}}, rootAttr),
+	OpReduce: collective("reduce", LayoutSame,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoNCCL, none}}, opAttr, rootAttr),
+	OpGather: collective("gather", LayoutGather,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoNCCL, none}}, rootAttr),
+	OpScatter: collective("scatter", LayoutScatter,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoNCCL, none}}, rootAttr, axisAttr),
 
 	OpSend: {Name: "send", Class: ClassP2P, MinOperands: 1, MaxOperands: 1, Attrs: []AttrSpec{peerAttr}},
 	OpRecv: {Name: "recv", Class: ClassP2P, MinOperands: 0, MaxOperands: 1, Results: 1, Aliases: AliasDest, Attrs: []AttrSpec{peerAttr}},

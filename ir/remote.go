@@ -20,54 +20,18 @@ type CollectiveRule struct {
 	Access RemoteAccess
 }
 
-var (
-	none   = RemoteAccess{}
-	reads  = RemoteAccess{ReadsInput: true}
-	writes = RemoteAccess{WritesOutput: true}
-	both   = RemoteAccess{ReadsInput: true, WritesOutput: true}
-)
-
-// symmetricRules is the one place that says which algorithms each collective
-// has and what each touches remotely. `auto` is listed with the access the
-// runtime may rely on: it picks only algorithms whose needs the operands meet.
-var symmetricRules = []CollectiveRule{
-	{OpAllGather, AlgoAuto, writes},
-	{OpAllGather, AlgoOneShot, writes},
-	{OpAllGather, AlgoRing, writes},
-	{OpAllGather, AlgoCopyEngine, reads},
-	{OpAllGather, AlgoNCCL, none},
-
-	{OpReduceScatter, AlgoAuto, reads},
-	{OpReduceScatter, AlgoOneShot, reads},
-	{OpReduceScatter, AlgoRing, none},
-	{OpReduceScatter, AlgoNCCL, none},
-
-	{OpAllReduce, AlgoAuto, reads},
-	{OpAllReduce, AlgoOneShot, reads},
-	{OpAllReduce, AlgoTwoShot, both},
-	{OpAllReduce, AlgoRing, none},
-	{OpAllReduce, AlgoNCCL, none},
-
-	{OpAllToAll, AlgoAuto, both},
-	{OpAllToAll, AlgoOneShot, both},
-	{OpAllToAll, AlgoNCCL, none},
-
-	{OpBroadcast, AlgoAuto, reads},
-	{OpBroadcast, AlgoOneShot, reads},
-	{OpBroadcast, AlgoNCCL, none},
-
-	{OpReduce, AlgoAuto, reads},
-	{OpReduce, AlgoOneShot, reads},
-	{OpReduce, AlgoNCCL, none},
-
-	{OpGather, AlgoAuto, reads},
-	{OpGather, AlgoOneShot, reads},
-	{OpGather, AlgoNCCL, none},
-
-	{OpScatter, AlgoAuto, reads},
-	{OpScatter, AlgoOneShot, reads},
-	{OpScatter, AlgoNCCL, none},
-}
+// symmetricRules is the symmetric-heap table read off the collectives'
+// OpInfo.Algos (ops.go, where each collective declares its algorithms),
+// in opcode order.
+var symmetricRules = func() []CollectiveRule {
+	var rules []CollectiveRule
+	for op := OpInvalid + 1; op < numOpcodes; op++ {
+		for _, a := range opInfos[op].Algos {
+			rules = append(rules, CollectiveRule{Op: op, Algo: a.Algo, Access: a.Access})
+		}
+	}
+	return rules
+}()
 
 // SymmetricRules returns the whole table, in a stable order.
 func SymmetricRules() []CollectiveRule { return append([]CollectiveRule(nil), symmetricRules...) }
@@ -75,21 +39,23 @@ func SymmetricRules() []CollectiveRule { return append([]CollectiveRule(nil), sy
 // LookupRule returns what collective op with algorithm algo touches
 // remotely; ok is false when op has no such algorithm.
 func LookupRule(op Opcode, algo Algo) (access RemoteAccess, ok bool) {
-	for _, r := range symmetricRules {
-		if r.Op == op && r.Algo == algo {
-			return r.Access, true
+	for _, a := range op.Info().Algos {
+		if a.Algo == algo {
+			return a.Access, true
 		}
 	}
 	return RemoteAccess{}, false
 }
 
-// Algorithms lists the algorithms collective op supports.
+// Algorithms lists the algorithms collective op supports, auto first.
 func Algorithms(op Opcode) []Algo {
-	var out []Algo
-	for _, r := range symmetricRules {
-		if r.Op == op {
-			out = append(out, r.Algo)
-		}
+	algos := op.Info().Algos
+	if len(algos) == 0 {
+		return nil
+	}
+	out := make([]Algo, len(algos))
+	for i, a := range algos {
+		out[i] = a.Algo
 	}
 	return out
 }

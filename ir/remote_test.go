@@ -35,6 +35,18 @@ func TestEveryCollectiveHasRules(t *testing.T) {
 			}
 		}
 	}
+	for _, op := range Opcodes() {
+		if algos := op.Info().Algos; !op.IsCollective() && len(algos) > 0 {
+			t.Errorf("%s is no collective but lists algorithms %v", op, algos)
+		}
+		seen := map[Algo]bool{}
+		for _, a := range Algorithms(op) {
+			if seen[a] {
+				t.Errorf("%s lists %s twice", op, a)
+			}
+			seen[a] = true
+		}
+	}
 	if _, ok := LookupRule(OpAllToAll, AlgoTwoShot); ok {
 		t.Error("all_to_all must not have two_shot")
 	}
