@@ -1,8 +1,9 @@
 package runtime
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/hirlab/hir/ir"
 )
@@ -29,11 +30,10 @@ func TestCollectiveCheckShapes(t *testing.T) {
 		{call(ir.OpBroadcast, []int64{5}, []int64{4}, 0, 0), "differ"},
 	} {
 		err := c.call.CheckShapes(4)
-		switch {
-		case c.err == "" && err != nil:
-			t.Errorf("%s %v -> %v: %v", c.call.Op, c.call.In.Shape, c.call.Out.Shape, err)
-		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("%s %v -> %v: got %v, want an error with %q", c.call.Op, c.call.In.Shape, c.call.Out.Shape, err, c.err)
+		if c.err == "" {
+			assert.NoErrorf(t, err, "%s %v -> %v", c.call.Op, c.call.In.Shape, c.call.Out.Shape)
+		} else {
+			assert.ErrorContainsf(t, err, c.err, "%s %v -> %v", c.call.Op, c.call.In.Shape, c.call.Out.Shape)
 		}
 	}
 }

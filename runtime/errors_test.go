@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestOutOfMemoryErrorText(t *testing.T) {
@@ -19,13 +21,12 @@ func TestOutOfMemoryErrorText(t *testing.T) {
 		{&OutOfMemoryError{Where: "device 0 (H100)", What: "alloc", Asked: 100, Free: -1, Limit: -1, Err: cause},
 			"out of memory: 100 bytes for alloc does not fit in device 0 (H100): cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY"},
 	} {
-		if got := c.e.Error(); got != c.want {
-			t.Errorf("got  %q\nwant %q", got, c.want)
-		}
+		assert.Equal(t, c.want, c.e.Error())
 	}
 	wrapped := fmt.Errorf("rank 3: %w", &OutOfMemoryError{Asked: 1, Err: cause})
 	var oom *OutOfMemoryError
-	if !errors.As(wrapped, &oom) || oom.Asked != 1 || !errors.Is(wrapped, cause) {
-		t.Errorf("errors.As/Is through wrapping: %v", wrapped)
+	if assert.ErrorAs(t, wrapped, &oom, "errors.As through wrapping") {
+		assert.Equal(t, int64(1), oom.Asked)
 	}
+	assert.ErrorIs(t, wrapped, cause, "errors.Is through wrapping")
 }

@@ -1,11 +1,11 @@
 package runtime_test
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/hirlab/hir/runtime"
 )
@@ -20,14 +20,13 @@ func TestTimeoutError(t *testing.T) {
 		{&runtime.TimeoutError{What: "all_gather #0", After: 4999871234 * time.Nanosecond, Missing: []int{2, 3}, Awaited: "a data signal"},
 			"all_gather #0: timed out after 5s waiting for a data signal from ranks 2, 3"},
 	} {
-		if got := c.e.Error(); got != c.want {
-			t.Errorf("got %s, want %s", got, c.want)
-		}
+		assert.Equal(t, c.want, c.e.Error())
 		err := fmt.Errorf("rank 0: %w", c.e)
 		var te *runtime.TimeoutError
-		if !errors.As(err, &te) || te != c.e || !errors.Is(err, runtime.ErrTimeout) {
-			t.Errorf("errors.As/Is do not find %v", c.e)
+		if assert.ErrorAs(t, err, &te, "errors.As does not find %v", c.e) {
+			assert.Same(t, c.e, te, "errors.As finds another error than %v", c.e)
 		}
+		assert.ErrorIs(t, err, runtime.ErrTimeout, "errors.Is does not find ErrTimeout in %v", c.e)
 	}
 }
 
@@ -35,7 +34,6 @@ func TestTimeoutError(t *testing.T) {
 // "sim" says how to register it.
 func TestOpenSimWithoutImportSaysHow(t *testing.T) {
 	_, err := runtime.Open("sim", runtime.Config{WorldSize: 1})
-	if !errors.Is(err, runtime.ErrUnknownBackend) || !strings.Contains(err.Error(), `import _ "github.com/hirlab/hir/runtime/sim"`) {
-		t.Errorf("got %v", err)
-	}
+	assert.ErrorIs(t, err, runtime.ErrUnknownBackend)
+	assert.ErrorContains(t, err, `import _ "github.com/hirlab/hir/runtime/sim"`)
 }
