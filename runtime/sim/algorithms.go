@@ -16,6 +16,86 @@ import (
 // its input while a peer still reads it; it writes its own output after
 // that barrier, so an output that aliases the input is safe.
 
+// simAlgo is how the sim runs one algorithm of a collective.
+type simAlgo struct {
+	run func(*collJob, *member) error
+	// slot is the bytes one sender needs in a receiver's private staging
+	// buffer (collJob.stagingSlot), for an algorithm that moves data through
+	// staging buffers rather than symmetric memory; nil: it stages nothing.
+	// It must depend only on what the ranks agree on, so every rank
+	// computes the same.
+	slot func(*collJob) int64
+}
+
+type algoKey struct {
+	op   ir.Opcode
+	algo ir.Algo
+}
+
+// algorithms is what the sim runs for each row of the symmetric-heap table
+// (ir.SymmetricRules; TestSimRunsEveryRule holds the two equal). auto runs
+// one_shot, whose needs the auto row promises. nccl touches no symmetric
+// memory, so it runs over private staging buffers: a staged ring for
+// all_reduce, reduce_scatter and all_gather, staged point-to-point copies
+// for the others. Ring all_reduce and reduce_scatter touch neither tensor
+// remotely, so they are the staged ring too.
+var algorithms = map[algoKey]simAlgo{
+	{ir.OpAllGather, ir.AlgoAuto}:       {run: (*collJob).allGatherOneShot},
+	{ir.OpAllGather, ir.AlgoOneShot}:    {run: (*collJob).allGatherOneShot},
+	{ir.OpAllGather, ir.AlgoRing}:       {run: (*collJob).allGatherRing},
+	{ir.OpAllGather, ir.AlgoCopyEngine}: {run: (*collJob).allGatherCopyEngine},
+	{ir.OpAllGather, ir.AlgoNCCL}:       {run: (*collJob).allGatherStagedRing, slot: (*collJob).inputSlot},
+
+	{ir.OpReduceScatter, ir.AlgoAuto}:    {run: (*collJob).reduceScatterOneShot},
+	{ir.OpReduceScatter, ir.AlgoOneShot}: {run: (*collJob).reduceScatterOneShot},
+	{ir.OpReduceScatter, ir.AlgoRing}:    {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
+	{ir.OpReduceScatter, ir.AlgoNCCL}:    {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
+
+	{ir.OpAllReduce, ir.AlgoAuto}:    {run: (*collJob).allReduceOneShot},
+	{ir.OpAllReduce, ir.AlgoOneShot}: {run: (*collJob).allReduceOneShot},
+	{ir.OpAllReduce, ir.AlgoTwoShot}: {run: (*collJob).allReduceTwoShot},
+	{ir.OpAllReduce, ir.AlgoRing}:    {run: (*collJob).allReduceRing, slot: (*collJob).chunkSlot},
+	{ir.OpAllReduce, ir.AlgoNCCL}:    {run: (*collJob).allReduceRing, slot: (*collJob).chunkSlot},
+
+	{ir.OpAllToAll, ir.AlgoAuto}:    {run: (*collJob).allToAllOneShot},
+	{ir.OpAllToAll, ir.AlgoOneShot}: {run: (*collJob).allToAllOneShot},
+	{ir.OpAllToAll, ir.AlgoNCCL}:    {run: (*collJob).allToAllStaged, slot: (*collJob).blockSlot},
+
+	{ir.OpBroadcast, ir.AlgoAuto}:    {run: (*collJob).broadcastOneShot},
+	{ir.OpBroadcast, ir.AlgoOneShot}: {run: (*collJob).broadcastOneShot},
+	{ir.OpBroadcast, ir.AlgoNCCL}:    {run: (*collJob).broadcastStaged, slot: (*collJob).inputSlot},
+
+	{ir.OpReduce, ir.AlgoAuto}:    {run: (*collJob).reduceOneShot},
+	{ir.OpReduce, ir.AlgoOneShot}: {run: (*collJob).reduceOneShot},
+	{ir.OpReduce, ir.AlgoNCCL}:    {run: (*collJob).reduceStaged, slot: (*collJob).inputSlot},
+
+	{ir.OpGather, ir.AlgoAuto}:    {run: (*collJob).gatherOneShot},
+	{ir.OpGather, ir.AlgoOneShot}: {run: (*collJob).gatherOneShot},
+	{ir.OpGather, ir.AlgoNCCL}:    {run: (*collJob).gatherStaged, slot: (*collJob).inputSlot},
+
+	{ir.OpScatter, ir.AlgoAuto}:    {run: (*collJob).scatterOneShot},
+	{ir.OpScatter, ir.AlgoOneShot}: {run: (*collJob).scatterOneShot},
+	{ir.OpScatter, ir.AlgoNCCL}:    {run: (*collJob).scatterStaged, slot: (*collJob).outputSlot},
+}
+
+// Staging slots (simAlgo.slot): what one sender puts in a receiver's slot.
+
+// inputSlot: one whole input (staged all_gather, broadcast, reduce, gather).
+func (j *collJob) inputSlot() int64 { return j.in.n * j.in.esz() }
+
+// outputSlot: one output's worth (reduce_scatter's ring, staged scatter).
+func (j *collJob) outputSlot() int64 { return j.out.n * j.in.esz() }
+
+// blockSlot: the input's block for one rank (staged all_to_all).
+func (j *collJob) blockSlot() int64 { return j.in.n / int64(j.d.rt.size) * j.in.esz() }
+
+// chunkSlot: the largest of the D flat chunks of the input (all_reduce's
+// ring, chunkBounds).
+func (j *collJob) chunkSlot() int64 {
+	D := int64(j.d.rt.size)
+	return (j.in.n + D - 1) / D * j.in.esz()
+}
+
 // acc holds values being reduced: floats in f (in compute precision), ints
 // in i.
 type acc struct {
@@ -422,130 +502,148 @@ func (j *collJob) allToAllStaged(m *member) error {
 
 // --- broadcast, reduce, gather, scatter ---
 
-// rootedOneShot: ranks read the root's input (broadcast, scatter) or the
-// root reads every rank's input (reduce, gather). Ranks other than the root
-// leave a reduce's or gather's output untouched.
-func (j *collJob) rootedOneShot(m *member) error {
-	r, root := j.d.rank, j.root
-	switch j.op {
-	case ir.OpBroadcast:
-		src, err := j.peer(j.in, root)
-		if err != nil {
-			return err
-		}
-		data := src.packed(0, src.n)
-		if err := m.barrier(); err != nil {
-			return err
-		}
-		j.out.unpack(0, data)
-		return nil
-	case ir.OpScatter:
-		k := j.out.shape[j.axis]
-		src, err := j.peer(j.in, root)
-		if err != nil {
-			return err
-		}
-		data := block(src, j.axis, r, k).packed(0, j.out.n)
-		if err := m.barrier(); err != nil {
-			return err
-		}
-		j.out.unpack(0, data)
-		return nil
-	case ir.OpReduce:
-		if r != root {
-			return m.barrier()
-		}
-		total, err := j.reduceFromPeers(j.in, whole, 0, j.in.n)
-		if err != nil {
-			return err
-		}
-		if err := m.barrier(); err != nil {
-			return err
-		}
-		j.store(j.out, 0, total)
-		return nil
-	case ir.OpGather:
-		if r != root {
-			return m.barrier()
-		}
-		k := j.in.shape[j.axis]
-		for p := 0; p < j.d.rt.size; p++ {
-			pv, err := j.peer(j.in, p)
-			if err != nil {
-				return err
-			}
-			copyView(block(j.out, j.axis, p, k), pv)
-		}
-		return m.barrier()
-	}
-	return fmt.Errorf("%s: not a rooted collective", j.what)
+// broadcastOneShot: every rank reads the root's input; barrier; writes its
+// output.
+func (j *collJob) broadcastOneShot(m *member) error {
+	return j.fromRootOneShot(m, func(root *view) *view { return root })
 }
 
-// rootedStaged: the same through staging buffers: the root sends (broadcast,
-// scatter) or receives from every rank in rank order (reduce, gather).
-func (j *collJob) rootedStaged(m *member) error {
-	r, root, D := j.d.rank, j.root, j.d.rt.size
-	es := j.in.esz()
-	switch j.op {
-	case ir.OpBroadcast, ir.OpScatter:
-		part := func(p int) *view {
-			if j.op == ir.OpScatter {
-				return block(j.in, j.axis, p, j.out.shape[j.axis])
-			}
-			return j.in
-		}
-		if r == root {
-			for p := 0; p < D; p++ {
-				if p != root {
-					if err := m.send(p, part(p).packed(0, j.out.n)); err != nil {
-						return err
-					}
-				}
-			}
-			copyView(j.out, part(root))
-			return m.finish()
-		}
-		return m.recv(root, j.out.n*es, func(staged []byte) error { j.out.unpack(0, staged); return nil })
-	case ir.OpReduce, ir.OpGather:
-		if r != root {
-			if err := m.send(root, j.in.packed(0, j.in.n)); err != nil {
-				return err
-			}
-			return m.finish()
-		}
-		var total acc
-		for p := 0; p < D; p++ {
-			use := func(v *view) {
-				if j.op == ir.OpGather {
-					copyView(block(j.out, j.axis, p, j.in.shape[j.axis]), v)
-					return
-				}
-				x := j.load(v, 0, v.n)
-				if p == 0 {
-					total = x
-				} else {
-					j.combine(total, x)
-				}
-			}
-			if p == root {
-				use(j.in)
-				continue
-			}
-			err := m.recv(p, j.in.n*es, func(staged []byte) error {
-				v := flatView(j.in.dt, staged)
-				v.shape, v.strides = j.in.shape, runtimeStrides(j.in.shape)
-				use(v)
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		if j.op == ir.OpReduce {
-			j.finalize(total)
-			j.store(j.out, 0, total)
-		}
-		return nil
+// scatterOneShot: every rank reads its block of the root's input; barrier;
+// writes its output.
+func (j *collJob) scatterOneShot(m *member) error {
+	return j.fromRootOneShot(m, func(root *view) *view { return block(root, j.axis, j.d.rank, j.out.shape[j.axis]) })
+}
+
+// fromRootOneShot reads part of the root's input (all of it, or this rank's
+// block), waits for every rank to have read, and writes it to the output.
+func (j *collJob) fromRootOneShot(m *member, part func(root *view) *view) error {
+	src, err := j.peer(j.in, j.root)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("%s: not a rooted collective", j.what)
+	data := part(src).packed(0, j.out.n)
+	if err := m.barrier(); err != nil {
+		return err
+	}
+	j.out.unpack(0, data)
+	return nil
+}
+
+// reduceOneShot: the root reads every rank's input and reduces in rank
+// order; barrier. Other ranks' outputs are left untouched.
+func (j *collJob) reduceOneShot(m *member) error {
+	if j.d.rank != j.root {
+		return m.barrier()
+	}
+	total, err := j.reduceFromPeers(j.in, whole, 0, j.in.n)
+	if err != nil {
+		return err
+	}
+	if err := m.barrier(); err != nil {
+		return err
+	}
+	j.store(j.out, 0, total)
+	return nil
+}
+
+// gatherOneShot: the root reads every rank's input into block p of its
+// output; barrier. Other ranks' outputs are left untouched.
+func (j *collJob) gatherOneShot(m *member) error {
+	if j.d.rank != j.root {
+		return m.barrier()
+	}
+	k := j.in.shape[j.axis]
+	for p := 0; p < j.d.rt.size; p++ {
+		pv, err := j.peer(j.in, p)
+		if err != nil {
+			return err
+		}
+		copyView(block(j.out, j.axis, p, k), pv)
+	}
+	return m.barrier()
+}
+
+// broadcastStaged: the root sends its input to every rank's staging buffer.
+func (j *collJob) broadcastStaged(m *member) error {
+	return j.fromRootStaged(m, func(int) *view { return j.in })
+}
+
+// scatterStaged: the root sends block p of its input to rank p's staging
+// buffer.
+func (j *collJob) scatterStaged(m *member) error {
+	return j.fromRootStaged(m, func(p int) *view { return block(j.in, j.axis, p, j.out.shape[j.axis]) })
+}
+
+// fromRootStaged: the root sends part(p) of its input to each rank p
+// through p's staging buffer and copies its own part; the others unpack
+// what they receive.
+func (j *collJob) fromRootStaged(m *member, part func(p int) *view) error {
+	r, root := j.d.rank, j.root
+	if r == root {
+		for p := 0; p < j.d.rt.size; p++ {
+			if p != root {
+				if err := m.send(p, part(p).packed(0, j.out.n)); err != nil {
+					return err
+				}
+			}
+		}
+		copyView(j.out, part(root))
+		return m.finish()
+	}
+	return m.recv(root, j.out.n*j.in.esz(), func(staged []byte) error { j.out.unpack(0, staged); return nil })
+}
+
+// reduceStaged: every rank sends its input to the root's staging buffer;
+// the root reduces them in rank order.
+func (j *collJob) reduceStaged(m *member) error {
+	var total acc
+	err := j.toRootStaged(m, func(p int, v *view) {
+		x := j.load(v, 0, v.n)
+		if p == 0 {
+			total = x
+		} else {
+			j.combine(total, x)
+		}
+	})
+	if err != nil || j.d.rank != j.root {
+		return err
+	}
+	j.finalize(total)
+	j.store(j.out, 0, total)
+	return nil
+}
+
+// gatherStaged: every rank sends its input to the root's staging buffer;
+// the root places rank p's in block p of its output.
+func (j *collJob) gatherStaged(m *member) error {
+	return j.toRootStaged(m, func(p int, v *view) { copyView(block(j.out, j.axis, p, j.in.shape[j.axis]), v) })
+}
+
+// toRootStaged: ranks other than the root send their input to the root's
+// staging buffer; the root hands use each rank's input (its own in place),
+// in rank order.
+func (j *collJob) toRootStaged(m *member, use func(p int, v *view)) error {
+	r, root := j.d.rank, j.root
+	if r != root {
+		if err := m.send(root, j.in.packed(0, j.in.n)); err != nil {
+			return err
+		}
+		return m.finish()
+	}
+	for p := 0; p < j.d.rt.size; p++ {
+		if p == root {
+			use(p, j.in)
+			continue
+		}
+		err := m.recv(p, j.in.n*j.in.esz(), func(staged []byte) error {
+			v := flatView(j.in.dt, staged)
+			v.shape, v.strides = j.in.shape, runtimeStrides(j.in.shape)
+			use(p, v)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

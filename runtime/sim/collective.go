@@ -18,7 +18,7 @@ type collJob struct {
 	d        *Device
 	op       ir.Opcode
 	algo     ir.Algo // as called
-	impl     impl    // what runs: the algorithm, with auto and nccl resolved
+	alg      simAlgo // what runs (algorithms, in algorithms.go)
 	reduceOp ir.ReduceOp
 	root     int
 	axis     int
@@ -27,52 +27,6 @@ type collJob struct {
 	access   ir.RemoteAccess
 	seq      int64
 	what     string
-}
-
-// implFor maps an algorithm to what the sim runs. auto picks one_shot,
-// whose needs the auto row of ir.LookupRule promises; nccl touches no
-// symmetric memory, so it runs over private staging buffers: a staged ring
-// for all_reduce, reduce_scatter and all_gather, staged point-to-point
-// copies for the others.
-func implFor(op ir.Opcode, algo ir.Algo) impl {
-	switch algo {
-	case ir.AlgoAuto, ir.AlgoOneShot:
-		return implOneShot
-	case ir.AlgoTwoShot:
-		return implTwoShot
-	case ir.AlgoCopyEngine:
-		return implCopyEngine
-	case ir.AlgoNCCL:
-		switch op {
-		case ir.OpAllReduce, ir.OpReduceScatter, ir.OpAllGather:
-			return implStagedRing
-		}
-		return implStagedP2P
-	case ir.AlgoRing:
-		if op == ir.OpAllReduce || op == ir.OpReduceScatter {
-			return implStagedRing // ring touches neither tensor remotely
-		}
-		return implRing
-	}
-	return implNone
-}
-
-// impl is what the sim runs for a collective: an algorithm of the rules
-// table, or a staged stand-in for one.
-type impl uint8
-
-const (
-	implNone impl = iota
-	implOneShot
-	implTwoShot
-	implRing
-	implCopyEngine
-	implStagedRing
-	implStagedP2P
-)
-
-func (i impl) String() string {
-	return [...]string{"none", "one_shot", "two_shot", "ring", "copy_engine", "staged_ring", "staged_p2p"}[i]
 }
 
 // Collective enqueues c on stream s.
@@ -108,7 +62,10 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	if !ok {
 		return nil, fmt.Errorf("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Words(ir.Algorithms(c.Op)), ", "))
 	}
-	j.access, j.impl = access, implFor(c.Op, algo)
+	if j.alg, ok = algorithms[algoKey{c.Op, algo}]; !ok {
+		return nil, fmt.Errorf("%s: the sim has no implementation of it (internal error)", name)
+	}
+	j.access = access
 	var err error
 	if j.in, err = d.rt.view(c.In); err != nil {
 		return nil, fmt.Errorf("%s: input: %v", name, err)
@@ -213,20 +170,10 @@ func (j *collJob) scratchBytes() int64 {
 // (0: the algorithm stages nothing). It depends only on what the ranks
 // agree on, so every rank computes the same.
 func (j *collJob) stagingSlot() int64 {
-	if j.impl != implStagedRing && j.impl != implStagedP2P {
+	if j.alg.slot == nil {
 		return 0
 	}
-	D := int64(j.d.rt.size)
-	es := j.in.esz()
-	switch j.op {
-	case ir.OpAllReduce:
-		return (j.in.n + D - 1) / D * es
-	case ir.OpReduceScatter, ir.OpScatter:
-		return j.out.n * es
-	case ir.OpAllToAll:
-		return j.in.n / D * es
-	}
-	return j.in.n * es // all_gather, broadcast, reduce, gather: one input
+	return j.alg.slot(j)
 }
 
 func (j *collJob) run() error {
@@ -279,55 +226,8 @@ func (j *collJob) run() error {
 		return errorf(d.rank, "%w", err)
 	}
 	m := res.(*group).member(d.rank)
-	if err := j.dispatch(m); err != nil {
+	if err := j.alg.run(j, m); err != nil {
 		return errorf(d.rank, "%w", err)
 	}
 	return nil
-}
-
-func (j *collJob) dispatch(m *member) error {
-	switch j.op {
-	case ir.OpAllReduce:
-		switch j.impl {
-		case implOneShot:
-			return j.allReduceOneShot(m)
-		case implTwoShot:
-			return j.allReduceTwoShot(m)
-		case implStagedRing:
-			return j.allReduceRing(m)
-		}
-	case ir.OpReduceScatter:
-		switch j.impl {
-		case implOneShot:
-			return j.reduceScatterOneShot(m)
-		case implStagedRing:
-			return j.reduceScatterRing(m)
-		}
-	case ir.OpAllGather:
-		switch j.impl {
-		case implOneShot:
-			return j.allGatherOneShot(m)
-		case implRing:
-			return j.allGatherRing(m)
-		case implCopyEngine:
-			return j.allGatherCopyEngine(m)
-		case implStagedRing:
-			return j.allGatherStagedRing(m)
-		}
-	case ir.OpAllToAll:
-		switch j.impl {
-		case implOneShot:
-			return j.allToAllOneShot(m)
-		case implStagedP2P:
-			return j.allToAllStaged(m)
-		}
-	case ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter:
-		switch j.impl {
-		case implOneShot:
-			return j.rootedOneShot(m)
-		case implStagedP2P:
-			return j.rootedStaged(m)
-		}
-	}
-	return fmt.Errorf("%s: the sim has no implementation of %s (internal error)", j.what, j.impl)
 }

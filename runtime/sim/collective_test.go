@@ -200,6 +200,24 @@ func collCases(D int) []collCase {
 	return cases
 }
 
+// The sim's table of algorithms has exactly the rows of the symmetric-heap
+// table: adding an algorithm to ir means adding it to algorithms.go.
+func TestSimRunsEveryRule(t *testing.T) {
+	rules := map[algoKey]bool{}
+	for _, r := range ir.SymmetricRules() {
+		k := algoKey{r.Op, r.Algo}
+		rules[k] = true
+		if a, ok := algorithms[k]; !ok || a.run == nil {
+			t.Errorf("%s algo=%s: the sim has no implementation", r.Op, r.Algo)
+		}
+	}
+	for k := range algorithms {
+		if !rules[k] {
+			t.Errorf("%s algo=%s: in the sim's table but not in ir.SymmetricRules", k.op, k.algo)
+		}
+	}
+}
+
 func TestCollectivesAgainstReference(t *testing.T) {
 	for D := 1; D <= 4; D++ {
 		t.Run(fmt.Sprintf("D=%d", D), func(t *testing.T) {
