@@ -2,10 +2,12 @@ package host
 
 import (
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -19,26 +21,17 @@ func iota(dt ir.DType, shape ...int64) *Array {
 
 func TestNewAtSet(t *testing.T) {
 	a := New(ir.F32, []int64{2, 3})
-	if a.Len() != 6 || len(a.Data) != 24 {
-		t.Fatalf("len %d, %d bytes; want 6, 24", a.Len(), len(a.Data))
-	}
+	require.Equal(t, int64(6), a.Len(), "len")
+	require.Len(t, a.Data, 24, "bytes")
 	a.Set(4, 1.5)
-	if got := a.At(4); got != 1.5 {
-		t.Errorf("At(4) = %v, want 1.5", got)
-	}
+	assert.Equal(t, 1.5, a.At(4), "At(4)")
 	s := New(ir.I64, nil)
-	if s.Len() != 1 {
-		t.Errorf("scalar Len = %d, want 1", s.Len())
-	}
+	assert.Equal(t, int64(1), s.Len(), "scalar Len")
 	s.SetInt(0, -1<<62)
-	if got := s.AtInt(0); got != -1<<62 {
-		t.Errorf("AtInt = %d", got)
-	}
+	assert.Equal(t, int64(-1<<62), s.AtInt(0), "AtInt")
 	b := New(ir.BF16, []int64{1})
 	b.Set(0, 1.00390625) // halfway between 1 and the next bf16 (1 + 2^-7): even is 1
-	if got := b.At(0); got != 1 {
-		t.Errorf("bf16 Set rounds to %v, want 1", got)
-	}
+	assert.Equal(t, 1.0, b.At(0), "bf16 Set rounds")
 }
 
 func TestConvert(t *testing.T) {
@@ -49,20 +42,12 @@ func TestConvert(t *testing.T) {
 	b := a.Convert(ir.BF16)
 	// Ties (elements 0 and 3) go to the even neighbour.
 	want := []float64{1, -2.703125, 3.5, 1.015625}
-	for i, w := range want {
-		if got := b.At(int64(i)); got != w {
-			t.Errorf("bf16 element %d = %v, want %v", i, got, w)
-		}
-	}
+	assert.Equal(t, want, []float64{b.At(0), b.At(1), b.At(2), b.At(3)}, "bf16 elements")
 	c := a.Convert(ir.I32)
-	if diff := cmp.Diff([]int64{1, -2, 3, 1}, []int64{c.AtInt(0), c.AtInt(1), c.AtInt(2), c.AtInt(3)}); diff != "" {
-		t.Errorf("f32 -> i32 (-got +want):\n%s", diff)
-	}
+	assert.Equal(t, []int64{1, -2, 3, 1}, []int64{c.AtInt(0), c.AtInt(1), c.AtInt(2), c.AtInt(3)}, "f32 -> i32")
 	big := New(ir.I64, []int64{1})
 	big.SetInt(0, 1<<40+3)
-	if got := big.Convert(ir.I32).AtInt(0); got != 3 {
-		t.Errorf("i64 -> i32 wraps to %d, want 3", got)
-	}
+	assert.Equal(t, int64(3), big.Convert(ir.I32).AtInt(0), "i64 -> i32 wraps")
 }
 
 func TestShardUnshardInverse(t *testing.T) {
@@ -82,18 +67,12 @@ func TestShardUnshardInverse(t *testing.T) {
 			shards := make([]*Array, tc.size)
 			for r := range shards {
 				s, err := a.Shard(tc.axis, r, tc.size)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				shards[r] = s
 			}
 			back, err := Unshard(shards, tc.axis)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(a, back); diff != "" {
-				t.Errorf("%v axis %d over %d: Unshard(Shard) differs:\n%s", tc.shape, tc.axis, tc.size, diff)
-			}
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(a, back), "%v %v axis %d over %d: Unshard(Shard) differs", dt, tc.shape, tc.axis, tc.size)
 		}
 	}
 }
@@ -101,12 +80,8 @@ func TestShardUnshardInverse(t *testing.T) {
 func TestShardPicksBlock(t *testing.T) {
 	a := iota(ir.I32, 2, 4)
 	s, err := a.Shard(1, 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := s.Summary(), "i32[2, 2] = [[2, 3], [6, 7]]"; got != want {
-		t.Errorf("got %s, want %s", got, want)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "i32[2, 2] = [[2, 3], [6, 7]]", s.Summary())
 }
 
 func TestShardErrors(t *testing.T) {
@@ -122,9 +97,7 @@ func TestShardErrors(t *testing.T) {
 		{0, 0, 0, "must be positive"},
 	} {
 		_, err := a.Shard(tc.axis, tc.rank, tc.size)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Shard(%d, %d, %d) = %v, want an error containing %q", tc.axis, tc.rank, tc.size, err, tc.want)
-		}
+		assert.ErrorContains(t, err, tc.want, "Shard(%d, %d, %d)", tc.axis, tc.rank, tc.size)
 	}
 	x, y := New(ir.F32, []int64{2, 2}), New(ir.F32, []int64{3, 2})
 	for _, tc := range []struct {
@@ -139,45 +112,27 @@ func TestShardErrors(t *testing.T) {
 		{[]*Array{x, x}, 2, "axis 2 is out of range"},
 	} {
 		_, err := Unshard(tc.shards, tc.axis)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Unshard: %v, want an error containing %q", err, tc.want)
-		}
+		assert.ErrorContains(t, err, tc.want, "Unshard")
 	}
 }
 
 func TestEqualAndAllClose(t *testing.T) {
 	a := iota(ir.F32, 2, 3)
 	b := a.Clone()
-	if err := Equal(a, b); err != nil {
-		t.Errorf("Equal on a clone: %v", err)
-	}
+	assert.NoError(t, Equal(a, b), "Equal on a clone")
 	b.Set(4, 4.5)
 	b.Set(5, 7)
-	err := Equal(a, b)
-	if err == nil || err.Error() != "2 of 6 elements differ; the first at [1 1]: got 4, want 4.5" {
-		t.Errorf("Equal = %v", err)
-	}
-	if err := Equal(a, New(ir.F32, []int64{3, 2})); err == nil || err.Error() != "got f32[2, 3], want f32[3, 2]" {
-		t.Errorf("Equal on shapes = %v", err)
-	}
-	if err := AllClose(a, b, 0, 3); err != nil {
-		t.Errorf("AllClose(atol 3) = %v", err)
-	}
-	err = AllClose(a, b, 0.2, 0)
-	if err == nil || err.Error() != "1 of 6 elements differ (rtol 0.2, atol 0); the first at [1 2]: got 5, want 7" {
-		t.Errorf("AllClose = %v", err)
-	}
+	assert.EqualError(t, Equal(a, b), "2 of 6 elements differ; the first at [1 1]: got 4, want 4.5")
+	assert.EqualError(t, Equal(a, New(ir.F32, []int64{3, 2})), "got f32[2, 3], want f32[3, 2]", "Equal on shapes")
+	assert.NoError(t, AllClose(a, b, 0, 3), "AllClose(atol 3)")
+	assert.EqualError(t, AllClose(a, b, 0.2, 0), "1 of 6 elements differ (rtol 0.2, atol 0); the first at [1 2]: got 5, want 7")
 	// NaN matches NaN, and different dtypes compare by value.
 	n := New(ir.F64, []int64{2})
 	n.Set(0, nan())
 	m := New(ir.F16, []int64{2})
 	m.Set(0, nan())
-	if err := AllClose(m, n, 0, 0); err != nil {
-		t.Errorf("AllClose with NaNs: %v", err)
-	}
-	if err := Equal(iota(ir.I64, 3), iota(ir.I64, 3)); err != nil {
-		t.Errorf("Equal on ints: %v", err)
-	}
+	assert.NoError(t, AllClose(m, n, 0, 0), "AllClose with NaNs")
+	assert.NoError(t, Equal(iota(ir.I64, 3), iota(ir.I64, 3)), "Equal on ints")
 }
 
 func nan() float64 { return math.NaN() }

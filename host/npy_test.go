@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -44,19 +47,11 @@ func TestWriteNPYGoldenBytes(t *testing.T) {
 	a.Set(0, 1)
 	a.Set(1, -2)
 	var b bytes.Buffer
-	if err := a.WriteNPY(&b); err != nil {
-		t.Fatal(err)
-	}
-	if got := b.String(); got != want {
-		t.Errorf("got  %q\nwant %q", got, want)
-	}
+	require.NoError(t, a.WriteNPY(&b))
+	assert.Equal(t, want, b.String())
 	back, err := ReadNPY(strings.NewReader(want))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(a, back); diff != "" {
-		t.Errorf("read back differs:\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(a, back), "read back differs")
 }
 
 func TestNPYHeaderShapes(t *testing.T) {
@@ -70,16 +65,12 @@ func TestNPYHeaderShapes(t *testing.T) {
 		{[]int64{0, 3}, "'shape': (0, 3)"},
 	} {
 		var b bytes.Buffer
-		if err := New(ir.I64, tc.shape).WriteNPY(&b); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, New(ir.I64, tc.shape).WriteNPY(&b))
 		s := b.String()
-		if !strings.Contains(s, tc.want) {
-			t.Errorf("%v: header %q lacks %q", tc.shape, s[10:], tc.want)
-		}
-		if n := 10 + int(binary.LittleEndian.Uint16(b.Bytes()[8:])); n%64 != 0 || s[n-1] != '\n' {
-			t.Errorf("%v: data starts at %d, not a multiple of 64 after a newline", tc.shape, n)
-		}
+		assert.Contains(t, s, tc.want, "%v: header", tc.shape)
+		n := 10 + int(binary.LittleEndian.Uint16(b.Bytes()[8:]))
+		assert.Zero(t, n%64, "%v: data starts at %d, not a multiple of 64", tc.shape, n)
+		assert.Equal(t, byte('\n'), s[n-1], "%v: data starts at %d, not after a newline", tc.shape, n)
 	}
 }
 
@@ -89,23 +80,15 @@ func TestNPYRoundTripEveryDType(t *testing.T) {
 		for _, shape := range [][]int64{nil, {7}, {3, 5}, {2, 0, 4}, {2, 3, 4}} {
 			a := Random(dt, shape, 11)
 			path := filepath.Join(dir, "a.npy")
-			if err := a.WriteNPYFile(path); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, a.WriteNPYFile(path))
 			back, err := ReadNPYFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if dt == ir.BF16 {
 				// Saved as <f4, exactly; rounding back to bf16 is lossless.
-				if back.DType != ir.F32 {
-					t.Fatalf("bf16 read back as %v, want f32", back.DType)
-				}
+				require.Equal(t, ir.F32, back.DType, "bf16 read back")
 				back = back.Convert(ir.BF16)
 			}
-			if diff := cmp.Diff(a, back); diff != "" {
-				t.Errorf("%v%v: round trip differs:\n%s", dt, shape, diff)
-			}
+			assert.Empty(t, cmp.Diff(a, back), "%v%v: round trip differs", dt, shape)
 		}
 	}
 }
@@ -114,60 +97,43 @@ func TestReadNPYVersions(t *testing.T) {
 	data := []byte{1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff}
 	for _, major := range []byte{1, 2, 3} {
 		a, err := ReadNPY(bytes.NewReader(npyBytes(major, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", data)))
-		if err != nil {
-			t.Fatalf("version %d: %v", major, err)
-		}
-		if a.DType != ir.I32 || a.AtInt(0) != 1 || a.AtInt(1) != -2 {
-			t.Errorf("version %d: got %s", major, a.Summary())
+		require.NoError(t, err, "version %d", major)
+		if assert.Equal(t, ir.I32, a.DType, "version %d", major) {
+			assert.Equal(t, []int64{1, -2}, []int64{a.AtInt(0), a.AtInt(1)}, "version %d", major)
 		}
 	}
 	// Other spellings NumPy has used: double quotes, Python 2 longs, no
 	// trailing comma, a list for the shape.
 	a, err := ReadNPY(bytes.NewReader(npyBytes(1, `{"shape": [2L], "fortran_order": False, "descr": "<i4"}`, data)))
-	if err != nil || a.Len() != 2 {
-		t.Errorf("old-style header: %v", err)
+	if assert.NoError(t, err, "old-style header") {
+		assert.Equal(t, int64(2), a.Len(), "old-style header")
 	}
 }
 
 func TestReadNPYSequential(t *testing.T) {
 	var b bytes.Buffer
 	x, y := Random(ir.F64, []int64{3}, 1), Random(ir.Bool, []int64{2, 2}, 2)
-	if err := x.WriteNPY(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := y.WriteNPY(&b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, x.WriteNPY(&b))
+	require.NoError(t, y.WriteNPY(&b))
 	for _, want := range []*Array{x, y} {
 		got, err := ReadNPY(&b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Error(diff)
-		}
+		require.NoError(t, err)
+		assert.Empty(t, cmp.Diff(want, got))
 	}
 }
 
 func TestReadNPYFortranOrder(t *testing.T) {
 	_, err := ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 2), }", make([]byte, 32))))
-	if err == nil || !strings.Contains(err.Error(), "Fortran-ordered arrays are not supported") {
-		t.Errorf("2-D Fortran order: %v", err)
-	}
+	assert.ErrorContains(t, err, "Fortran-ordered arrays are not supported", "2-D Fortran order")
 	// With one axis longer than 1 the layouts agree, so it is read.
-	if _, err := ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (1, 4), }", make([]byte, 32)))); err != nil {
-		t.Errorf("1x4 Fortran order: %v", err)
-	}
+	_, err = ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (1, 4), }", make([]byte, 32))))
+	assert.NoError(t, err, "1x4 Fortran order")
 }
 
 func TestReadNPYBoolNormalises(t *testing.T) {
 	a, err := ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", []byte{0, 1, 7})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]byte{0, 1, 1}, a.Data); diff != "" {
-		t.Error(diff)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, []byte{0, 1, 1}, a.Data)
 }
 
 func TestReadNPYErrors(t *testing.T) {
@@ -193,13 +159,10 @@ func TestReadNPYErrors(t *testing.T) {
 		{"truncated", header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 20), "NPY data is truncated: [2 3] of <f4 needs 24 bytes, the file has 20"},
 	} {
 		_, err := ReadNPY(bytes.NewReader(tc.file))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
-		}
+		assert.ErrorContains(t, err, tc.want, tc.name)
 	}
-	if _, err := ReadNPYFile(filepath.Join(t.TempDir(), "missing.npy")); err == nil || !strings.Contains(err.Error(), "missing.npy") {
-		t.Errorf("missing file: %v", err)
-	}
+	_, err := ReadNPYFile(filepath.Join(t.TempDir(), "missing.npy"))
+	assert.ErrorContains(t, err, "missing.npy", "missing file")
 }
 
 func TestWriteNPYBF16IsExactF32(t *testing.T) {
@@ -208,16 +171,10 @@ func TestWriteNPYBF16IsExactF32(t *testing.T) {
 		a.Set(int64(i), v)
 	}
 	var b bytes.Buffer
-	if err := a.WriteNPY(&b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.WriteNPY(&b))
 	back, err := ReadNPY(&b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range int64(3) {
-		if back.At(i) != a.At(i) {
-			t.Errorf("element %d: %v read back as %v", i, a.At(i), back.At(i))
-		}
+		assert.Equal(t, a.At(i), back.At(i), "element %d", i)
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -11,13 +14,9 @@ func TestSplitMix64ReferenceValue(t *testing.T) {
 	// The first output of SplitMix64 seeded with 0, as published with the
 	// algorithm's reference implementation.
 	g := splitMix64{}
-	if got := g.next(); got != 0xe220a8397b1dcdaf {
-		t.Errorf("first value %#x, want 0xe220a8397b1dcdaf", got)
-	}
+	assert.Equal(t, uint64(0xe220a8397b1dcdaf), g.next(), "first value")
 	g = splitMix64{state: 1}
-	if got := g.next(); got != 0x910a2dec89025cc1 {
-		t.Errorf("seed 1: first value %#x, want 0x910a2dec89025cc1", got)
-	}
+	assert.Equal(t, uint64(0x910a2dec89025cc1), g.next(), "seed 1: first value")
 }
 
 // The expected values were computed independently (Python, same algorithm):
@@ -44,21 +43,15 @@ func TestRandomFixedValues(t *testing.T) {
 		{ir.BF16, []float64{0.1328125, 0.4921875, 0.94140625, -0.111328125, -0.111328125, 0.52734375}},
 	} {
 		got := elems(Random(tc.dt, []int64{2, 3}, 1))
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("%v (-want +got):\n%s", tc.dt, diff)
-		}
+		assert.Equal(t, tc.want, got, "%v", tc.dt)
 	}
 }
 
 func TestRandomDeterministicAndInRange(t *testing.T) {
 	for _, dt := range ir.AllDTypes {
 		a := Random(dt, []int64{64, 33}, 42)
-		if diff := cmp.Diff(a, Random(dt, []int64{64, 33}, 42)); diff != "" {
-			t.Errorf("%v: two draws with one seed differ", dt)
-		}
-		if cmp.Equal(a, Random(dt, []int64{64, 33}, 43)) {
-			t.Errorf("%v: seeds 42 and 43 give the same array", dt)
-		}
+		assert.Empty(t, cmp.Diff(a, Random(dt, []int64{64, 33}, 42)), "%v: two draws with one seed differ", dt)
+		assert.False(t, cmp.Equal(a, Random(dt, []int64{64, 33}, 43)), "%v: seeds 42 and 43 give the same array", dt)
 		lo, hi := -1.0, 1.0
 		switch {
 		case dt == ir.Bool:
@@ -67,9 +60,9 @@ func TestRandomDeterministicAndInRange(t *testing.T) {
 			lo, hi = -8, 8
 		}
 		for i := range a.Len() {
-			if v := a.At(i); v < lo || v >= hi {
-				t.Fatalf("%v element %d = %v, outside [%v, %v)", dt, i, v, lo, hi)
-			}
+			v := a.At(i)
+			require.GreaterOrEqual(t, v, lo, "%v element %d outside [%v, %v)", dt, i, lo, hi)
+			require.Less(t, v, hi, "%v element %d outside [%v, %v)", dt, i, lo, hi)
 		}
 	}
 }
@@ -80,12 +73,8 @@ func TestRandomNeverRoundsToOne(t *testing.T) {
 	sawTop := false
 	for i := range a.Len() {
 		v := a.At(i)
-		if v >= 1 {
-			t.Fatalf("element %d = %v", i, v)
-		}
+		require.Less(t, v, 1.0, "element %d", i)
 		sawTop = sawTop || v == 1-1.0/256
 	}
-	if !sawTop {
-		t.Error("no element took the largest bf16 below 1; the clamp is not exercised")
-	}
+	assert.True(t, sawTop, "no element took the largest bf16 below 1; the clamp is not exercised")
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -36,8 +38,6 @@ func TestSummary(t *testing.T) {
 		{withNaN, "f32[8, 8] = [0, 1, 2, nan, 4, 5, 6, 7, ...] min=0 max=63 mean=31.9524 sum=2013 nan=1"},
 		{iota(ir.Bool, 40), "bool[40] = [false, true, true, true, true, true, true, true, ...] min=false max=true mean=0.975 sum=39"},
 	} {
-		if got := tc.a.Summary(); got != tc.want {
-			t.Errorf("got  %s\nwant %s", got, tc.want)
-		}
+		assert.Equal(t, tc.want, tc.a.Summary())
 	}
 }
