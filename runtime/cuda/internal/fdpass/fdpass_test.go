@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/runtime/store"
 )
 
@@ -47,33 +50,24 @@ func openFDCount() int {
 func pairExchange(t *testing.T, token0, token1 string) (*Exchange, *Exchange) {
 	t.Helper()
 	a, err := Listen(0, 2, token0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := Listen(1, 2, token1)
 	if err != nil {
 		a.Close()
-		t.Fatal(err)
 	}
+	require.NoError(t, err)
 	paths := []string{a.path, b.path}
-	if err := a.Connect(paths, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Connect(paths, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Connect(paths, time.Second))
+	require.NoError(t, b.Connect(paths, time.Second))
 	return a, b
 }
 
 func tempFileWith(t *testing.T, content string) *os.File {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "payload"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(content); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = f.WriteString(content)
+	require.NoError(t, err)
 	return f
 }
 
@@ -81,13 +75,10 @@ func readFD(t *testing.T, fd int) string {
 	t.Helper()
 	f := os.NewFile(uintptr(fd), "received")
 	defer f.Close()
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
+	_, err := f.Seek(0, io.SeekStart)
+	require.NoError(t, err)
 	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
@@ -101,19 +92,13 @@ func TestFDPassingBetweenGoroutinesLeavesNothingOpen(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer f.Close()
-			if err := a.Send(1, key, int(f.Fd())); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, a.Send(1, key, int(f.Fd())))
 		}()
 	}
 	for key := uint64(7); ; key-- { // out of order: the mailbox sorts it out
 		fd, err := b.Recv(0, key, 5*time.Second, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := readFD(t, fd), fmt.Sprintf("payload %d", key); got != want {
-			t.Errorf("key %d: read %q, want %q", key, got, want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("payload %d", key), readFD(t, fd), "key %d", key)
 		if key == 0 {
 			break
 		}
@@ -121,20 +106,15 @@ func TestFDPassingBetweenGoroutinesLeavesNothingOpen(t *testing.T) {
 	wg.Wait()
 	// An fd nobody takes is closed by close.
 	f := tempFileWith(t, "unclaimed")
-	if err := b.Send(0, 99, int(f.Fd())); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Send(0, 99, int(f.Fd())))
 	f.Close()
 	waitFor(t, func() bool { return a.Pending() == 1 })
 	a.Close()
 	b.Close()
-	if got := openFDCount(); got != base {
-		t.Errorf("%d descriptors open after close, %d before", got, base)
-	}
+	assert.Equal(t, base, openFDCount(), "descriptors open after close (actual) and before (expected)")
 	for _, p := range []string{a.path, b.path} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("socket file %s left behind", p)
-		}
+		_, err := os.Stat(p)
+		assert.Error(t, err, "socket file %s left behind", p)
 	}
 }
 
@@ -146,7 +126,7 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("condition never held")
+	require.FailNow(t, "condition never held")
 }
 
 func TestRecvFailsAtOnceWhenThePeerGoes(t *testing.T) {
@@ -160,36 +140,27 @@ func TestRecvFailsAtOnceWhenThePeerGoes(t *testing.T) {
 	b.Close() // the peer "dies" before sending
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "rank 1's connection ended before it sent its handle") ||
-			!strings.Contains(err.Error(), "did its process die?") {
-			t.Fatalf("recv: %v", err)
-		}
+		require.ErrorContains(t, err, "rank 1's connection ended before it sent its handle", "recv")
+		require.ErrorContains(t, err, "did its process die?", "recv")
 	case <-time.After(30 * time.Second):
-		t.Fatal("recv still waiting 30s after the peer closed")
+		require.FailNow(t, "recv still waiting 30s after the peer closed")
 	}
 }
 
 func TestWrongTokenIsRejected(t *testing.T) {
 	a, err := Listen(0, 2, "right")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer a.Close()
 	b, err := Listen(1, 2, "wrong")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer b.Close()
-	if err := b.Connect([]string{a.path, b.path}, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Connect([]string{a.path, b.path}, time.Second))
 	waitFor(t, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.rejected == 1 })
 	f := tempFileWith(t, "x")
 	defer f.Close()
 	b.Send(0, 1, int(f.Fd())) // may or may not fail; a must never take it
-	if _, err := a.Recv(1, 1, 200*time.Millisecond, "test"); err == nil {
-		t.Fatal("a descriptor from an impostor was accepted")
-	}
+	_, err = a.Recv(1, 1, 200*time.Millisecond, "test")
+	require.Error(t, err, "a descriptor from an impostor was accepted")
 }
 
 func TestSocketUIDCheck(t *testing.T) {
@@ -197,9 +168,8 @@ func TestSocketUIDCheck(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	uid, err := peerUID(b.out[0])
-	if err != nil || uid != os.Getuid() {
-		t.Fatalf("peer uid %d, %v; want %d", uid, err, os.Getuid())
-	}
+	require.NoError(t, err)
+	require.Equal(t, os.Getuid(), uid, "peer uid")
 }
 
 // Across processes: a child (this binary re-executed) sends the parent a
@@ -210,50 +180,30 @@ func TestFDPassingBetweenProcesses(t *testing.T) {
 	defer cancel()
 	const token = "tok"
 	srv, err := store.Serve(ctx, "127.0.0.1:0", token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer srv.Close()
 	c, err := store.Dial(ctx, srv.Addr(), token, store.WithRank(0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	x, err := Listen(0, 2, token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd := childCommand(ctx, "RANK=1", "MASTER_ADDR="+srv.Addr(), "HIR_JOB_TOKEN="+token,
 		"HIR_TEST_DIR="+t.TempDir())
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	paths, err := store.ExchangeAll(ctx, c, "paths", 0, 2, []byte(x.path), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := x.Connect([]string{string(paths[0]), string(paths[1])}, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, x.Connect([]string{string(paths[0]), string(paths[1])}, time.Second))
 	fd, err := x.Recv(1, 42, 30*time.Second, "test")
-	if err != nil {
-		t.Fatal(err, out.String())
-	}
-	if got := readFD(t, fd); got != "from the child" {
-		t.Errorf("read %q through the passed descriptor", got)
-	}
+	require.NoError(t, err, out.String())
+	assert.Equal(t, "from the child", readFD(t, fd), "read through the passed descriptor")
 	c.Barrier(ctx, "done", 0, 2, time.Minute)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("child: %v\n%s", err, out.String())
-	}
+	require.NoError(t, cmd.Wait(), "child:\n%s", out.String())
 	x.Close()
 	c.Close()
 	srv.Close()
-	if got := openFDCount(); got > base {
-		t.Errorf("%d descriptors open after close, %d before", got, base)
-	}
+	assert.LessOrEqual(t, openFDCount(), base, "descriptors open after close vs before")
 }
 
 func childCommand(ctx context.Context, env ...string) *exec.Cmd {
