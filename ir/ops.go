@@ -164,6 +164,10 @@ type OpInfo struct {
 	Layout  Layout // collectives: how the output's shape follows from the input's
 	Reduces bool   // collectives: combines the ranks' values with a reduce op (op=)
 	Rooted  bool   // collectives: has a root rank (root=)
+	// RootOnly: a rooted collective that collects onto the root (reduce,
+	// gather): only the root's output is written, the other ranks' are left
+	// untouched. Set from Rooted, Reduces and Layout.
+	RootOnly bool
 	// Algos are a collective's algorithms, auto first, each with what it
 	// touches remotely: the op's rows of the symmetric-heap table
 	// (remote.go: Algorithms, LookupRule, SymmetricRules).
@@ -231,6 +235,7 @@ func collective(name string, layout Layout, algos []AlgoAccess, extra ...AttrSpe
 		Aliases: AliasDest, Layout: layout, Algos: algos}
 	_, info.Reduces = info.Attr("op")
 	_, info.Rooted = info.Attr("root")
+	info.RootOnly = info.Rooted && (info.Reduces || layout == LayoutGather)
 	return info
 }
 
