@@ -155,11 +155,14 @@ func collCases(D int) []collCase {
 	dts := []ir.DType{ir.F32, ir.BF16, ir.I32}
 	root := D - 1
 	d := int64(D)
-	for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpReduceScatter, ir.OpAllGather, ir.OpAllToAll, ir.OpBroadcast, ir.OpReduce, ir.OpGather, ir.OpScatter} {
+	for _, op := range ir.Opcodes() {
+		if !op.IsCollective() {
+			continue
+		}
 		for _, algo := range ir.Algorithms(op) {
 			for _, dt := range dts {
 				reds := []ir.ReduceOp{ir.ReduceUnset}
-				if op == ir.OpAllReduce || op == ir.OpReduceScatter || op == ir.OpReduce {
+				if op.Info().Reduces {
 					reds = ir.ReduceOps()
 				}
 				for _, red := range reds {
@@ -192,6 +195,8 @@ func collCases(D int) []collCase {
 						add(0, 1, 0, []int64{2, 3 * d}, []int64{2 * d, 3})
 						add(0, 0, 1, []int64{2 * d, 3}, []int64{2, 3 * d})
 						add(0, 1, 0, []int64{1, d}, []int64{d, 1})
+					default:
+						panic(fmt.Sprintf("collCases: no shapes for %s", op))
 					}
 				}
 			}
@@ -266,7 +271,7 @@ func TestCollectiveSymmetricRequirements(t *testing.T) {
 		default:
 			c.inShape, c.outShape = []int64{4}, []int64{4}
 		}
-		if rule.Op == ir.OpAllReduce || rule.Op == ir.OpReduceScatter || rule.Op == ir.OpReduce {
+		if rule.Op.Info().Reduces {
 			c.red = ir.ReduceSum
 		}
 		ins := make([]nd, D)
