@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
@@ -21,13 +23,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 
 	d := decoder{b: e.b}
 	got := []any{d.u8(), d.i32(), d.i64(), d.dur(), string(d.str()), d.strs(), d.ints()}
-	if err := d.done(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.done())
 	want := []any{uint8(7), int32(-3), int64(-1 << 40), 1500 * time.Millisecond, "key", []string{"a", "", "ccc"}, []int{0, 5, -1}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("round trip (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "round trip (-want +got)")
 }
 
 func TestDecoderRejectsTruncatedAndForgedBodies(t *testing.T) {
@@ -40,15 +38,11 @@ func TestDecoderRejectsTruncatedAndForgedBodies(t *testing.T) {
 		d.u64()
 		d.str()
 		d.strs()
-		if d.done() == nil {
-			t.Errorf("%s: decoded without error", name)
-		}
+		assert.Error(t, d.done(), "%s: decoded without error", name)
 	}
 	d := decoder{b: []byte{1, 2}}
 	d.u8()
-	if d.done() == nil {
-		t.Error("trailing bytes were not reported")
-	}
+	assert.Error(t, d.done(), "trailing bytes were not reported")
 }
 
 // FuzzServerRequest sends arbitrary request bodies from an authenticated
@@ -74,30 +68,20 @@ func FuzzServerRequest(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 99})
 
 	srv, err := Serve(context.Background(), "", testToken, quiet(nil))
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	defer srv.Close()
 	good, err := Dial(context.Background(), srv.Addr(), testToken)
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	defer good.Close()
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		conn, err := net.Dial("tcp", srv.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := handshake(context.Background(), conn, srv.Addr(), testToken, -1); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, handshake(context.Background(), conn, srv.Addr(), testToken, -1))
 		conn.Write(frame(body))
 		conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := good.Set(ctx, "alive", []byte("yes")); err != nil {
-			t.Fatalf("the server stopped serving after %x: %v", body, err)
-		}
+		require.NoError(t, good.Set(ctx, "alive", []byte("yes")), "the server stopped serving after %x", body)
 	})
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const testToken = "job-token-for-tests"
@@ -52,9 +53,7 @@ func startServer(t *testing.T, opts ...ServeOption) *Server {
 		opts = []ServeOption{quiet(nil)}
 	}
 	srv, err := Serve(context.Background(), "", testToken, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
 	return srv
 }
@@ -62,9 +61,7 @@ func startServer(t *testing.T, opts ...ServeOption) *Server {
 func dial(t *testing.T, srv *Server, opts ...DialOption) *Client {
 	t.Helper()
 	c, err := Dial(context.Background(), srv.Addr(), testToken, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -76,7 +73,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("still not true after 10s: %s", what)
+			require.FailNow(t, "still not true after 10s: "+what)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -90,7 +87,7 @@ func settleGoroutines(t *testing.T, base int) {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
 			n := runtime.Stack(buf, true)
-			t.Fatalf("goroutines leaked: %d now, %d before\n%s", runtime.NumGoroutine(), base, buf[:n])
+			require.FailNow(t, fmt.Sprintf("goroutines leaked: %d now, %d before", runtime.NumGoroutine(), base), string(buf[:n]))
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -101,45 +98,33 @@ func TestSetGetAddDelete(t *testing.T) {
 	srv := startServer(t)
 	c := dial(t, srv)
 
-	if err := c.Set(ctx, "a", []byte("hello")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Set(ctx, "a", []byte("hello")))
 	got, err := c.Get(ctx, "a")
-	if err != nil || string(got) != "hello" {
-		t.Fatalf("Get(a) = %q, %v; want hello", got, err)
-	}
-	if err := c.Set(ctx, "empty", nil); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := c.Get(ctx, "empty"); err != nil || len(got) != 0 {
-		t.Fatalf("Get(empty) = %q, %v; want an empty value", got, err)
-	}
+	require.NoError(t, err, "Get(a)")
+	require.Equal(t, "hello", string(got), "Get(a)")
+	require.NoError(t, c.Set(ctx, "empty", nil))
+	got, err = c.Get(ctx, "empty")
+	require.NoError(t, err, "Get(empty)")
+	require.Empty(t, got, "Get(empty)")
 
 	for i, want := range []int64{5, 3, 1000003} {
 		delta := []int64{5, -2, 1000000}[i]
 		n, err := c.Add(ctx, "counter", delta)
-		if err != nil || n != want {
-			t.Fatalf("Add(counter, %d) = %d, %v; want %d", delta, n, err, want)
-		}
+		require.NoError(t, err, "Add(counter, %d)", delta)
+		require.Equal(t, want, n, "Add(counter, %d)", delta)
 	}
-	if got, _ := c.Get(ctx, "counter"); string(got) != "1000003" {
-		t.Errorf("a counter reads as %q, want decimal text 1000003", got)
-	}
-	if _, err := c.Add(ctx, "a", 1); err == nil || !strings.Contains(err.Error(), `add to "a": its value is not an integer`) {
-		t.Errorf("Add to a non-integer: %v", err)
-	}
+	got, _ = c.Get(ctx, "counter")
+	assert.Equal(t, "1000003", string(got), "a counter reads as decimal text")
+	_, err = c.Add(ctx, "a", 1)
+	assert.ErrorContains(t, err, `add to "a": its value is not an integer`, "Add to a non-integer")
 
 	existed, err := c.Delete(ctx, "a")
-	if err != nil || !existed {
-		t.Fatalf("Delete(a) = %v, %v; want true", existed, err)
-	}
+	require.NoError(t, err, "Delete(a)")
+	require.True(t, existed, "Delete(a)")
 	existed, err = c.Delete(ctx, "a")
-	if err != nil || existed {
-		t.Fatalf("second Delete(a) = %v, %v; want false", existed, err)
-	}
-	if n := srv.Stats().Keys; n != 2 {
-		t.Errorf("server holds %d keys, want 2 (empty, counter)", n)
-	}
+	require.NoError(t, err, "second Delete(a)")
+	require.False(t, existed, "second Delete(a)")
+	assert.Equal(t, 2, srv.Stats().Keys, "server holds keys: empty, counter")
 }
 
 func TestGetWaitsForALaterSet(t *testing.T) {
@@ -157,17 +142,13 @@ func TestGetWaitsForALaterSet(t *testing.T) {
 		got <- string(v)
 	}()
 	eventually(t, "the Get is waiting on the server", func() bool { return srv.Stats().Waiting == 1 })
-	if err := writer.Set(ctx, "late", []byte("value")); err != nil {
-		t.Fatal(err)
-	}
-	if v := <-got; v != "value" {
-		t.Fatalf("Get = %q, want value", v)
-	}
+	require.NoError(t, writer.Set(ctx, "late", []byte("value")))
+	require.Equal(t, "value", <-got, "Get")
 
 	vals, err := reader.GetAll(ctx, []string{"late", "late"}, 0)
-	if err != nil || len(vals) != 2 || string(vals[1]) != "value" {
-		t.Fatalf("GetAll = %q, %v", vals, err)
-	}
+	require.NoError(t, err, "GetAll")
+	require.Len(t, vals, 2, "GetAll")
+	require.Equal(t, "value", string(vals[1]), "GetAll")
 }
 
 func TestTimeoutsNameTheMissingKeys(t *testing.T) {
@@ -176,27 +157,17 @@ func TestTimeoutsNameTheMissingKeys(t *testing.T) {
 	c := dial(t, srv, WithTimeout(50*time.Millisecond))
 
 	_, err := c.Get(ctx, "never")
-	if want := `store: get: timed out after 50ms waiting for key "never"`; err == nil || err.Error() != want {
-		t.Fatalf("Get error = %v\nwant %s", err, want)
-	}
-	if !errors.Is(err, ErrTimeout) {
-		t.Error("a Get timeout does not match ErrTimeout")
-	}
+	require.EqualError(t, err, `store: get: timed out after 50ms waiting for key "never"`, "Get error")
+	assert.ErrorIs(t, err, ErrTimeout, "a Get timeout does not match ErrTimeout")
 
-	if err := c.Set(ctx, "b", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Set(ctx, "b", []byte("x")))
 	err = c.Wait(ctx, []string{"a", "b", "c"}, 20*time.Millisecond)
-	if want := `store: wait: timed out after 20ms waiting for keys "a", "c" (2 of 3 missing)`; err == nil || err.Error() != want {
-		t.Fatalf("Wait error = %v\nwant %s", err, want)
-	}
+	require.EqualError(t, err, `store: wait: timed out after 20ms waiting for keys "a", "c" (2 of 3 missing)`, "Wait error")
 	var te *TimeoutError
-	if !errors.As(err, &te) || !cmp.Equal(te.Missing, []string{"a", "c"}) {
-		t.Errorf("Wait error is not a TimeoutError for a, c: %#v", err)
+	if assert.ErrorAs(t, err, &te, "Wait error is not a TimeoutError") {
+		assert.Equal(t, []string{"a", "c"}, te.Missing, "Wait error is not a TimeoutError for a, c")
 	}
-	if err := c.Wait(ctx, []string{"b"}, 0); err != nil {
-		t.Errorf("Wait for a present key: %v", err)
-	}
+	assert.NoError(t, c.Wait(ctx, []string{"b"}, 0), "Wait for a present key")
 	// The server answers before it counts the request done.
 	eventually(t, "no request waits on the server after its timeout", func() bool { return srv.Stats().Waiting == 0 })
 }
@@ -218,14 +189,10 @@ func TestBarrier(t *testing.T) {
 		}
 		wg.Wait()
 		for r, err := range errs {
-			if err != nil {
-				t.Errorf("round %d rank %d: %v", round, r, err)
-			}
+			assert.NoError(t, err, "round %d rank %d", round, r)
 		}
 	}
-	if err := clients[0].Barrier(ctx, "solo", 0, 1, 0); err != nil {
-		t.Errorf("a barrier of one rank: %v", err)
-	}
+	assert.NoError(t, clients[0].Barrier(ctx, "solo", 0, 1, 0), "a barrier of one rank")
 }
 
 func TestBarrierTimeoutNamesTheRanks(t *testing.T) {
@@ -239,44 +206,31 @@ func TestBarrierTimeoutNamesTheRanks(t *testing.T) {
 	wg.Wait()
 	want := `barrier "x": timed out after 100ms waiting for ranks 2, 3 of 4`
 	for r, err := range errs {
-		if err == nil || err.Error() != want {
-			t.Errorf("rank %d: %v\nwant %s", r, err, want)
-		}
-		if !errors.Is(err, ErrTimeout) {
-			t.Errorf("rank %d: a barrier timeout does not match ErrTimeout", r)
-		}
+		assert.EqualError(t, err, want, "rank %d", r)
+		assert.ErrorIs(t, err, ErrTimeout, "rank %d: a barrier timeout does not match ErrTimeout", r)
 	}
 	// The ranks that gave up left the barrier: it works again.
 	wg.Go(func() { errs[0] = c0.Barrier(ctx, "x", 0, 2, 10*time.Second) })
 	wg.Go(func() { errs[1] = c1.Barrier(ctx, "x", 1, 2, 10*time.Second) })
 	wg.Wait()
-	if errs[0] != nil || errs[1] != nil {
-		t.Errorf("barrier after a timeout: %v, %v", errs[0], errs[1])
-	}
+	assert.NoError(t, errs[0], "barrier after a timeout, rank 0")
+	assert.NoError(t, errs[1], "barrier after a timeout, rank 1")
 }
 
 func TestBarrierMisuse(t *testing.T) {
 	ctx := context.Background()
 	srv := startServer(t)
 	c := dial(t, srv)
-	if err := c.Barrier(ctx, "b", 4, 4, time.Second); err == nil || err.Error() != `barrier "b": rank 4 is out of range for world size 4` {
-		t.Errorf("rank out of range: %v", err)
-	}
+	assert.EqualError(t, c.Barrier(ctx, "b", 4, 4, time.Second), `barrier "b": rank 4 is out of range for world size 4`, "rank out of range")
 	done := make(chan error, 1)
 	go func() { done <- c.Barrier(ctx, "b", 0, 3, 10*time.Second) }()
 	eventually(t, "rank 0 waits", func() bool { return srv.Stats().Waiting == 1 })
 	err := c.Barrier(ctx, "b", 1, 2, time.Second)
-	if want := `store at ` + srv.Addr() + `: barrier "b": rank 1 says the world size is 2, but ranks already waiting say 3`; err == nil || err.Error() != want {
-		t.Errorf("world size mismatch: %v\nwant %s", err, want)
-	}
+	assert.EqualError(t, err, `store at `+srv.Addr()+`: barrier "b": rank 1 says the world size is 2, but ranks already waiting say 3`, "world size mismatch")
 	err = c.Barrier(ctx, "b", 0, 3, time.Second)
-	if err == nil || !strings.Contains(err.Error(), `barrier "b": rank 0 arrived twice`) {
-		t.Errorf("double arrival: %v", err)
-	}
+	assert.ErrorContains(t, err, `barrier "b": rank 0 arrived twice`, "double arrival")
 	c.Close()
-	if err := <-done; !errors.Is(err, ErrClosed) {
-		t.Errorf("a barrier on a closed client: %v", err)
-	}
+	assert.ErrorIs(t, <-done, ErrClosed, "a barrier on a closed client")
 }
 
 // A rank whose process dies (its connection closes) fails the barrier for
@@ -295,16 +249,12 @@ func TestBarrierFailsFastWhenARankDisconnects(t *testing.T) {
 	wg.Wait()
 	want := `barrier "x": rank 2 disconnected from the store; ranks 2, 3 of 4 had not arrived`
 	for r, err := range errs {
-		if err == nil || err.Error() != want {
-			t.Errorf("rank %d: %v\nwant %s", r, err, want)
-		}
+		assert.EqualError(t, err, want, "rank %d", r)
 		var be *BarrierError
-		if !errors.As(err, &be) || !cmp.Equal(be.Disconnected, []int{2}) {
-			t.Errorf("rank %d: not a BarrierError naming rank 2 as disconnected: %#v", r, err)
+		if assert.ErrorAs(t, err, &be, "rank %d: not a BarrierError", r) {
+			assert.Equal(t, []int{2}, be.Disconnected, "rank %d: not a BarrierError naming rank 2 as disconnected", r)
 		}
-		if errors.Is(err, ErrTimeout) {
-			t.Errorf("rank %d: a disconnect is reported as a timeout", r)
-		}
+		assert.NotErrorIs(t, err, ErrTimeout, "rank %d: a disconnect is reported as a timeout", r)
 	}
 }
 
@@ -331,16 +281,10 @@ func TestExchangeAll(t *testing.T) {
 		}
 		wg.Wait()
 		for r := range world {
-			if errs[r] != nil {
-				t.Fatalf("round %d rank %d: %v", round, r, errs[r])
-			}
-			if diff := cmp.Diff(want, got[r]); diff != "" {
-				t.Errorf("round %d rank %d got (-want +got):\n%s", round, r, diff)
-			}
+			require.NoError(t, errs[r], "round %d rank %d", round, r)
+			assert.Empty(t, cmp.Diff(want, got[r]), "round %d rank %d got (-want +got)", round, r)
 		}
-		if n := srv.Stats().Keys; n != 0 {
-			t.Errorf("round %d: %d keys left on the store", round, n)
-		}
+		assert.Zero(t, srv.Stats().Keys, "round %d: keys left on the store", round)
 	}
 }
 
@@ -352,9 +296,7 @@ func TestExchangeAllPeerDies(t *testing.T) {
 	c0, c1 := dial(t, srv, WithRank(0)), dial(t, srv, WithRank(1))
 	c2 := dial(t, srv, WithRank(2))
 	// Rank 2 publishes, then dies before the barrier.
-	if err := c2.Set(ctx, "h/2", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c2.Set(ctx, "h/2", []byte("x")))
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, errs[0] = ExchangeAll(ctx, c0, "h", 0, 3, []byte("a"), time.Hour) })
@@ -364,9 +306,7 @@ func TestExchangeAllPeerDies(t *testing.T) {
 	wg.Wait()
 	want := `exchange "h": barrier "h/published": rank 2 disconnected from the store; rank 2 of 3 had not arrived`
 	for r, err := range errs {
-		if err == nil || err.Error() != want {
-			t.Errorf("rank %d: %v\nwant %s", r, err, want)
-		}
+		assert.EqualError(t, err, want, "rank %d", r)
 	}
 	eventually(t, "only the dead rank's key is left", func() bool { return srv.Stats().Keys == 1 })
 	eventually(t, "no request waits", func() bool { return srv.Stats().Waiting == 0 })
@@ -378,57 +318,41 @@ func TestExchangeAllTimeoutNamesTheRank(t *testing.T) {
 	c0 := dial(t, srv, WithRank(0))
 	_, err := ExchangeAll(ctx, c0, "h", 0, 2, []byte("a"), 50*time.Millisecond)
 	var be *BarrierError
-	if !errors.As(err, &be) || !cmp.Equal(be.Missing, []int{1}) || !errors.Is(err, ErrTimeout) {
-		t.Fatalf("error = %v; want a barrier timeout naming rank 1", err)
-	}
-	if !strings.HasPrefix(err.Error(), `exchange "h": barrier "h/published": timed out after `) ||
-		!strings.HasSuffix(err.Error(), ` waiting for rank 1 of 2`) {
-		t.Errorf("message: %v", err)
-	}
-	if n := srv.Stats().Keys; n != 0 {
-		t.Errorf("%d keys left after a failed exchange", n)
-	}
+	require.ErrorAs(t, err, &be, "want a barrier timeout naming rank 1")
+	require.Equal(t, []int{1}, be.Missing, "want a barrier timeout naming rank 1")
+	require.ErrorIs(t, err, ErrTimeout, "want a barrier timeout naming rank 1")
+	assert.True(t, strings.HasPrefix(err.Error(), `exchange "h": barrier "h/published": timed out after `), "message: %v", err)
+	assert.True(t, strings.HasSuffix(err.Error(), ` waiting for rank 1 of 2`), "message: %v", err)
+	assert.Zero(t, srv.Stats().Keys, "keys left after a failed exchange")
 }
 
 func TestWrongTokenIsRejected(t *testing.T) {
 	base := runtime.NumGoroutine()
 	var logs syncBuffer
 	srv, err := Serve(context.Background(), "127.0.0.1:0", testToken, quiet(&logs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, token := range []string{"wrong", testToken + "x", strings.Repeat("t", 3000)} {
 		c, err := Dial(context.Background(), srv.Addr(), token)
 		if c != nil {
 			c.Close()
 		}
 		want := "store at " + srv.Addr() + " rejected the job token"
-		if err == nil || !strings.HasPrefix(err.Error(), want) {
-			t.Errorf("token %.10q: %v\nwant %s", token, err, want)
+		if assert.Error(t, err, "token %.10q", token) {
+			assert.True(t, strings.HasPrefix(err.Error(), want), "token %.10q: %v\nwant %s", token, err, want)
 		}
-		if !errors.Is(err, ErrBadToken) {
-			t.Errorf("token %.10q: error does not match ErrBadToken", token)
-		}
+		assert.ErrorIs(t, err, ErrBadToken, "token %.10q: error does not match ErrBadToken", token)
 	}
-	if n := srv.Stats().RejectedTokens; n != 3 {
-		t.Errorf("server counted %d rejected tokens, want 3", n)
-	}
-	if !strings.Contains(logs.String(), "wrong job token") {
-		t.Errorf("server log does not mention the wrong token:\n%s", logs.String())
-	}
-	if strings.Contains(logs.String(), "wrong\"") {
-		t.Errorf("server log repeats the presented token:\n%s", logs.String())
-	}
+	assert.Equal(t, int64(3), srv.Stats().RejectedTokens, "server counted rejected tokens")
+	assert.Contains(t, logs.String(), "wrong job token", "server log does not mention the wrong token")
+	assert.NotContains(t, logs.String(), "wrong\"", "server log repeats the presented token")
 	eventually(t, "refused connections are closed", func() bool { return srv.Stats().Conns == 0 })
 	srv.Close()
 	settleGoroutines(t, base)
 
-	if _, err := Serve(context.Background(), "", ""); err == nil {
-		t.Error("Serve accepted an empty token")
-	}
-	if _, err := Dial(context.Background(), "127.0.0.1:1", ""); err == nil {
-		t.Error("Dial accepted an empty token")
-	}
+	_, err = Serve(context.Background(), "", "")
+	assert.Error(t, err, "Serve accepted an empty token")
+	_, err = Dial(context.Background(), "127.0.0.1:1", "")
+	assert.Error(t, err, "Dial accepted an empty token")
 }
 
 // Everything the server and clients start ends with Close, including
@@ -437,14 +361,11 @@ func TestNoLeaks(t *testing.T) {
 	base := runtime.NumGoroutine()
 	ctx := context.Background()
 	srv, err := Serve(ctx, "", testToken, quiet(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	clients := make([]*Client, 3)
 	for i := range clients {
-		if clients[i], err = Dial(ctx, srv.Addr(), testToken, WithRank(i)); err != nil {
-			t.Fatal(err)
-		}
+		clients[i], err = Dial(ctx, srv.Addr(), testToken, WithRank(i))
+		require.NoError(t, err)
 	}
 	errs := make(chan error, 3)
 	go func() { _, err := clients[0].Get(ctx, "never"); errs <- err }()
@@ -472,18 +393,14 @@ func TestNoLeaks(t *testing.T) {
 	// A client that connects and never sends its handshake is not waited
 	// for by Close.
 	silent, err := net.Dial("tcp", srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer silent.Close()
 
-	if err := srv.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Close())
 	for range 3 {
-		if err := <-errs; !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "store at "+srv.Addr()) {
-			t.Errorf("a waiting call after the server closed: %v", err)
-		}
+		err := <-errs
+		assert.ErrorIs(t, err, ErrClosed, "a waiting call after the server closed")
+		assert.ErrorContains(t, err, "store at "+srv.Addr(), "a waiting call after the server closed")
 	}
 	for _, c := range clients {
 		c.Close()
@@ -496,12 +413,8 @@ func TestNoLeaks(t *testing.T) {
 func rawClient(t *testing.T, addr, token string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := handshake(context.Background(), conn, addr, token, -1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, handshake(context.Background(), conn, addr, token, -1))
 	return conn
 }
 
@@ -513,14 +426,10 @@ func TestCancelStopsTheWaitOnTheServer(t *testing.T) {
 	go func() { _, err := c.Get(ctx, "never"); done <- err }()
 	eventually(t, "the Get waits", func() bool { return srv.Stats().Waiting == 1 })
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("canceled Get: %v", err)
-	}
+	require.ErrorIs(t, <-done, context.Canceled, "canceled Get")
 	eventually(t, "the server stops waiting", func() bool { return srv.Stats().Waiting == 0 })
 	// The connection is still good.
-	if err := c.Set(context.Background(), "k", []byte("v")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Set(context.Background(), "k", []byte("v")))
 
 	// A context deadline shorter than the timeout is the one that counts,
 	// and the error still names the key.
@@ -528,8 +437,8 @@ func TestCancelStopsTheWaitOnTheServer(t *testing.T) {
 	defer dcancel()
 	err := c.Wait(dctx, []string{"never"}, time.Hour)
 	var te *TimeoutError
-	if !errors.As(err, &te) || !cmp.Equal(te.Missing, []string{"never"}) {
-		t.Errorf("Wait past its context's deadline: %v", err)
+	if assert.ErrorAs(t, err, &te, "Wait past its context's deadline") {
+		assert.Equal(t, []string{"never"}, te.Missing, "Wait past its context's deadline")
 	}
 
 	// A canceled barrier leaves it, so the rank can come back.
@@ -540,32 +449,21 @@ func TestCancelStopsTheWaitOnTheServer(t *testing.T) {
 	<-done
 	other := dial(t, srv)
 	go func() { done <- other.Barrier(context.Background(), "b", 1, 2, time.Hour) }()
-	if err := c.Barrier(context.Background(), "b", 0, 2, time.Hour); err != nil {
-		t.Errorf("barrier after a canceled one: %v", err)
-	}
-	if err := <-done; err != nil {
-		t.Errorf("rank 1: %v", err)
-	}
+	assert.NoError(t, c.Barrier(context.Background(), "b", 0, 2, time.Hour), "barrier after a canceled one")
+	assert.NoError(t, <-done, "rank 1")
 }
 
 func TestServeContextClosesTheServer(t *testing.T) {
 	base := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := Serve(ctx, ":0", testToken, quiet(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(srv.Addr(), "127.0.0.1:") {
-		t.Errorf("an empty host listens on %s, want loopback", srv.Addr())
-	}
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(srv.Addr(), "127.0.0.1:"), "an empty host listens on %s, want loopback", srv.Addr())
 	c, err := Dial(context.Background(), srv.Addr(), testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cancel()
-	if _, err := c.Get(context.Background(), "k"); !errors.Is(err, ErrClosed) {
-		t.Errorf("Get after the server's context ended: %v", err)
-	}
+	_, err = c.Get(context.Background(), "k")
+	assert.ErrorIs(t, err, ErrClosed, "Get after the server's context ended")
 	c.Close()
 	srv.Close()
 	settleGoroutines(t, base)
@@ -574,9 +472,7 @@ func TestServeContextClosesTheServer(t *testing.T) {
 func TestDialRetriesUntilTheServerListens(t *testing.T) {
 	// Find a free port, then serve on it only after Dial has started.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
 
@@ -596,33 +492,22 @@ func TestDialRetriesUntilTheServerListens(t *testing.T) {
 	}
 	defer srv.Close()
 	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	require.NoError(t, r.err)
 	r.c.Close()
 
 	_, err = Dial(context.Background(), "127.0.0.1:1", testToken, WithDialTimeout(30*time.Millisecond))
-	if err == nil || !strings.Contains(err.Error(), "store at 127.0.0.1:1: not reachable within 30ms") {
-		t.Errorf("Dial to nothing: %v", err)
-	}
+	assert.ErrorContains(t, err, "store at 127.0.0.1:1: not reachable within 30ms", "Dial to nothing")
 }
 
 func TestClientRejectsBadArguments(t *testing.T) {
 	ctx := context.Background()
 	srv := startServer(t)
 	c := dial(t, srv)
-	if err := c.Set(ctx, "", nil); err == nil {
-		t.Error("Set accepted an empty key")
-	}
-	if err := c.Set(ctx, strings.Repeat("k", MaxKeySize+1), nil); err == nil {
-		t.Error("Set accepted an over-long key")
-	}
-	if err := c.Set(ctx, "big", make([]byte, MaxValueSize+1)); err == nil {
-		t.Error("Set accepted an over-large value")
-	}
-	if _, err := ExchangeAll(ctx, c, "p", 2, 2, nil, time.Second); err == nil {
-		t.Error("ExchangeAll accepted rank 2 of 2")
-	}
+	assert.Error(t, c.Set(ctx, "", nil), "Set accepted an empty key")
+	assert.Error(t, c.Set(ctx, strings.Repeat("k", MaxKeySize+1), nil), "Set accepted an over-long key")
+	assert.Error(t, c.Set(ctx, "big", make([]byte, MaxValueSize+1)), "Set accepted an over-large value")
+	_, err := ExchangeAll(ctx, c, "p", 2, 2, nil, time.Second)
+	assert.Error(t, err, "ExchangeAll accepted rank 2 of 2")
 }
 
 // A frame longer than the limit from an authenticated client drops it.
@@ -633,9 +518,8 @@ func TestOversizedFrameDropsTheClient(t *testing.T) {
 	defer raw.Close()
 	raw.Write([]byte{0xff, 0xff, 0xff, 0xff})
 	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := raw.Read(make([]byte, 1)); err == nil {
-		t.Fatal("the server answered an oversized frame")
-	}
+	_, err := raw.Read(make([]byte, 1))
+	require.Error(t, err, "the server answered an oversized frame")
 	eventually(t, "the server logs the drop", func() bool { return strings.Contains(logs.String(), "frame too large") })
 }
 
@@ -663,11 +547,7 @@ func TestWaitConns(t *testing.T) {
 	c := dial(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := srv.WaitConns(ctx, 0); err == nil || !strings.Contains(err.Error(), "1 clients still connected") {
-		t.Errorf("WaitConns with a client connected: %v", err)
-	}
+	assert.ErrorContains(t, srv.WaitConns(ctx, 0), "1 clients still connected", "WaitConns with a client connected")
 	c.Close()
-	if err := srv.WaitConns(context.Background(), 0); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, srv.WaitConns(context.Background(), 0))
 }
