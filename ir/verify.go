@@ -1,13 +1,22 @@
 package ir
 
-import ()
-
 // Verify checks a program's structure: the mesh, SSA (every operand defined
 // before its use, every name defined once), each op's arity, body and
 // attributes against its schema. Types and shapes are the passes' business.
 // It returns nil or an ErrorList.
 func Verify(p *Program) error {
 	v := &verifier{names: make(map[string]definition, topValues(p))}
+	v.program(p)
+	return v.errs.Err()
+}
+
+// VerifyResolved is Verify for a program whose front end has already
+// checked its names: each defined once, and each operand and output defined
+// where it is used (parser.Parse does, with its own messages). It skips
+// Verify's map of every name, most of Verify's time on a large program,
+// and checks the rest.
+func VerifyResolved(p *Program) error {
+	v := &verifier{resolved: true}
 	v.program(p)
 	return v.errs.Err()
 }
@@ -27,6 +36,9 @@ type verifier struct {
 	// names is every name defined so far (for duplicate checks), with the
 	// value it names and the scope that defines it (for scope.has).
 	names map[string]definition
+	// resolved: the names are known to be good (VerifyResolved); names is
+	// not kept.
+	resolved bool
 }
 
 type definition struct {
@@ -44,6 +56,9 @@ type scope struct {
 
 // has reports whether val is defined in s or a scope s sees.
 func (v *verifier) has(s *scope, val *Value) bool {
+	if v.resolved {
+		return true
+	}
 	d, ok := v.names[val.Name]
 	if !ok || d.val != val {
 		d.scope = nil // not defined anywhere (perhaps captured)
@@ -71,6 +86,9 @@ func (v *verifier) define(s *scope, val *Value) {
 	}
 	if val.Name == "" || val.Lit != nil {
 		v.errs.Add(val.Pos, "a defined value needs a name")
+		return
+	}
+	if v.resolved {
 		return
 	}
 	if prev, dup := v.names[val.Name]; dup {

@@ -140,6 +140,7 @@ type builder struct {
 	reference bool      // parse with the participle grammar only (parseWith)
 	alloc     fastAlloc // the fast path's slabs
 	ir        irAlloc   // the IR's slabs
+	types     []ir.Type // an op's result types, reused from op to op
 
 	meshPos    ir.Pos
 	meshBad    bool
@@ -153,12 +154,13 @@ type builder struct {
 // from slabs (never reused: they are the program), so that an op costs a
 // few allocations per thousand ops rather than several.
 type irAlloc struct {
-	ops     []ir.Op
-	values  []ir.Value
-	ptrs    []*ir.Value
-	attrs   []ir.Attr
-	tensors []ir.TensorType
-	dims    []ir.Dim
+	ops      []ir.Op
+	values   []ir.Value
+	ptrs     []*ir.Value
+	attrs    []ir.Attr
+	tensors  []ir.TensorType
+	dims     []ir.Dim
+	literals []ir.Literal
 }
 
 // dimSlice returns an empty slice of capacity n (non-nil, as make's).
@@ -488,12 +490,13 @@ func (b *builder) op(o *opAST) {
 	// Sorted, as the printer writes them; duplicates stay for Verify to name.
 	sortAttrs(attrs)
 
-	types := make([]ir.Type, len(g.Types))
-	for i, t := range g.Types {
+	types := b.types[:0] // finishOp copies them into the results
+	for _, t := range g.Types {
 		typ, tok := b.typ(t)
 		ok = ok && tok
-		types[i] = typ
+		types = append(types, typ)
 	}
+	b.types = types
 	if len(g.Types) > 0 && len(g.Types) != len(o.Results) {
 		b.errs.Add(b.pos(g.Types[0].Pos), "%s: %d type%s after the colon for %d result%s",
 			g.Name.Text, len(g.Types), plural(len(g.Types)), len(o.Results), plural(len(o.Results)))
@@ -763,32 +766,34 @@ func (b *builder) operand(x *operandAST) *ir.Value {
 	if !ok {
 		return nil
 	}
+	l := take(&b.ir.literals)
+	*l = lit
 	v := take(&b.ir.values)
-	*v = ir.Value{Lit: lit, Pos: b.pos(x.Pos)}
+	*v = ir.Value{Lit: l, Pos: b.pos(x.Pos)}
 	return v
 }
 
 // number reads a literal: an int64, or a float (with a point or an
 // exponent, or inf, -inf, +inf, nan).
-func (b *builder) number(text string, p lexer.Position) (*ir.Literal, bool) {
+func (b *builder) number(text string, p lexer.Position) (ir.Literal, bool) {
 	switch text {
 	case "inf", "+inf":
-		return &ir.Literal{IsFloat: true, Float: math.Inf(1)}, true
+		return ir.Literal{IsFloat: true, Float: math.Inf(1)}, true
 	case "-inf":
-		return &ir.Literal{IsFloat: true, Float: math.Inf(-1)}, true
+		return ir.Literal{IsFloat: true, Float: math.Inf(-1)}, true
 	case "nan":
-		return &ir.Literal{IsFloat: true, Float: math.NaN()}, true
+		return ir.Literal{IsFloat: true, Float: math.NaN()}, true
 	}
 	if strings.ContainsAny(text, ".eE") {
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil {
 			b.errs.Add(b.pos(p), "number %s is out of the range of f64", text)
-			return nil, false
+			return ir.Literal{}, false
 		}
-		return &ir.Literal{IsFloat: true, Float: f}, true
+		return ir.Literal{IsFloat: true, Float: f}, true
 	}
 	n, ok := b.int(&intTok{Pos: p, Text: text})
-	return &ir.Literal{Int: n}, ok
+	return ir.Literal{Int: n}, ok
 }
 
 func (b *builder) int(t *intTok) (int64, bool) {

@@ -58,12 +58,16 @@ type fastAlloc struct {
 
 const slab = 256
 
+// take returns the next element of the slab *s, zero: a new slab is zeroed
+// by make, and a reused one by reset (appending a zero T instead would copy
+// it, under the garbage collector's write barriers).
 func take[T any](s *[]T) *T {
 	if len(*s) == cap(*s) {
 		*s = make([]T, 0, slab)
 	}
-	*s = append(*s, *new(T))
-	return &(*s)[len(*s)-1]
+	n := len(*s)
+	*s = (*s)[:n+1]
+	return &(*s)[n]
 }
 
 // takeSlice returns a slice of n pointers carved from a slab (its capacity
@@ -489,25 +493,32 @@ func (p *fastParser) typ() (*typeAST, bool) {
 // into IR before the next is parsed, and the IR keeps no pointer into the
 // tree, so one line's nodes are reused by the next.
 func (a *fastAlloc) reset() {
-	a.lines = a.lines[:0]
-	a.ops = a.ops[:0]
-	a.generics = a.generics[:0]
-	a.names = a.names[:0]
-	a.idents = a.idents[:0]
-	a.ints = a.ints[:0]
-	a.operands = a.operands[:0]
-	a.attrs = a.attrs[:0]
-	a.values = a.values[:0]
-	a.types = a.types[:0]
-	a.shapes = a.shapes[:0]
-	a.dims = a.dims[:0]
-	a.strs = a.strs[:0]
-	a.namePtrs = a.namePtrs[:0]
-	a.opPtrs = a.opPtrs[:0]
-	a.attrPtrs = a.attrPtrs[:0]
-	a.typePtrs = a.typePtrs[:0]
-	a.dimPtrs = a.dimPtrs[:0]
-	a.intPtrs = a.intPtrs[:0]
+	empty(&a.lines)
+	empty(&a.ops)
+	empty(&a.generics)
+	empty(&a.names)
+	empty(&a.idents)
+	empty(&a.ints)
+	empty(&a.operands)
+	empty(&a.attrs)
+	empty(&a.values)
+	empty(&a.types)
+	empty(&a.shapes)
+	empty(&a.dims)
+	empty(&a.strs)
+	empty(&a.namePtrs)
+	empty(&a.opPtrs)
+	empty(&a.attrPtrs)
+	empty(&a.typePtrs)
+	empty(&a.dimPtrs)
+	empty(&a.intPtrs)
+}
+
+// empty zeroes the used part of a slab (take hands out zero elements) and
+// makes it ready for reuse.
+func empty[T any](s *[]T) {
+	clear(*s)
+	*s = (*s)[:0]
 }
 
 // scanParseAndBuild scans src a line at a time into one reused buffer,

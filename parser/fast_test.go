@@ -92,6 +92,10 @@ func checkDifferential(t *testing.T, src []byte) {
 		t.Fatalf("errors differ on %q:\nfast: %v\ngrammar: %v", clipForLog(src), err, refErr)
 	}
 	if err == nil {
+		// Parse verifies without Verify's checks of names (builder.verify).
+		if err := ir.Verify(prog); err != nil {
+			t.Fatalf("Parse accepts what ir.Verify rejects (%v): %q", err, clipForLog(src))
+		}
 		var a, b bytes.Buffer
 		if err := ir.Print(&a, prog); err != nil {
 			t.Fatal(err)
