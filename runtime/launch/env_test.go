@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func lookupIn(vars map[string]string) lookupFunc {
@@ -61,15 +63,12 @@ func TestFromEnv(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, ok, err := fromLookup(lookupIn(c.vars))
-			if err != nil || !ok {
-				t.Fatalf("fromLookup = %v, %v", ok, err)
+			require.NoError(t, err, "fromLookup")
+			require.True(t, ok, "fromLookup")
+			if c.want.TokenDerived {
+				assert.Len(t, got.Token, 64, "derived token is not 64 hex digits")
 			}
-			if c.want.TokenDerived && len(got.Token) != 64 {
-				t.Errorf("derived token %q is not 64 hex digits", got.Token)
-			}
-			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(Env{}, derivedTokenField(c.want)...)); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(c.want, got, cmpopts.IgnoreFields(Env{}, derivedTokenField(c.want)...)), "(-want +got)")
 		})
 	}
 }
@@ -85,24 +84,17 @@ func derivedTokenField(e Env) []string {
 func TestDerivedTokenIsPerJob(t *testing.T) {
 	job := func(rank, id string) string {
 		e, _, err := fromLookup(lookupIn(map[string]string{"SLURM_PROCID": rank, "SLURM_NTASKS": "2", "SLURM_JOB_ID": id}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return e.Token
 	}
-	if job("0", "11") != job("1", "11") {
-		t.Error("ranks of one job derived different tokens")
-	}
-	if job("0", "11") == job("0", "12") {
-		t.Error("two jobs derived the same token")
-	}
+	assert.Equal(t, job("0", "11"), job("1", "11"), "ranks of one job derived different tokens")
+	assert.NotEqual(t, job("0", "11"), job("0", "12"), "two jobs derived the same token")
 }
 
 func TestFromEnvNotLaunched(t *testing.T) {
 	_, ok, err := fromLookup(lookupIn(map[string]string{"HOME": "/root"}))
-	if ok || err != nil {
-		t.Errorf("no launcher variables: ok=%v err=%v, want false, nil", ok, err)
-	}
+	assert.False(t, ok, "no launcher variables")
+	assert.NoError(t, err, "no launcher variables")
 }
 
 func TestFromEnvErrors(t *testing.T) {
@@ -147,11 +139,10 @@ func TestFromEnvErrors(t *testing.T) {
 		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, `launch: MASTER_PORT is not set, and there is no SLURM_JOB_ID to derive one from`},
 	} {
 		_, ok, err := fromLookup(lookupIn(c.vars))
-		if err == nil || err.Error() != c.want || ok {
-			t.Errorf("%v:\n got %v (ok=%v)\nwant %s", c.vars, err, ok, c.want)
-		}
-		if err != nil && !strings.HasPrefix(err.Error(), "launch: ") {
-			t.Errorf("error without the package prefix: %v", err)
+		assert.EqualError(t, err, c.want, "%v", c.vars)
+		assert.False(t, ok, "%v", c.vars)
+		if err != nil {
+			assert.True(t, strings.HasPrefix(err.Error(), "launch: "), "error without the package prefix: %v", err)
 		}
 	}
 }

@@ -9,15 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/runtime/store"
 )
 
 func torchEnvs(t *testing.T, world int) []Env {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	envs := make([]Env, world)
@@ -26,9 +27,8 @@ func torchEnvs(t *testing.T, world int) []Env {
 			"RANK": strconv.Itoa(r), "WORLD_SIZE": strconv.Itoa(world),
 			"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": strconv.Itoa(port - 1),
 		}))
-		if err != nil || !ok {
-			t.Fatalf("fromLookup: %v %v", ok, err)
-		}
+		require.NoError(t, err, "fromLookup")
+		require.True(t, ok, "fromLookup")
 		envs[r] = env
 	}
 	return envs
@@ -40,26 +40,16 @@ func TestJoinContextBoundsJoiningOnly(t *testing.T) {
 	envs := torchEnvs(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	rv0, err := Join(ctx, envs[0], 10*time.Second, store.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cancel()
 	bg := context.Background()
 	rv1, err := Join(bg, envs[1], 10*time.Second)
-	if err != nil {
-		t.Fatalf("joining after rank 0's join ctx ended: %v", err)
-	}
-	if err := rv1.Client.Set(bg, "k", []byte("v")); err != nil {
-		t.Fatalf("the store went away with Join's ctx: %v", err)
-	}
+	require.NoError(t, err, "joining after rank 0's join ctx ended")
+	require.NoError(t, rv1.Client.Set(bg, "k", []byte("v")), "the store went away with Join's ctx")
 	done := make(chan error, 1)
 	go func() { done <- rv1.Close(bg) }()
-	if err := rv0.Close(bg); err != nil {
-		t.Error(err)
-	}
-	if err := <-done; err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, rv0.Close(bg))
+	assert.NoError(t, <-done)
 }
 
 // A serving rank that aborts takes the store with it: the others fail at
@@ -68,31 +58,25 @@ func TestAbortOfTheServingRankFailsTheOthersAtOnce(t *testing.T) {
 	envs := torchEnvs(t, 2)
 	bg := context.Background()
 	rv0, err := Join(bg, envs[0], time.Minute, store.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rv1, err := Join(bg, envs[1], time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rv1.Client.Close()
 	waited := make(chan error, 1)
 	go func() { waited <- rv1.Client.Barrier(bg, "b", 1, 2, time.Minute) }()
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
-	if err := rv0.Abort(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rv0.Abort())
 	select {
 	case err := <-waited:
 		// Either the server names the rank that left, or the connection
 		// ends with it: both at once.
 		var be *store.BarrierError
-		if !errors.Is(err, store.ErrClosed) && !(errors.As(err, &be) && strings.Contains(err.Error(), "rank 0 disconnected")) {
-			t.Errorf("barrier: %v, want store.ErrClosed or rank 0 named as gone", err)
-		}
+		closed := errors.Is(err, store.ErrClosed)
+		named := errors.As(err, &be) && strings.Contains(err.Error(), "rank 0 disconnected")
+		assert.True(t, closed || named, "barrier: %v, want store.ErrClosed or rank 0 named as gone", err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("the barrier still waits 10s after the store's rank aborted")
+		require.FailNow(t, "the barrier still waits 10s after the store's rank aborted")
 	}
 	t.Logf("rank 1 learned in %v", time.Since(start))
 }

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/runtime/store"
 )
 
@@ -19,9 +22,7 @@ import (
 // goes away.
 func TestJoinUnderTorchrun(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	storePort := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 
@@ -55,12 +56,8 @@ func TestJoinUnderTorchrun(t *testing.T) {
 		}
 		wg.Wait()
 		for r := range world {
-			if errs[r] != nil {
-				t.Fatalf("round %d rank %d: %v", round, r, errs[r])
-			}
-			if diff := cmp.Diff([][]byte{{0}, {1}, {2}}, results[r]); diff != "" {
-				t.Errorf("round %d rank %d (-want +got):\n%s", round, r, diff)
-			}
+			require.NoError(t, errs[r], "round %d rank %d", round, r)
+			assert.Empty(t, cmp.Diff([][]byte{{0}, {1}, {2}}, results[r]), "round %d rank %d (-want +got)", round, r)
 		}
 	}
 }

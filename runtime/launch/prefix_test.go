@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // hirrun gives rank 0's stdout no prefix: those lines are the job's
@@ -21,31 +24,22 @@ func TestRunPrefixChoosesWhatStartsEachLine(t *testing.T) {
 		}
 		return DefaultPrefix(rank, stream)
 	}
-	if err := Run(context.Background(), cfg); err != nil {
-		t.Fatalf("Run: %v\nstderr:\n%s", err, strings.Join(errs.lines(), "\n"))
-	}
+	require.NoError(t, Run(context.Background(), cfg), "Run; stderr:\n%s", strings.Join(errs.lines(), "\n"))
 	var plain, prefixed int
 	for _, l := range out.lines() {
 		switch {
 		case strings.HasPrefix(l, "[rank 1] "):
 			prefixed++
 		case strings.HasPrefix(l, "[rank"):
-			t.Errorf("unexpected prefix: %q", l)
+			assert.Fail(t, "unexpected prefix", "%q", l)
 		default:
 			plain++
 		}
 	}
-	if plain != 12 || prefixed != 12 {
-		t.Errorf("%d plain lines (rank 0) and %d prefixed (rank 1), want 12 each:\n%s", plain, prefixed, strings.Join(out.lines(), "\n"))
-	}
+	assert.Equal(t, 12, plain, "plain lines (rank 0):\n%s", strings.Join(out.lines(), "\n"))
+	assert.Equal(t, 12, prefixed, "prefixed lines (rank 1):\n%s", strings.Join(out.lines(), "\n"))
 	// Rank 0's stderr keeps its prefix, and its last line is completed.
-	found := false
-	for _, l := range errs.lines() {
-		found = found || l == "[rank 0] last words without a newline"
-	}
-	if !found {
-		t.Errorf("stderr:\n%s", strings.Join(errs.lines(), "\n"))
-	}
+	assert.Contains(t, errs.lines(), "[rank 0] last words without a newline", "stderr")
 }
 
 func TestLineWriterWithoutPrefixPassesBytesThrough(t *testing.T) {
@@ -58,7 +52,6 @@ func TestLineWriterWithoutPrefixPassesBytesThrough(t *testing.T) {
 		w.Write([]byte(in[i:min(i+1000, len(in))]))
 	}
 	w.flush()
-	if out.String() != in {
-		t.Errorf("wrote %d bytes that differ from the %d given", out.Len(), len(in))
-	}
+	// Not assert.Equal: a diff of two strings this long says less than the sizes.
+	assert.True(t, out.String() == in, "wrote %d bytes that differ from the %d given", out.Len(), len(in))
 }

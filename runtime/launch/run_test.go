@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // recorder collects the lines the ranks print and can wait for some.
@@ -64,7 +65,7 @@ func (r *recorder) waitFor(t *testing.T, n int, suffix string) {
 		select {
 		case <-r.added:
 		case <-timeout:
-			t.Fatalf("waited 60s for %d lines ending %q; got:\n%s", n, suffix, strings.Join(r.lines(), "\n"))
+			require.FailNow(t, fmt.Sprintf("waited 60s for %d lines ending %q", n, suffix), "got:\n%s", strings.Join(r.lines(), "\n"))
 		}
 	}
 }
@@ -102,7 +103,7 @@ func requireGone(t *testing.T, pids []int) {
 	for _, pid := range pids {
 		for !gone(pid) {
 			if time.Now().After(deadline) {
-				t.Fatalf("process %d is still running", pid)
+				require.FailNow(t, fmt.Sprintf("process %d is still running", pid))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -114,15 +115,11 @@ func TestRunGivesRanksTheirEnvironment(t *testing.T) {
 	cfg := testConfig("env", 3, out, errs)
 	// Stale values from an enclosing job must not reach the ranks.
 	cfg.Env = append(cfg.Env, "RANK=7", "NCCL_NVLS_ENABLE=1", "TORCHELASTIC_RUN_ID=old", "GROUP_RANK=4", "HIR_TEST_KEPT=yes")
-	if err := Run(context.Background(), cfg); err != nil {
-		t.Fatalf("Run: %v\nstderr:\n%s", err, strings.Join(errs.lines(), "\n"))
-	}
+	require.NoError(t, Run(context.Background(), cfg), "Run; stderr:\n%s", strings.Join(errs.lines(), "\n"))
 	byRank := map[string][]string{}
 	for _, l := range out.lines() {
 		rank, rest, ok := strings.Cut(l, "] ")
-		if !ok || !strings.HasPrefix(rank, "[rank ") {
-			t.Fatalf("line without a rank prefix: %q", l)
-		}
+		require.True(t, ok && strings.HasPrefix(rank, "[rank "), "line without a rank prefix: %q", l)
 		byRank[rank+"]"] = append(byRank[rank+"]"], rest)
 	}
 	for r := range 3 {
@@ -134,16 +131,11 @@ func TestRunGivesRanksTheirEnvironment(t *testing.T) {
 			"serve=false source=hirrun",
 			"exchanged [r0 r1 r2]",
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("rank %d printed (-want +got):\n%s", r, diff)
-		}
+		assert.Empty(t, cmp.Diff(want, got), "rank %d printed (-want +got)", r)
 	}
 	// A last line without a newline still comes out whole and prefixed.
 	for r := range 3 {
-		want := fmt.Sprintf("[rank %d] last words without a newline", r)
-		if !slices.Contains(errs.lines(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, strings.Join(errs.lines(), "\n"))
-		}
+		assert.Contains(t, errs.lines(), fmt.Sprintf("[rank %d] last words without a newline", r), "stderr")
 	}
 }
 
@@ -151,23 +143,13 @@ func TestRunStopsTheJobWhenARankFails(t *testing.T) {
 	out, errs := newRecorder(), newRecorder()
 	err := Run(context.Background(), testConfig("fail", 3, out, errs))
 	var re *RankError
-	if !errors.As(err, &re) {
-		t.Fatalf("Run: %v, want a RankError\nstderr:\n%s", err, strings.Join(errs.lines(), "\n"))
-	}
-	if want := "launch: rank 1 exited with status 3; stopped ranks 0, 2"; err.Error() != want {
-		t.Errorf("error = %q\nwant    %q", err, want)
-	}
-	if re.Status() != 3 {
-		t.Errorf("Status() = %d, want 3", re.Status())
-	}
-	if !slices.Contains(errs.lines(), "[rank 1] rank 1 gives up") {
-		t.Errorf("the failing rank's stderr is missing:\n%s", strings.Join(errs.lines(), "\n"))
-	}
+	require.ErrorAs(t, err, &re, "Run; stderr:\n%s", strings.Join(errs.lines(), "\n"))
+	assert.EqualError(t, err, "launch: rank 1 exited with status 3; stopped ranks 0, 2")
+	assert.Equal(t, 3, re.Status(), "Status()")
+	assert.Contains(t, errs.lines(), "[rank 1] rank 1 gives up", "the failing rank's stderr is missing")
 	// The ranks, and the children they started, are all gone.
 	pids := pidsIn(out.lines())
-	if len(pids) != 6 {
-		t.Fatalf("want 3 ranks and 3 grandchildren, found pids %v in:\n%s", pids, strings.Join(out.lines(), "\n"))
-	}
+	require.Len(t, pids, 6, "want 3 ranks and 3 grandchildren, in:\n%s", strings.Join(out.lines(), "\n"))
 	requireGone(t, pids)
 }
 
@@ -175,12 +157,9 @@ func TestRunNamesTheSignalThatKilledARank(t *testing.T) {
 	out, errs := newRecorder(), newRecorder()
 	err := Run(context.Background(), testConfig("selfkill", 2, out, errs))
 	var re *RankError
-	if !errors.As(err, &re) || err.Error() != "launch: rank 1 was killed by signal killed; stopped rank 0" {
-		t.Fatalf("Run: %v\nstderr:\n%s", err, strings.Join(errs.lines(), "\n"))
-	}
-	if re.Status() != 128+int(syscall.SIGKILL) {
-		t.Errorf("Status() = %d, want %d", re.Status(), 128+int(syscall.SIGKILL))
-	}
+	require.ErrorAs(t, err, &re, "Run; stderr:\n%s", strings.Join(errs.lines(), "\n"))
+	require.EqualError(t, err, "launch: rank 1 was killed by signal killed; stopped rank 0", "Run; stderr:\n%s", strings.Join(errs.lines(), "\n"))
+	assert.Equal(t, 128+int(syscall.SIGKILL), re.Status(), "Status()")
 	requireGone(t, pidsIn(out.lines()))
 }
 
@@ -199,13 +178,10 @@ func TestRunCancelStopsAllRanks(t *testing.T) {
 			out.waitFor(t, 2, "] ready")
 			cancel()
 			err := <-result
-			if !errors.Is(err, context.Canceled) || err.Error() != "launch: interrupted; stopped ranks 0, 1: context canceled" {
-				t.Errorf("Run after cancel: %v", err)
-			}
+			assert.ErrorIs(t, err, context.Canceled, "Run after cancel")
+			assert.EqualError(t, err, "launch: interrupted; stopped ranks 0, 1: context canceled", "Run after cancel")
 			pids := pidsIn(out.lines())
-			if len(pids) != 2 {
-				t.Fatalf("found pids %v", pids)
-			}
+			require.Len(t, pids, 2, "found pids")
 			requireGone(t, pids)
 		})
 	}
@@ -217,12 +193,8 @@ func TestRanksDieWithTheLauncher(t *testing.T) {
 	launcher := exec.Command(os.Args[0])
 	launcher.Env = append(os.Environ(), childModeVar+"=launcher")
 	stdout, err := launcher.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := launcher.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, launcher.Start())
 	var lines []string
 	sc := bufio.NewScanner(stdout)
 	for len(pidsIn(lines)) < 2 && sc.Scan() {
@@ -232,7 +204,7 @@ func TestRanksDieWithTheLauncher(t *testing.T) {
 	if len(pids) != 2 {
 		launcher.Process.Kill()
 		launcher.Wait()
-		t.Fatalf("the launcher's ranks printed %q", lines)
+		require.FailNow(t, "the launcher's ranks did not print 2 pids", "printed %q", lines)
 	}
 	launcher.Process.Kill()
 	launcher.Wait()
@@ -250,15 +222,11 @@ func TestRunRejectsBadConfigs(t *testing.T) {
 		{LaunchConfig{NProc: 2, Argv: []string{"/nonexistent/hir-test-program"}, Logger: quietLogger()},
 			`launch: starting rank 0: fork/exec /nonexistent/hir-test-program: no such file or directory`},
 	} {
-		if err := Run(ctx, c.cfg); err == nil || err.Error() != c.want {
-			t.Errorf("Run(%+v) = %v\nwant %s", c.cfg, err, c.want)
-		}
+		assert.EqualError(t, Run(ctx, c.cfg), c.want, "Run(%+v)", c.cfg)
 	}
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := Run(canceled, LaunchConfig{NProc: 1, Argv: []string{"true"}}); !errors.Is(err, context.Canceled) {
-		t.Errorf("Run with a canceled context: %v", err)
-	}
+	assert.ErrorIs(t, Run(canceled, LaunchConfig{NProc: 1, Argv: []string{"true"}}), context.Canceled, "Run with a canceled context")
 }
 
 func TestLineWriter(t *testing.T) {
@@ -270,14 +238,11 @@ func TestLineWriter(t *testing.T) {
 	}
 	w.flush()
 	want := "[rank 3] hello\n[rank 3] world\n[rank 3] \n[rank 3] last\n"
-	if out.String() != want {
-		t.Errorf("got %q\nwant %q", out.String(), want)
-	}
+	assert.Equal(t, want, out.String())
 
 	// An endless line comes out in pieces rather than all held in memory.
 	out.Reset()
 	w.Write(bytes.Repeat([]byte("x"), maxPartialLine+10))
-	if got := strings.Count(out.String(), "[rank 3] "); got != 1 || len(w.buf) != 0 {
-		t.Errorf("a %d-byte partial line: %d prefixed pieces written, %d bytes held", maxPartialLine+10, got, len(w.buf))
-	}
+	assert.Equal(t, 1, strings.Count(out.String(), "[rank 3] "), "a %d-byte partial line: prefixed pieces written", maxPartialLine+10)
+	assert.Equal(t, 0, len(w.buf), "a %d-byte partial line: bytes held", maxPartialLine+10)
 }
