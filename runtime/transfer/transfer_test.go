@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/sim"
@@ -20,13 +23,9 @@ import (
 func openSim(t *testing.T, world int) *sim.Runtime {
 	t.Helper()
 	rt, err := sim.New(runtime.Config{WorldSize: world, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		if n := rt.LiveBuffers(); n != 0 {
-			t.Errorf("%d buffers still live at the end", n)
-		}
+		assert.Zero(t, rt.LiveBuffers(), "buffers still live at the end")
 		rt.Close()
 	})
 	return rt
@@ -51,9 +50,7 @@ func onEveryRank(t *testing.T, rt *sim.Runtime, f func(dev runtime.Device) error
 	}
 	wg.Wait()
 	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
+		assert.NoError(t, err, "rank %d", r)
 	}
 }
 
@@ -399,18 +396,12 @@ func newGate(t *testing.T, rt *sim.Runtime) *gate {
 	for r := range rt.WorldSize() {
 		dev, _ := rt.Device(r)
 		b, err := alloc(dev, 1, ir.Global)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		src, err := alloc(dev, 1, ir.Global)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		g.srcs = append(g.srcs, src)
 		s, err := dev.NewStream()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		g.bufs, g.sends, g.devs = append(g.bufs, b), append(g.sends, s), append(g.devs, dev)
 	}
 	t.Cleanup(func() {
@@ -560,31 +551,19 @@ func TestFreeWithoutDeregisterIsCaught(t *testing.T) {
 	dev0, _ := rt.Device(0)
 	dev1, _ := rt.Device(1)
 	s, err := dev0.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
-	if err := g.hold(0, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := handles[0].Post(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev1.Free(shards[1].Buf); err != nil { // no deregister: wrong
-		t.Fatal(err)
-	}
-	if err := g.release(0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.hold(0, s))
+	require.NoError(t, handles[0].Post(s))
+	require.NoError(t, dev1.Free(shards[1].Buf)) // no deregister: wrong
+	require.NoError(t, g.release(0))
 	err = handles[0].Wait()
-	if err == nil || !strings.Contains(err.Error(), "rank 1 freed that memory before the transfer ran") {
-		t.Errorf("the read of freed memory gave %v", err)
-	}
-	if st, serr := handles[0].Status(); st != transfer.Failed || serr == nil {
-		t.Errorf("status: %v, %v; want failed", st, serr)
-	}
-	if err2 := handles[0].Wait(); err2 == nil || err2.Error() != err.Error() {
-		t.Errorf("a second wait gave %v, want the first wait's error again", err2)
+	assert.ErrorContains(t, err, "rank 1 freed that memory before the transfer ran", "the read of freed memory")
+	st, serr := handles[0].Status()
+	assert.Equal(t, transfer.Failed, st, "status %v, want %v", st, transfer.Failed)
+	assert.Error(t, serr, "status error")
+	if err != nil {
+		assert.EqualError(t, handles[0].Wait(), err.Error(), "a second wait should give the first wait's error again")
 	}
 	s.Synchronize() // clears the stream's copy of the error
 	dev0.Free(shards[0].Buf)
