@@ -565,7 +565,7 @@ func (d *Device) launchArgs(f *Function, grid, block uint32, s *stream, a *collA
 	if err := d.drv.setCurrent(d.ctx); err != nil {
 		return err
 	}
-	if err := d.drv.call("cuLaunchKernel", f.h, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, s.h,
+	if err := d.drv.LaunchKernel.Call11(f.h, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, s.h,
 		uintptr(unsafe.Pointer(&params[0])), 0); err != nil {
 		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.opts.Rank, f.Name, err)
 	}
@@ -956,7 +956,7 @@ func (d *Device) ceSide(ch *commChannel) error {
 	for i := range evs {
 		e := &event{dev: d}
 		if err := d.withCtx(func() error {
-			return d.drv.call("cuEventCreate", uintptr(unsafe.Pointer(&e.h)), eventDisableTiming)
+			return d.drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.h)), eventDisableTiming)
 		}); err != nil {
 			side.destroy()
 			if i == 1 {

@@ -440,7 +440,7 @@ func runCollCase(d *Device, c collCase) error {
 	for it := 0; it < c.iters; it++ {
 		if !c.alias {
 			if err := d.withCtx(func() error {
-				return d.drv.call("cuMemsetD8Async", uintptr(outPtr), poisonByte, uintptr(out.Bytes()), d.def.h)
+				return d.drv.MemsetD8Async.Call4(uintptr(outPtr), poisonByte, uintptr(out.Bytes()), d.def.h)
 			}); err != nil {
 				return err
 			}

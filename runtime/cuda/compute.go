@@ -234,7 +234,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 				if !a.stage {
 					continue
 				}
-				if err := d.drv.call("cuMemAllocAsync", uintptr(unsafe.Pointer(&a.addr)), uintptr(a.t.Bytes()), s.h); err != nil {
+				if err := d.drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(&a.addr)), uintptr(a.t.Bytes()), s.h); err != nil {
 					return d.tooLarge("kernel staging buffer", a.t.Bytes(), err)
 				}
 				temps = append(temps, a.addr)
@@ -255,13 +255,13 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 				}
 			}
 			if d.tune.CheckLaunches { // Tuning: a fault names the op that caused it
-				return d.drv.call("cuStreamSynchronize", s.h)
+				return d.drv.StreamSynchronize.Call1(s.h)
 			}
 			return nil
 		}
 		err := run()
 		for _, tmp := range temps {
-			err = errors.Join(err, d.drv.call("cuMemFreeAsync", uintptr(tmp), s.h))
+			err = errors.Join(err, d.drv.MemFreeAsync.Call2(uintptr(tmp), s.h))
 		}
 		return err
 	})
@@ -280,7 +280,7 @@ func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *stream) erro
 		case mm.batch == 0 || mm.m == 0 || mm.n == 0:
 			return nil
 		case mm.k == 0: // a sum of nothing: zeros
-			return d.drv.call("cuMemsetD8Async", uintptr(out.addr), 0, uintptr(out.t.Bytes()), s.h)
+			return d.drv.MemsetD8Async.Call4(uintptr(out.addr), 0, uintptr(out.t.Bytes()), s.h)
 		}
 		return k.blas.gemm(s, k.inputs[0].DType, la[0].addr, la[1].addr, out.addr, mm.batch, mm.m, mm.k, mm.n, mm.bBatched)
 	}
@@ -299,7 +299,7 @@ func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *stream) erro
 	for i, off := range offsets {
 		params[i] = unsafe.Pointer(&buf[off])
 	}
-	return d.drv.call("cuLaunchKernel", k.fn.h,
+	return d.drv.LaunchKernel.Call11(k.fn.h,
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
 		0, s.h, uintptr(unsafe.Pointer(&params[0])), 0)

@@ -103,11 +103,11 @@ func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream)
 	}
 	if dst.IsContiguous() {
 		return d.withCtx(func() error {
-			return d.drv.call("cuMemcpyHtoDAsync", uintptr(ptr), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h)
+			return d.drv.MemcpyHtoDAsync.Call4(uintptr(ptr), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h)
 		})
 	}
 	return d.staged(len(src), s, func(tmp uint64) error {
-		if err := d.drv.call("cuMemcpyHtoDAsync", uintptr(tmp), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h); err != nil {
+		if err := d.drv.MemcpyHtoDAsync.Call4(uintptr(tmp), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h); err != nil {
 			return err
 		}
 		return d.stridedCopy(ptr, dst.EffectiveStrides(), tmp, runtime.ContiguousStrides(dst.Shape), dst, s)
@@ -132,14 +132,14 @@ func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) e
 	}
 	if src.IsContiguous() {
 		return d.withCtx(func() error {
-			return d.drv.call("cuMemcpyDtoHAsync", uintptr(unsafe.Pointer(&dst[0])), uintptr(ptr), uintptr(len(dst)), s.h)
+			return d.drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Pointer(&dst[0])), uintptr(ptr), uintptr(len(dst)), s.h)
 		})
 	}
 	return d.staged(len(dst), s, func(tmp uint64) error {
 		if err := d.stridedCopy(tmp, runtime.ContiguousStrides(src.Shape), ptr, src.EffectiveStrides(), src, s); err != nil {
 			return err
 		}
-		return d.drv.call("cuMemcpyDtoHAsync", uintptr(unsafe.Pointer(&dst[0])), uintptr(tmp), uintptr(len(dst)), s.h)
+		return d.drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Pointer(&dst[0])), uintptr(tmp), uintptr(len(dst)), s.h)
 	})
 }
 
@@ -168,7 +168,7 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 	}
 	if dst.IsContiguous() && src.IsContiguous() {
 		return d.withCtx(func() error {
-			return d.drv.call("cuMemcpyAsync", uintptr(dp), uintptr(sp), uintptr(n), s.h)
+			return d.drv.MemcpyAsync.Call4(uintptr(dp), uintptr(sp), uintptr(n), s.h)
 		})
 	}
 	// Different shapes with equal counts: copy in dst's index order over
@@ -187,11 +187,11 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 func (d *Device) staged(n int, s *stream, f func(tmp uint64) error) error {
 	return d.withCtx(func() error {
 		var tmp uint64
-		if err := d.drv.call("cuMemAllocAsync", uintptr(unsafe.Pointer(&tmp)), uintptr(n), s.h); err != nil {
+		if err := d.drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(&tmp)), uintptr(n), s.h); err != nil {
 			return d.tooLarge("staging buffer", int64(n), err)
 		}
 		ferr := f(tmp)
-		if err := d.drv.call("cuMemFreeAsync", uintptr(tmp), s.h); ferr == nil {
+		if err := d.drv.MemFreeAsync.Call2(uintptr(tmp), s.h); ferr == nil {
 			ferr = err
 		}
 		return ferr
@@ -236,5 +236,5 @@ func (d *Device) stridedCopy(dst uint64, dstStrides []int64, src uint64, srcStri
 	grid = min(grid, int64(max(d.info.Multiprocessors, 1))*16)
 	vals := [][]byte{le.AppendUint64(nil, dst), le.AppendUint64(nil, src), layout}
 	params := []unsafe.Pointer{unsafe.Pointer(&vals[0][0]), unsafe.Pointer(&vals[1][0]), unsafe.Pointer(&vals[2][0])}
-	return d.drv.call("cuLaunchKernel", f.h, uintptr(grid), 1, 1, block, 1, 1, 0, s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+	return d.drv.LaunchKernel.Call11(f.h, uintptr(grid), 1, 1, block, 1, 1, 0, s.h, uintptr(unsafe.Pointer(&params[0])), 0)
 }

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime/cuda/internal/cu"
 )
 
 // cuBLAS through purego, like the driver: matmul runs as cublasGemmEx (or
@@ -46,10 +46,11 @@ func (b BLASInfo) String() string {
 	return fmt.Sprintf("cuBLAS %s from %s", b.Version, b.Path)
 }
 
-// cublasLib is the loaded library: one function pointer per entry point.
+// cublasLib is the loaded library: its entry points (internal/cu.CUBLAS,
+// every one resolved when it opened) and what loaded.
 type cublasLib struct {
+	*cu.CUBLAS
 	info BLASInfo
-	fn   map[string]uintptr
 }
 
 var (
@@ -57,10 +58,6 @@ var (
 	cublasL    *cublasLib
 	cublasInfo BLASInfo
 )
-
-// cublasSymbols are the entry points used; a library lacking one is skipped.
-var cublasSymbols = []string{"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
-	"cublasGemmEx", "cublasGemmStridedBatchedEx", "cublasGetProperty"}
 
 // CUBLAS loads cuBLAS once per process and says what loaded, from where,
 // and what was tried. It never panics; without a library, Err says why.
@@ -83,7 +80,7 @@ func loadCUBLAS() (*cublasLib, error) {
 			cublasL = lib
 			var v [3]int32
 			for i := range v {
-				purego.SyscallN(lib.fn["cublasGetProperty"], uintptr(i), uintptr(unsafe.Pointer(&v[i])))
+				lib.GetProperty.Call2(uintptr(i), uintptr(unsafe.Pointer(&v[i])))
 			}
 			cublasInfo.Version = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
 			lib.info = cublasInfo
@@ -98,31 +95,15 @@ func loadCUBLAS() (*cublasLib, error) {
 	return cublasL, cublasInfo.Err
 }
 
-// openCUBLAS dlopens one candidate and resolves every entry point. For a
-// path, libcublasLt of the same directory is loaded first: pip's wheels
-// keep both side by side and the loader would not look there.
+// openCUBLAS dlopens one candidate and resolves every entry point
+// (cu.OpenCUBLAS: a library lacking one is refused; for a path, the
+// libcublasLt beside it is loaded first).
 func openCUBLAS(path string) (*cublasLib, error) {
-	if strings.Contains(path, "/") {
-		dir, base := filepath.Split(path)
-		lt := filepath.Join(dir, strings.Replace(base, "libcublas.", "libcublasLt.", 1))
-		if _, err := os.Stat(lt); err == nil {
-			purego.Dlopen(lt, purego.RTLD_NOW|purego.RTLD_GLOBAL) // an error shows below
-		}
-	}
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	b, err := cu.OpenCUBLAS(path)
 	if err != nil {
 		return nil, err
 	}
-	lib := &cublasLib{fn: map[string]uintptr{}}
-	for _, s := range cublasSymbols {
-		p, err := purego.Dlsym(h, s)
-		if err != nil || p == 0 {
-			purego.Dlclose(h)
-			return nil, fmt.Errorf("does not export %s", s)
-		}
-		lib.fn[s] = p
-	}
-	return lib, nil
+	return &cublasLib{CUBLAS: b}, nil
 }
 
 // blasCandidates lists what to dlopen, best first: HIR_CUDA_LIBCUBLAS
@@ -221,28 +202,6 @@ func atoiOr(s string, def int) int {
 	return n
 }
 
-// cublasStatusNames are cublasStatus_t's names.
-var cublasStatusNames = map[uintptr]string{
-	1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
-	8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
-	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
-}
-
-// call runs a cuBLAS entry point; a failure names it and the status.
-//
-//go:uintptrescapes
-func (l *cublasLib) call(name string, args ...uintptr) error {
-	r, _, _ := purego.SyscallN(l.fn[name], args...)
-	if st := r & 0xffffffff; st != 0 {
-		n := cublasStatusNames[st]
-		if n == "" {
-			n = fmt.Sprintf("cublasStatus(%d)", st)
-		}
-		return fmt.Errorf("%s: %s", name, n)
-	}
-	return nil
-}
-
 // The enums of library_types.h and cublas_api.h that matmul uses.
 const (
 	cudaR16F  = 2
@@ -291,7 +250,7 @@ func (d *Device) blas() (*blasHandle, error) {
 		}
 		bh := &blasHandle{lib: lib}
 		if err := d.withCtx(func() error {
-			return lib.call("cublasCreate_v2", uintptr(unsafe.Pointer(&bh.h)))
+			return lib.Create.Call1(uintptr(unsafe.Pointer(&bh.h)))
 		}); err != nil {
 			c.blasErr = fmt.Errorf("%s loaded from %s but %w", lib.info.Version, lib.info.Path, err)
 			return
@@ -321,19 +280,19 @@ func (bh *blasHandle) gemm(s *stream, dt ir.DType, a, b, out uint64, batch, m, k
 	algo := int64(-1) // CUBLAS_GEMM_DEFAULT
 	bh.mu.Lock()
 	defer bh.mu.Unlock()
-	if err := bh.lib.call("cublasSetStream_v2", bh.h, s.h); err != nil {
+	if err := bh.lib.SetStream.Call2(bh.h, s.h); err != nil {
 		return err
 	}
 	var err error
 	if !bBatched {
-		err = bh.lib.call("cublasGemmEx", bh.h, cublasOpN, cublasOpN,
+		err = bh.lib.GemmEx.Call(bh.h, cublasOpN, cublasOpN,
 			uintptr(n), uintptr(batch*m), uintptr(k),
 			uintptr(alpha), uintptr(b), uintptr(typ), uintptr(n),
 			uintptr(a), uintptr(typ), uintptr(k),
 			uintptr(beta), uintptr(out), uintptr(typ), uintptr(n),
 			compute, uintptr(algo))
 	} else {
-		err = bh.lib.call("cublasGemmStridedBatchedEx", bh.h, cublasOpN, cublasOpN,
+		err = bh.lib.GemmStridedBatchedEx.Call(bh.h, cublasOpN, cublasOpN,
 			uintptr(n), uintptr(m), uintptr(k),
 			uintptr(alpha), uintptr(b), uintptr(typ), uintptr(n), uintptr(k*n),
 			uintptr(a), uintptr(typ), uintptr(k), uintptr(m*k),
@@ -354,5 +313,5 @@ func blasFits(batch, m, k, n int64, bBatched bool) bool {
 }
 
 func (bh *blasHandle) destroy() error {
-	return bh.lib.call("cublasDestroy_v2", bh.h)
+	return bh.lib.Destroy.Call1(bh.h)
 }

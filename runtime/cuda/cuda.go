@@ -265,7 +265,7 @@ func (d *Device) open() error {
 	if d.dev, err = d.drv.deviceGet(d.opts.Device); err != nil {
 		return err
 	}
-	if err := d.drv.call("cuDevicePrimaryCtxRetain", uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)); err != nil {
+	if err := d.drv.DevicePrimaryCtxRetain.Call2(uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)); err != nil {
 		return err
 	}
 	d.fabricOK.Store(d.info.Fabric && !d.opts.NoFabric)
@@ -429,7 +429,7 @@ func (d *Device) close() error {
 		errs = append(errs, d.fdx.Close())
 	}
 	if d.ctx != 0 {
-		errs = append(errs, d.drv.call("cuDevicePrimaryCtxRelease", uintptr(d.dev)))
+		errs = append(errs, d.drv.DevicePrimaryCtxRelease.Call1(uintptr(d.dev)))
 		d.ctx = 0
 	}
 	return errors.Join(errs...)

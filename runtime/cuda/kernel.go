@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/cu"
 )
 
 // Module is a loaded cubin (cuModuleLoadData).
@@ -35,7 +36,7 @@ func (d *Device) LoadModule(image []byte) (*Module, error) {
 	}
 	m := &Module{dev: d}
 	if err := d.withCtx(func() error {
-		return d.drv.call("cuModuleLoadData", uintptr(unsafe.Pointer(&m.h)), uintptr(unsafe.Pointer(&image[0])))
+		return d.drv.ModuleLoadData.Call2(uintptr(unsafe.Pointer(&m.h)), uintptr(unsafe.Pointer(&image[0])))
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
 	}
@@ -46,9 +47,9 @@ func (d *Device) LoadModule(image []byte) (*Module, error) {
 // Function looks a kernel up by its (extern "C") name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{Name: name, mod: m}
-	cname := cString(name)
+	cname := cu.CString(name)
 	if err := m.dev.withCtx(func() error {
-		return m.dev.drv.call("cuModuleGetFunction", uintptr(unsafe.Pointer(&f.h)), m.h, uintptr(unsafe.Pointer(&cname[0])))
+		return m.dev.drv.ModuleGetFunction.Call3(uintptr(unsafe.Pointer(&f.h)), m.h, uintptr(unsafe.Pointer(&cname[0])))
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: kernel %q: %w", name, err)
 	}
@@ -64,7 +65,7 @@ func (m *Module) Unload() error {
 	}
 	m.closed = true
 	m.dev.liveModules.Add(-1)
-	return m.dev.withCtx(func() error { return m.dev.drv.call("cuModuleUnload", m.h) })
+	return m.dev.withCtx(func() error { return m.dev.drv.ModuleUnload.Call1(m.h) })
 }
 
 // kernelArg is one argument's bytes as the kernel receives it by value.
@@ -128,7 +129,7 @@ func (d *Device) LaunchFunction(f *Function, grid, block Dim3, sharedBytes uint3
 		params[i] = unsafe.Pointer(&vals[i][0])
 	}
 	err = d.withCtx(func() error {
-		return d.drv.call("cuLaunchKernel", f.h,
+		return d.drv.LaunchKernel.Call11(f.h,
 			uintptr(grid.X), uintptr(max(grid.Y, 1)), uintptr(max(grid.Z, 1)),
 			uintptr(block.X), uintptr(max(block.Y, 1)), uintptr(max(block.Z, 1)),
 			uintptr(sharedBytes), s.h, uintptr(unsafe.Pointer(&params[0])), 0)

@@ -176,13 +176,13 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	case ir.Global:
 		var ptr uint64
 		err := d.withCtx(func() error {
-			if err := d.drv.call("cuMemAlloc", uintptr(unsafe.Pointer(&ptr)), uintptr(n)); err != nil {
+			if err := d.drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&ptr)), uintptr(n)); err != nil {
 				return d.tooLarge("global alloc", bytes, err)
 			}
 			// The memset runs on the legacy stream, which our non-blocking
 			// streams do not wait for: finish it here.
-			if err := d.drv.call("cuMemsetD8", uintptr(ptr), 0, uintptr(n)); err != nil {
-				d.drv.call("cuMemFree", uintptr(ptr))
+			if err := d.drv.MemsetD8.Call3(uintptr(ptr), 0, uintptr(n)); err != nil {
+				d.drv.MemFree.Call1(uintptr(ptr))
 				return err
 			}
 			return d.drv.ctxSynchronize()
@@ -195,11 +195,11 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 		var host unsafe.Pointer
 		var ptr uint64
 		err := d.withCtx(func() error {
-			if err := d.drv.call("cuMemHostAlloc", uintptr(unsafe.Pointer(&host)), uintptr(n), memHostAllocPortable|memHostAllocDeviceMap); err != nil {
+			if err := d.drv.MemHostAlloc.Call3(uintptr(unsafe.Pointer(&host)), uintptr(n), memHostAllocPortable|memHostAllocDeviceMap); err != nil {
 				return d.tooLarge("host alloc", bytes, err)
 			}
-			if err := d.drv.call("cuMemHostGetDevicePointer", uintptr(unsafe.Pointer(&ptr)), uintptr(host), 0); err != nil {
-				d.drv.call("cuMemFreeHost", uintptr(host))
+			if err := d.drv.MemHostGetDevicePointer.Call3(uintptr(unsafe.Pointer(&ptr)), uintptr(host), 0); err != nil {
+				d.drv.MemFreeHost.Call1(uintptr(host))
 				return err
 			}
 			return nil
@@ -260,7 +260,7 @@ func (d *Device) allocSymmetric(bytes int64) (*buffer, error) {
 		if err := d.mapHandle(a, rank); err != nil {
 			return err
 		}
-		if err := d.drv.call("cuMemsetD8", uintptr(a.maps[rank].ptr), 0, uintptr(rounded)); err != nil {
+		if err := d.drv.MemsetD8.Call3(uintptr(a.maps[rank].ptr), 0, uintptr(rounded)); err != nil {
 			return err
 		}
 		if err := d.drv.ctxSynchronize(); err != nil {
@@ -524,9 +524,9 @@ func (d *Device) release(b *buffer) error {
 	d.mu.Unlock()
 	switch b.kind {
 	case kindGlobal:
-		return d.withCtx(func() error { return d.drv.call("cuMemFree", uintptr(b.ptr)) })
+		return d.withCtx(func() error { return d.drv.MemFree.Call1(uintptr(b.ptr)) })
 	case kindHost:
-		return d.withCtx(func() error { return d.drv.call("cuMemFreeHost", uintptr(b.host)) })
+		return d.withCtx(func() error { return d.drv.MemFreeHost.Call1(uintptr(b.host)) })
 	case kindSym:
 		return d.teardown(b.sym)
 	}

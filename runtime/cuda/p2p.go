@@ -93,7 +93,7 @@ func (d *Device) makeInbox(p *p2pPair) error {
 		if p.in.m, err = d.mapLocal(h, size); err != nil {
 			return err
 		}
-		if err := d.drv.call("cuMemsetD8", uintptr(p.in.m.ptr), 0, uintptr(size)); err != nil {
+		if err := d.drv.MemsetD8.Call3(uintptr(p.in.m.ptr), 0, uintptr(size)); err != nil {
 			return err
 		}
 		if err := d.drv.ctxSynchronize(); err != nil {

@@ -70,7 +70,7 @@ func Probe() ProbeResult {
 			probeResult = ProbeResult{Reason: noDriverReason(err), Library: DriverLibrary}
 			return
 		}
-		probeResult = probeWith(d, d.path)
+		probeResult = probeWith(d, d.Path())
 	})
 	return probeResult
 }

@@ -44,6 +44,6 @@ func (d *Device) CanAccessPeer(ordinal int) (bool, error) {
 		return false, err
 	}
 	var ok int32
-	err = d.drv.call("cuDeviceCanAccessPeer", uintptr(unsafe.Pointer(&ok)), uintptr(d.dev), uintptr(peer))
+	err = d.drv.DeviceCanAccessPeer.Call3(uintptr(unsafe.Pointer(&ok)), uintptr(d.dev), uintptr(peer))
 	return ok != 0, err
 }

@@ -23,7 +23,7 @@ var _ runtime.Stream = (*stream)(nil)
 func (d *Device) newStream(def bool) (*stream, error) {
 	s := &stream{dev: d, def: def}
 	if err := d.withCtx(func() error {
-		return d.drv.call("cuStreamCreate", uintptr(unsafe.Pointer(&s.h)), streamNonBlocking)
+		return d.drv.StreamCreate.Call2(uintptr(unsafe.Pointer(&s.h)), streamNonBlocking)
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
 	}
@@ -63,7 +63,7 @@ func (d *Device) stream(rs runtime.Stream) (*stream, error) {
 // Synchronize waits for the stream; a collective that timed out on this
 // device (its kernel gave up waiting for a peer) is reported here.
 func (s *stream) Synchronize() error {
-	return s.dev.commCheck(s.dev.withCtx(func() error { return s.dev.drv.call("cuStreamSynchronize", s.h) }))
+	return s.dev.commCheck(s.dev.withCtx(func() error { return s.dev.drv.StreamSynchronize.Call1(s.h) }))
 }
 
 func (s *stream) Record(re runtime.Event) error {
@@ -71,7 +71,7 @@ func (s *stream) Record(re runtime.Event) error {
 	if err != nil {
 		return err
 	}
-	return s.dev.withCtx(func() error { return s.dev.drv.call("cuEventRecord", e.h, s.h) })
+	return s.dev.withCtx(func() error { return s.dev.drv.EventRecord.Call2(e.h, s.h) })
 }
 
 func (s *stream) WaitEvent(re runtime.Event) error {
@@ -79,7 +79,7 @@ func (s *stream) WaitEvent(re runtime.Event) error {
 	if err != nil {
 		return err
 	}
-	return s.dev.withCtx(func() error { return s.dev.drv.call("cuStreamWaitEvent", s.h, e.h, 0) })
+	return s.dev.withCtx(func() error { return s.dev.drv.StreamWaitEvent.Call3(s.h, e.h, 0) })
 }
 
 // Close releases the stream once its work has run; the default stream
@@ -103,10 +103,10 @@ func (s *stream) destroy() error {
 	delete(s.dev.streams, s)
 	s.dev.mu.Unlock()
 	return s.dev.withCtx(func() error {
-		if err := s.dev.drv.call("cuStreamSynchronize", s.h); err != nil {
+		if err := s.dev.drv.StreamSynchronize.Call1(s.h); err != nil {
 			return err
 		}
-		return s.dev.drv.call("cuStreamDestroy", s.h)
+		return s.dev.drv.StreamDestroy.Call1(s.h)
 	})
 }
 
@@ -127,7 +127,7 @@ func (d *Device) NewEvent() (runtime.Event, error) {
 	}
 	e := &event{dev: d}
 	if err := d.withCtx(func() error {
-		return d.drv.call("cuEventCreate", uintptr(unsafe.Pointer(&e.h)), eventDefault)
+		return d.drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.h)), eventDefault)
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
 	}
@@ -151,14 +151,14 @@ func (d *Device) event(re runtime.Event) (*event, error) {
 }
 
 func (e *event) Synchronize() error {
-	return e.dev.commCheck(e.dev.withCtx(func() error { return e.dev.drv.call("cuEventSynchronize", e.h) }))
+	return e.dev.commCheck(e.dev.withCtx(func() error { return e.dev.drv.EventSynchronize.Call1(e.h) }))
 }
 
 // Query reports whether the event's point has passed; an error (other
 // than "not ready") counts as passed, so pollers stop and the next
 // Synchronize reports it.
 func (e *event) Query() bool {
-	err := e.dev.withCtx(func() error { return e.dev.drv.call("cuEventQuery", e.h) })
+	err := e.dev.withCtx(func() error { return e.dev.drv.EventQuery.Call1(e.h) })
 	return err == nil || !IsResult(err, errNotReady)
 }
 
@@ -175,7 +175,7 @@ func (e *event) destroy() error {
 	e.dev.mu.Lock()
 	delete(e.dev.events, e)
 	e.dev.mu.Unlock()
-	return e.dev.withCtx(func() error { return e.dev.drv.call("cuEventDestroy", e.h) })
+	return e.dev.withCtx(func() error { return e.dev.drv.EventDestroy.Call1(e.h) })
 }
 
 // ElapsedMillis is the time between two recorded events, in milliseconds.
@@ -187,7 +187,7 @@ func ElapsedMillis(start, end runtime.Event) (float32, error) {
 	}
 	var ms float32
 	err := a.dev.withCtx(func() error {
-		return a.dev.drv.call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), a.h, b.h)
+		return a.dev.drv.EventElapsedTime.Call3(uintptr(unsafe.Pointer(&ms)), a.h, b.h)
 	})
 	return ms, err
 }

@@ -69,7 +69,7 @@ func (d *Device) NewHostWaitEvent() (runtime.Event, error) {
 	}
 	e := &event{dev: d}
 	if err := d.withCtx(func() error {
-		return d.drv.call("cuEventCreate", uintptr(unsafe.Pointer(&e.h)), eventBlockingSync|eventDisableTiming)
+		return d.drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.h)), eventBlockingSync|eventDisableTiming)
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
 	}
@@ -153,7 +153,7 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 		return nil
 	}
 	return c.d.withCtx(func() error {
-		return c.d.drv.call("cuMemcpyAsync", uintptr(c.dst), uintptr(c.src), uintptr(c.n), s.h)
+		return c.d.drv.MemcpyAsync.Call4(uintptr(c.dst), uintptr(c.src), uintptr(c.n), s.h)
 	})
 }
 

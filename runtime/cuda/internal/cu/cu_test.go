@@ -1,0 +1,162 @@
+package cu
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// libc stands in for a CUDA library on machines without one: its
+// entry points are plain C functions purego can call.
+func openLibc(t *testing.T) *library {
+	t.Helper()
+	h, err := open("libc.so.6")
+	if err != nil {
+		t.Skipf("libc does not load here: %v", err)
+	}
+	return &library{path: "libc.so.6", handle: h, fail: func(call string, r uintptr) error {
+		return &Error{Call: call, Code: Result(int32(r)), Name: ResultName(Result(int32(r)))}
+	}}
+}
+
+// A table of two entry points: one libc exports (sched_yield returns 0
+// and ignores any arguments), one nobody does, and one found by its
+// fallback name.
+type fakeTable struct {
+	library
+	Yield    Proc `cu:"sched_yield"`
+	Missing  Proc `cu:"cuNoSuchEntryPoint_v2 cuNoSuchEntryPoint"`
+	Fallback Proc `cu:"sched_yield_v9 sched_yield"`
+	Untagged int
+}
+
+func TestProcsResolveOnceAndNameTheirSymbol(t *testing.T) {
+	lib := openLibc(t)
+	tb := &fakeTable{library: *lib}
+	tb.resolve(tb)
+	if !tb.Yield.Resolved() || tb.Yield.Name() != "sched_yield" {
+		t.Fatalf("sched_yield: %+v", tb.Yield)
+	}
+	if !tb.Fallback.Resolved() || tb.Fallback.Name() != "sched_yield" || tb.Fallback.addr != tb.Yield.addr {
+		t.Errorf("fallback name not used: %+v", tb.Fallback)
+	}
+	if err := tb.Yield.Call(); err != nil {
+		t.Errorf("call: %v", err)
+	}
+	if tb.Missing.Resolved() {
+		t.Fatal("a symbol nobody exports resolved")
+	}
+	err := tb.Missing.Call(1, 2)
+	var e *Error
+	if !asError(err, &e) || e.Call != "cuNoSuchEntryPoint" || e.Code != ErrNotSupported || e.Name != "symbol not found" ||
+		e.Desc != "libc.so.6 does not export cuNoSuchEntryPoint_v2" {
+		t.Errorf("missing entry point: %#v", err)
+	}
+	if got := len(procs(tb)); got != 3 {
+		t.Errorf("procs: %d", got)
+	}
+}
+
+func asError(err error, e **Error) bool {
+	x, ok := err.(*Error)
+	*e = x
+	return ok
+}
+
+// The hot paths (cuLaunchKernel, cuMemcpyAsync, ...) call a Proc with a
+// fixed number of arguments, some of them pointers to Go memory the
+// caller holds: the call itself must not allocate.
+func TestFixedArityCallsDoNotAllocate(t *testing.T) {
+	lib := openLibc(t)
+	tb := &fakeTable{library: *lib}
+	tb.resolve(tb)
+	params := make([]unsafe.Pointer, 1)
+	params[0] = unsafe.Pointer(new(uint64))
+	p := &tb.Yield
+	for name, call := range map[string]func() error{
+		"Call1":  func() error { return p.Call1(1) },
+		"Call2":  func() error { return p.Call2(1, 2) },
+		"Call3":  func() error { return p.Call3(1, 2, 3) },
+		"Call4":  func() error { return p.Call4(1, 2, 3, 4) },
+		"Call11": func() error { return p.Call11(1, 2, 3, 4, 5, 6, 7, 8, 9, uintptr(unsafe.Pointer(&params[0])), 0) },
+	} {
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if allocs := testing.AllocsPerRun(1000, func() { call() }); allocs != 0 {
+			t.Errorf("%s allocates %v times per call", name, allocs)
+		}
+	}
+	if err := tb.Missing.Call11(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11); err == nil || !strings.Contains(err.Error(), "symbol not found") {
+		t.Errorf("missing: %v", err)
+	}
+}
+
+// A failing call (a non-zero status in the low 32 bits) is the library's
+// error, naming the entry point; getpid's result is never 0.
+func TestFailingCallIsTheLibrarysError(t *testing.T) {
+	lib := openLibc(t)
+	tb := &struct {
+		library
+		Getpid Proc `cu:"getpid"`
+	}{library: *lib}
+	tb.resolve(tb)
+	for _, err := range []error{tb.Getpid.Call(), tb.Getpid.Call1(0), tb.Getpid.Call4(0, 0, 0, 0)} {
+		var e *Error
+		if !asError(err, &e) || e.Call != "getpid" || e.Code == 0 {
+			t.Errorf("getpid: %#v", err)
+		}
+	}
+}
+
+// Every tag names its symbols well: cu/cublas/nvrtc prefixed, at most a
+// versioned name and the plain one, the versioned one first.
+func TestTablesTags(t *testing.T) {
+	for _, table := range []any{Driver{}, NVRTC{}, CUBLAS{}} {
+		ty := reflect.TypeOf(table)
+		for i := 0; i < ty.NumField(); i++ {
+			f := ty.Field(i)
+			tag, ok := f.Tag.Lookup("cu")
+			if f.Type != reflect.TypeOf(Proc{}) {
+				continue
+			}
+			names := strings.Fields(tag)
+			if !ok || len(names) == 0 || len(names) > 2 {
+				t.Errorf("%s.%s: tag %q", ty.Name(), f.Name, tag)
+				continue
+			}
+			if len(names) == 2 && names[0] != names[1]+"_v2" {
+				t.Errorf("%s.%s: %q is not %q's _v2", ty.Name(), f.Name, names[0], names[1])
+			}
+			plain := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(names[len(names)-1], "cublas"), "nvrtc"), "cu"), "_v2")
+			if plain != f.Name && !(ty.Name() == "CUBLAS" && strings.HasSuffix(names[0], plain)) {
+				t.Errorf("%s.%s: field names %s", ty.Name(), f.Name, names[len(names)-1])
+			}
+		}
+	}
+}
+
+func TestErrorNames(t *testing.T) {
+	cases := map[Result]string{
+		0: "CUDA_SUCCESS", 2: "CUDA_ERROR_OUT_OF_MEMORY", 100: "CUDA_ERROR_NO_DEVICE",
+		600: "CUDA_ERROR_NOT_READY", 801: "CUDA_ERROR_NOT_SUPPORTED", 12345: "CUresult(12345)",
+	}
+	for code, want := range cases {
+		if got := ResultName(code); got != want {
+			t.Errorf("ResultName(%d) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+func TestMissingLibrary(t *testing.T) {
+	if _, err := OpenDriver("/nonexistent/libcuda.so.1"); err == nil || !strings.Contains(err.Error(), "cannot load /nonexistent/libcuda.so.1") {
+		t.Errorf("driver: %v", err)
+	}
+	if _, err := OpenNVRTC("/nonexistent/libnvrtc.so.13"); err == nil || !strings.Contains(err.Error(), "cannot load /nonexistent/libnvrtc.so.13") {
+		t.Errorf("nvrtc: %v", err)
+	}
+	if _, err := OpenCUBLAS("/nonexistent/libcublas.so.13"); err == nil {
+		t.Errorf("cublas loaded")
+	}
+}
