@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // clangShim gives clang's CUDA front end (with no CUDA installation) what
@@ -58,15 +61,11 @@ func TestKernelsCompileWithClang(t *testing.T) {
 	}
 	dir := t.TempDir()
 	shim := filepath.Join(dir, "shim.h")
-	if err := os.WriteFile(shim, []byte(clangShim), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(shim, []byte(clangShim), 0o600))
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.cu"))
 	more, _ := filepath.Glob(filepath.Join("testdata", "matmul", "*.cu"))
 	files = append(files, more...)
-	if len(files) < 30 {
-		t.Fatalf("only %d golden kernels", len(files))
-	}
+	require.GreaterOrEqual(t, len(files), 30, "golden kernels")
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".cu"), func(t *testing.T) {
 			t.Parallel()
@@ -74,13 +73,9 @@ func TestKernelsCompileWithClang(t *testing.T) {
 			out, err := exec.Command(clang, "-x", "cuda", "--cuda-gpu-arch=sm_80", "-nocudainc", "-nocudalib",
 				"--cuda-device-only", "-std=c++17", "-Xclang", "-target-feature", "-Xclang", "+ptx70",
 				"-include", shim, "-S", "-o", ptx, f).CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
+			require.NoError(t, err, "%s", out)
 			text, _ := os.ReadFile(ptx)
-			if !strings.Contains(string(text), ".entry hir_") {
-				t.Errorf("the PTX has no hir_ entry point")
-			}
+			assert.True(t, strings.Contains(string(text), ".entry hir_"), "the PTX has no hir_ entry point")
 		})
 	}
 }

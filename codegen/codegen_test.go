@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/codegen/codegentest"
 	"github.com/hirlab/hir/ir"
 )
@@ -71,9 +74,7 @@ func shapesOf(t *testing.T, op *ir.Op) (ins, outs []Shape) {
 		}
 	}
 	p, err := analyze(op, ins, nil, true)
-	if err != nil {
-		t.Fatalf("analyze: %v", err)
-	}
+	require.NoError(t, err, "analyze")
 	for _, y := range p.yields {
 		outs = append(outs, Shape{DType: y.dtype, Shape: y.shape})
 	}
@@ -84,17 +85,12 @@ func build(t *testing.T, c kcase) (*Kernel, *ir.Op) {
 	t.Helper()
 	b := ir.NewBuilder(ir.LinearMesh(1))
 	op := c.build(b)
-	if _, err := b.Program(); err != nil {
-		t.Fatalf("%s: the test program does not verify: %v", c.name, err)
-	}
-	if err := Check(op); err != nil {
-		t.Fatalf("%s: Check: %v", c.name, err)
-	}
+	_, err := b.Program()
+	require.NoError(t, err, "%s: the test program does not verify", c.name)
+	require.NoError(t, Check(op), "%s: Check", c.name)
 	ins, outs := shapesOf(t, op)
 	k, err := Fusion(op, ins, outs)
-	if err != nil {
-		t.Fatalf("%s: Fusion: %v", c.name, err)
-	}
+	require.NoError(t, err, "%s: Fusion", c.name)
 	return k, op
 }
 
@@ -125,32 +121,24 @@ func TestGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			k, _ := build(t, c)
-			if k.Strategy != c.strategy {
-				t.Errorf("strategy %s, want %s", k.Strategy, c.strategy)
-			}
+			assert.Equal(t, c.strategy, k.Strategy, "strategy %s, want %s", k.Strategy, c.strategy)
 			path := filepath.Join("testdata", c.name+".cu")
 			seen[filepath.Base(path)] = true
 			got := golden(k)
 			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 				return
 			}
 			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./codegen -update)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s differs from the golden file (-want +got):\n%s", path, diff)
-			}
+			require.NoError(t, err, "run go test ./codegen -update")
+			assert.Empty(t, cmp.Diff(string(want), got), "%s differs from the golden file (-want +got)", path)
 		})
 	}
 	// Every golden file belongs to a case, so none goes stale.
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.cu"))
 	for _, f := range files {
-		if !seen[filepath.Base(f)] && !*update {
-			t.Errorf("%s matches no case; delete it or rerun with -update", f)
+		if !*update {
+			assert.True(t, seen[filepath.Base(f)], "%s matches no case; delete it or rerun with -update", f)
 		}
 	}
 }
@@ -159,15 +147,10 @@ func TestDeterministic(t *testing.T) {
 	for _, c := range cases {
 		k1, _ := build(t, c)
 		k2, _ := build(t, c)
-		if k1.Source != k2.Source || k1.Name != k2.Name {
-			t.Errorf("%s: two generations differ", c.name)
-		}
-		if !strings.Contains(k1.Source, "void __launch_bounds__(256) "+k1.Name+"(") {
-			t.Errorf("%s: the source does not define %s", c.name, k1.Name)
-		}
-		if strings.Contains(k1.Source, namePlaceholder) {
-			t.Errorf("%s: the placeholder name is left in the source", c.name)
-		}
+		assert.Equal(t, k1.Source, k2.Source, "%s: two generations differ", c.name)
+		assert.Equal(t, k1.Name, k2.Name, "%s: two generations differ", c.name)
+		assert.True(t, strings.Contains(k1.Source, "void __launch_bounds__(256) "+k1.Name+"("), "%s: the source does not define %s", c.name, k1.Name)
+		assert.False(t, strings.Contains(k1.Source, namePlaceholder), "%s: the placeholder name is left in the source", c.name)
 	}
 }
 
@@ -181,21 +164,14 @@ func TestSourceSharing(t *testing.T) {
 			return vals(b.Op(ir.OpMul, x, ir.Float(lit)).Name(xname + "_m").Value())
 		})
 		k, err := Fusion(op, []Shape{{ir.F32, []int64{n}}}, []Shape{{ir.F32, []int64{n}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return k
 	}
 	a, b, c := make1("x", 2, 10), make1("other", 3, 10), make1("x", 2, 11)
-	if a.Source != b.Source || a.Name != b.Name {
-		t.Errorf("renaming values or changing a literal changed the source")
-	}
-	if a.Params[2].Bits == b.Params[2].Bits {
-		t.Errorf("the literals 2 and 3 have the same bits %#x", a.Params[2].Bits)
-	}
-	if a.Name == c.Name {
-		t.Errorf("shapes 10 and 11 gave the same kernel name %s", a.Name)
-	}
+	assert.Equal(t, a.Source, b.Source, "renaming values or changing a literal changed the source")
+	assert.Equal(t, a.Name, b.Name, "renaming values or changing a literal changed the name")
+	assert.NotEqual(t, a.Params[2].Bits, b.Params[2].Bits, "the literals 2 and 3 have the same bits")
+	assert.NotEqual(t, a.Name, c.Name, "shapes 10 and 11 gave the same kernel name")
 }
 
 func TestUnsupported(t *testing.T) {
@@ -266,15 +242,10 @@ func TestUnsupported(t *testing.T) {
 			b := ir.NewBuilder(ir.LinearMesh(1))
 			op := tc.build(b)
 			err := Check(op)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Check: got %v, want an error containing %q", err, tc.want)
-			}
-			if _, ok := err.(ir.ErrorList); !ok {
-				t.Errorf("Check returned %T, want ir.ErrorList", err)
-			}
-			if _, err := Fusion(op, nil, []Shape{}); err == nil {
-				t.Errorf("Fusion accepted what Check rejects")
-			}
+			require.ErrorContains(t, err, tc.want, "Check")
+			assert.IsType(t, ir.ErrorList{}, err, "Check returned %T, want ir.ErrorList", err)
+			_, err = Fusion(op, nil, []Shape{})
+			assert.Error(t, err, "Fusion accepted what Check rejects")
 		})
 	}
 }
@@ -311,9 +282,7 @@ func TestShapeErrors(t *testing.T) {
 			b := ir.NewBuilder(ir.LinearMesh(1))
 			op := tc.build(b)
 			_, err := Fusion(op, tc.ins, tc.outs)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want an error containing %q", err, tc.want)
-			}
+			require.ErrorContains(t, err, tc.want)
 		})
 	}
 }
@@ -346,9 +315,7 @@ func TestLiteralBits(t *testing.T) {
 		{&ir.Literal{Int: 1 << 40}, ir.F64, math.Float64bits(1 << 40)},
 	}
 	for _, tc := range tests {
-		if got := literalBits(tc.lit, tc.dt); got != tc.want {
-			t.Errorf("%s as %s: bits %#x, want %#x", tc.lit, tc.dt, got, tc.want)
-		}
+		assert.Equal(t, tc.want, literalBits(tc.lit, tc.dt), "%s as %s: bits", tc.lit, tc.dt)
 	}
 }
 
@@ -365,28 +332,18 @@ func TestPackArgs(t *testing.T) {
 	})
 	ins := []Shape{{ir.F16, []int64{8}}, {DType: ir.I64}}
 	k, err := Fusion(op, ins, []Shape{{ir.I32, []int64{8}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, p := range k.Params {
 		names = append(names, p.Name+":"+p.CType)
 	}
 	wantNames := []string{"in0:const hir_f16* __restrict__", "out0:int* __restrict__", "c0:float", "c1:double", "in1:long long"}
-	if diff := cmp.Diff(wantNames, names); diff != "" {
-		t.Fatalf("params (-want +got):\n%s", diff)
-	}
+	require.Equal(t, wantNames, names, "params")
 	buf, offsets, err := k.PackArgs([]uint64{0x1000, 7, 0x2000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// in0 @0, out0 @8, c0 @16 (4 bytes), c1 @24 (aligned to 8), in1 @32.
-	if diff := cmp.Diff([]int{0, 8, 16, 24, 32}, offsets); diff != "" {
-		t.Errorf("offsets (-want +got):\n%s", diff)
-	}
-	if len(buf) != 40 {
-		t.Errorf("buffer of %d bytes, want 40", len(buf))
-	}
+	assert.Equal(t, []int{0, 8, 16, 24, 32}, offsets, "offsets")
+	assert.Len(t, buf, 40, "buffer bytes")
 	word := func(off, size int) uint64 {
 		var v uint64
 		for i := size - 1; i >= 0; i-- {
@@ -394,25 +351,18 @@ func TestPackArgs(t *testing.T) {
 		}
 		return v
 	}
-	if word(0, 8) != 0x1000 || word(8, 8) != 0x2000 || word(32, 8) != 7 {
-		t.Errorf("pointers or scalar packed wrong: % x", buf)
-	}
-	if got := math.Float32frombits(uint32(word(16, 4))); got != 0.0999755859375 {
-		t.Errorf("f16 literal packed as %v, want 0.0999755859375", got)
-	}
-	if got := math.Float64frombits(word(24, 8)); got != 2 {
-		t.Errorf("f64 literal packed as %v, want 2", got)
-	}
-	if _, _, err := k.PackArgs([]uint64{1}); err == nil || !strings.Contains(err.Error(), "takes 3 arguments (2 inputs, 1 outputs), got 1") {
-		t.Errorf("PackArgs with too few args: %v", err)
-	}
+	assert.Equal(t, []uint64{0x1000, 0x2000, 7}, []uint64{word(0, 8), word(8, 8), word(32, 8)}, "pointers or scalar packed wrong: % x", buf)
+	assert.Equal(t, float32(0.0999755859375), math.Float32frombits(uint32(word(16, 4))), "f16 literal packed")
+	assert.Equal(t, 2.0, math.Float64frombits(word(24, 8)), "f64 literal packed")
+	_, _, err = k.PackArgs([]uint64{1})
+	assert.ErrorContains(t, err, "takes 3 arguments (2 inputs, 1 outputs), got 1", "PackArgs with too few args")
 }
 
 func TestLaunch(t *testing.T) {
 	k := &Kernel{Strategy: Flat, Work: 0}
-	if g, blk := k.Launch(132); g != [3]uint32{1, 1, 1} || blk != [3]uint32{256, 1, 1} {
-		t.Errorf("empty launch: grid %v block %v", g, blk)
-	}
+	g, blk := k.Launch(132)
+	assert.Equal(t, [3]uint32{1, 1, 1}, g, "empty launch: grid")
+	assert.Equal(t, [3]uint32{256, 1, 1}, blk, "empty launch: block")
 	tests := []struct {
 		s      Strategy
 		work   int64
@@ -431,22 +381,18 @@ func TestLaunch(t *testing.T) {
 	}
 	for _, tc := range tests {
 		k := &Kernel{Strategy: tc.s, Work: tc.work}
-		if g, _ := k.Launch(tc.sms); g[0] != tc.blocks {
-			t.Errorf("%s work %d on %d SMs: %d blocks, want %d", tc.s, tc.work, tc.sms, g[0], tc.blocks)
-		}
+		g, _ := k.Launch(tc.sms)
+		assert.Equal(t, tc.blocks, g[0], "%s work %d on %d SMs: blocks", tc.s, tc.work, tc.sms)
 	}
 }
 
 func TestFusionNeedsShapes(t *testing.T) {
 	b := ir.NewBuilder(ir.LinearMesh(1))
 	op := b.Op(ir.OpNeg, in(b, "x", ir.F32, 4)).Op()
-	if _, err := Fusion(op, nil, nil); err == nil || !strings.Contains(err.Error(), "input shapes were given") {
-		t.Errorf("Fusion without shapes: %v", err)
-	}
-	if _, err := Fusion(op, []Shape{{ir.F32, []int64{4}}}, nil); err == nil || !strings.Contains(err.Error(), "but 0 output shapes were given") {
-		t.Errorf("Fusion without output shapes: %v", err)
-	}
-	if _, err := Fusion(nil, nil, nil); err == nil {
-		t.Errorf("Fusion(nil) succeeded")
-	}
+	_, err := Fusion(op, nil, nil)
+	assert.ErrorContains(t, err, "input shapes were given", "Fusion without shapes")
+	_, err = Fusion(op, []Shape{{ir.F32, []int64{4}}}, nil)
+	assert.ErrorContains(t, err, "but 0 output shapes were given", "Fusion without output shapes")
+	_, err = Fusion(nil, nil, nil)
+	assert.Error(t, err, "Fusion(nil) succeeded")
 }

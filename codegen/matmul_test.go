@@ -3,10 +3,12 @@ package codegen
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -26,30 +28,22 @@ func TestMatmulGolden(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := Matmul(tc.a, tc.b, tc.c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if k.Strategy != MatmulTiled || k.Work != tc.tiles || k.NumInputs != 2 || k.NumOutputs != 1 {
-				t.Errorf("strategy %s work %d (%d in, %d out), want %s work %d", k.Strategy, k.Work, k.NumInputs, k.NumOutputs, MatmulTiled, tc.tiles)
-			}
-			if g, _ := k.Launch(132); int64(g[0]) != max(1, min(tc.tiles, 132*16)) {
-				t.Errorf("grid %v for %d tiles", g, tc.tiles)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, MatmulTiled, k.Strategy, "strategy %s", k.Strategy)
+			assert.Equal(t, tc.tiles, k.Work, "work")
+			assert.Equal(t, 2, k.NumInputs, "inputs")
+			assert.Equal(t, 1, k.NumOutputs, "outputs")
+			g, _ := k.Launch(132)
+			assert.Equal(t, max(1, min(tc.tiles, 132*16)), int64(g[0]), "grid %v for %d tiles", g, tc.tiles)
 			path := filepath.Join("testdata", "matmul", tc.name+".cu")
 			got := golden(k)
 			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 				return
 			}
 			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./codegen -update)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s differs from the golden file (-want +got):\n%s", path, diff)
-			}
+			require.NoError(t, err, "run go test ./codegen -update")
+			assert.Empty(t, cmp.Diff(string(want), got), "%s differs from the golden file (-want +got)", path)
 		})
 	}
 }
@@ -68,9 +62,8 @@ func TestMatmulErrors(t *testing.T) {
 		{sh(ir.F32, 2, 3), sh(ir.F32, 3, 4), sh(ir.F32, 2, 5), "the result is f32[2, 4], but its output was given as f32[2, 5]"},
 	}
 	for _, tc := range tests {
-		if _, err := Matmul(tc.a, tc.b, tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Matmul(%s, %s, %s): %v, want an error containing %q", tc.a, tc.b, tc.c, err, tc.want)
-		}
+		_, err := Matmul(tc.a, tc.b, tc.c)
+		assert.ErrorContains(t, err, tc.want, "Matmul(%s, %s, %s)", tc.a, tc.b, tc.c)
 	}
 }
 
@@ -83,32 +76,18 @@ func TestCheckKernel(t *testing.T) {
 	e := b.Op(ir.OpExp, x).Type(ir.Tensor(ir.F32, 8, 4).Sharded(0)).Op()
 	s := b.Op(ir.OpSum, e.Result()).Ints("axes", 1).Type(ir.Tensor(ir.F32, 8).Sharded(0)).Op()
 	for _, op := range []*ir.Op{mm, e, s} {
-		if err := CheckKernel(op, 2); err != nil {
-			t.Errorf("%s: %v", op.Code, err)
-		}
+		assert.NoError(t, CheckKernel(op, 2), "%s", op.Code)
 	}
 	ins, outs, err := LocalShapes(mm, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ins[0].String() + " " + ins[1].String() + " -> " + outs[0].String(); got != "f32[4, 4] f32[4, 6] -> f32[4, 6]" {
-		t.Errorf("local shapes %s", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "f32[4, 4] f32[4, 6] -> f32[4, 6]", ins[0].String()+" "+ins[1].String()+" -> "+outs[0].String(), "local shapes")
 	// A mesh that does not divide the sharded extent.
-	if err := CheckKernel(e, 3); err == nil {
-		t.Errorf("CheckKernel on a mesh of 3 accepted an extent of 8")
-	}
+	assert.Error(t, CheckKernel(e, 3), "CheckKernel on a mesh of 3 accepted an extent of 8")
 	bad := b.Op(ir.OpExp, b.Input("i", ir.Tensor(ir.I32, 4))).Type(ir.Tensor(ir.I32, 4)).Op()
 	bad.Pos = ir.Pos{File: "p.hir", Line: 2, Col: 3}
-	if err := CheckKernel(bad, 2); err == nil || !strings.Contains(err.Error(), "p.hir:2:3: exp does not take i32") {
-		t.Errorf("exp of i32: %v", err)
-	}
+	assert.ErrorContains(t, CheckKernel(bad, 2), "p.hir:2:3: exp does not take i32", "exp of i32")
 	untyped := b.Op(ir.OpNeg, x).Op()
 	untyped.Results[0].Type = nil
-	if err := CheckKernel(untyped, 2); err == nil || !strings.Contains(err.Error(), "no type yet") {
-		t.Errorf("untyped result: %v", err)
-	}
-	if err := CheckKernel(nil, 1); err == nil {
-		t.Errorf("CheckKernel(nil) succeeded")
-	}
+	assert.ErrorContains(t, CheckKernel(untyped, 2), "no type yet", "untyped result")
+	assert.Error(t, CheckKernel(nil, 1), "CheckKernel(nil) succeeded")
 }
