@@ -95,17 +95,27 @@ func (t *TensorType) IsSharded() bool { return t.ShardAxis() >= 0 }
 // DIDx axis of extent k·meshSize has local extent k. It fails when the mesh
 // does not divide a sharded extent.
 func (t *TensorType) LocalShape(meshSize int) ([]int64, error) {
+	if err := t.ShardError(meshSize); err != nil {
+		return nil, err
+	}
 	s := t.Shape()
 	for i, d := range t.Dims {
-		if d.Parallel != DIDx {
-			continue
+		if d.Parallel == DIDx {
+			s[i] = d.Extent / int64(meshSize)
 		}
-		if meshSize <= 0 || d.Extent%int64(meshSize) != 0 {
-			return nil, fmt.Errorf("axis %d of extent %d is sharded on DIDx, but the mesh of %d ranks does not divide it", i, d.Extent, meshSize)
-		}
-		s[i] = d.Extent / int64(meshSize)
 	}
 	return s, nil
+}
+
+// ShardError is LocalShape's error alone, without making the shape: it
+// says which sharded extent a mesh of meshSize ranks does not divide.
+func (t *TensorType) ShardError(meshSize int) error {
+	for i, d := range t.Dims {
+		if d.Parallel == DIDx && (meshSize <= 0 || d.Extent%int64(meshSize) != 0) {
+			return fmt.Errorf("axis %d of extent %d is sharded on DIDx, but the mesh of %d ranks does not divide it", i, d.Extent, meshSize)
+		}
+	}
+	return nil
 }
 
 // NumElements is the number of elements of the logical shape.

@@ -37,6 +37,9 @@ type checker struct {
 	types  []ir.TensorType
 	dims   []ir.Dim
 	oneBuf [1]inferred // one's
+	// pointwise's operands and their types, reused from op to op
+	pwVals  []*ir.Value
+	pwTypes []*ir.TensorType
 }
 
 // equalIn is a.In(m).Equal(b) without the copy of a's dims.
@@ -57,23 +60,46 @@ func (c *checker) unsharded(t *ir.TensorType) *ir.TensorType {
 
 // clone is t.Clone, from the checker's slabs.
 func (c *checker) clone(t *ir.TensorType) *ir.TensorType {
+	out := c.newType(t.DType, nil)
+	out.Mem = t.Mem
+	if len(t.Dims) > 0 { // nil for none, as Clone's
+		out.Dims = append(c.dimSlice(len(t.Dims)), t.Dims...)
+	}
+	return out
+}
+
+// newType is a tensor type from the checker's slabs.
+func (c *checker) newType(dt ir.DType, dims []ir.Dim) *ir.TensorType {
 	if len(c.types) == cap(c.types) {
 		c.types = make([]ir.TensorType, 0, 256)
 	}
-	c.types = append(c.types, *t)
+	c.types = c.types[:len(c.types)+1]
 	out := &c.types[len(c.types)-1]
-	n := len(t.Dims)
-	if n == 0 || n > 64 {
-		out.Dims = append([]ir.Dim(nil), t.Dims...) // nil for none, as Clone's
-		return out
+	out.DType, out.Dims = dt, dims
+	return out
+}
+
+// dimSlice is an empty slice of capacity n from the checker's slabs.
+func (c *checker) dimSlice(n int) []ir.Dim {
+	if n > 64 {
+		return make([]ir.Dim, 0, n)
 	}
 	if cap(c.dims)-len(c.dims) < n {
 		c.dims = make([]ir.Dim, 0, 1024)
 	}
 	start := len(c.dims)
-	c.dims = append(c.dims, t.Dims...)
-	out.Dims = c.dims[start : start+n : start+n]
-	return out
+	c.dims = c.dims[:start+n]
+	return c.dims[start : start : start+n]
+}
+
+// built is the single result of an op that built its type from dims made
+// for it (dimSlice): settle keeps that type rather than a copy.
+func (c *checker) built(dt ir.DType, dims []ir.Dim) []inferred {
+	if len(dims) == 0 {
+		dims = nil // a scalar's, as Clone gives
+	}
+	c.oneBuf[0] = inferred{t: c.newType(dt, dims), owned: true}
+	return c.oneBuf[:]
 }
 
 // loopRange is the first and last value a loop index takes.
@@ -113,6 +139,9 @@ type inferred struct {
 	base *ir.Value
 	// memFixed says the op itself names the memory type (copy mem=M).
 	memFixed bool
+	// owned: t was made for this result alone (built), so settle may keep
+	// and change it instead of a copy.
+	owned bool
 }
 
 func (c *checker) block(b *ir.Block, st *blockState) {
@@ -192,7 +221,9 @@ func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 		v.Type = inf.t
 		return
 	}
-	got = c.clone(got)
+	if !inf.owned {
+		got = c.clone(got)
+	}
 	keepMem := inf.base != nil || inf.memFixed
 	if !keepMem {
 		got.Mem = ir.Global
@@ -329,8 +360,7 @@ func (c *checker) pointwise(op *ir.Op) ([]inferred, bool) {
 	name := op.Code.String()
 	var dt ir.DType
 	var first *ir.Value
-	var tensors []*ir.Value
-	var types []*ir.TensorType
+	tensors, types := c.pwVals[:0], c.pwTypes[:0]
 	ok := true
 	for i, x := range op.Operands {
 		if x.Lit != nil {
@@ -360,6 +390,7 @@ func (c *checker) pointwise(op *ir.Op) ([]inferred, bool) {
 			ok = false
 		}
 	}
+	c.pwVals, c.pwTypes = tensors, types // for the next op to reuse
 	if !ok {
 		return nil, false
 	}
@@ -399,7 +430,7 @@ func (c *checker) pointwise(op *ir.Op) ([]inferred, bool) {
 	if op.Code == ir.OpCast {
 		dt, _ = ir.ParseDType(op.WordAttr("dtype", ""))
 	}
-	return c.one(&ir.TensorType{DType: dt, Dims: dims}), true
+	return c.built(dt, dims), true
 }
 
 // literalFits reports whether a literal operand can take dtype dt.
@@ -431,9 +462,9 @@ func (c *checker) broadcast(op *ir.Op, vals []*ir.Value, types []*ir.TensorType)
 	for _, t := range types {
 		rank = max(rank, t.Rank())
 	}
-	dims := make([]ir.Dim, rank)
+	dims := c.dimSlice(rank)[:rank]
 	for j := range dims {
-		dims[j].Extent = 1
+		dims[j] = ir.Dim{Extent: 1}
 	}
 	for i, t := range types {
 		off := rank - t.Rank()
@@ -531,7 +562,7 @@ func (c *checker) reduction(op *ir.Op) ([]inferred, bool) {
 		return nil, false
 	}
 	keep := op.BoolAttr("keepdim")
-	var dims []ir.Dim
+	dims := c.dimSlice(t.Rank())
 	for i, d := range t.Dims {
 		switch {
 		case !reduced[int64(i)]:
@@ -540,7 +571,7 @@ func (c *checker) reduction(op *ir.Op) ([]inferred, bool) {
 			dims = append(dims, ir.Dim{Extent: 1})
 		}
 	}
-	return c.one(&ir.TensorType{DType: t.DType, Dims: dims}), true
+	return c.built(t.DType, dims), true
 }
 
 // matmul: a[..., M, K] × b[K, N] or b[..., K, N] with a's batch dims.
@@ -582,8 +613,8 @@ func (c *checker) matmul(op *ir.Op) ([]inferred, bool) {
 			}
 		}
 	}
-	dims := append(append([]ir.Dim(nil), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
-	return c.one(&ir.TensorType{DType: a.DType, Dims: dims}), true
+	dims := append(append(c.dimSlice(a.Rank()), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
+	return c.built(a.DType, dims), true
 }
 
 func (c *checker) view(op *ir.Op) ([]inferred, bool) {
@@ -852,7 +883,9 @@ func (c *checker) fusion(op *ir.Op) ([]inferred, bool) {
 		return nil, false
 	}
 	before := len(c.errs)
-	c.block(op.Body, newBlockState())
+	// The body holds no async op and no wait (rejected above): its state
+	// stays empty, and maps that are only read may be nil.
+	c.block(op.Body, &blockState{})
 	if len(c.errs) > before {
 		return nil, false
 	}

@@ -72,7 +72,7 @@ func (v *validator) divisible(x *ir.Value, what string, derived bool) {
 		}
 		return
 	}
-	if _, err := t.LocalShape(v.size); err != nil {
+	if err := t.ShardError(v.size); err != nil {
 		v.badShard[x] = true
 		if !derived {
 			v.errs.Add(x.Pos, "%s : %s: %v", what, t, err)
@@ -116,7 +116,7 @@ func (v *validator) op(op *ir.Op, s *freeScope) {
 				if !derived {
 					v.errs.Add(pos, "%s: %s : %s: %v", op.Code, r, t, err)
 				}
-			} else if _, err := t.LocalShape(v.size); err != nil {
+			} else if err := t.ShardError(v.size); err != nil {
 				v.badShard[r] = true
 				if !derived {
 					v.errs.Add(pos, "%s: %s : %s: %v", op.Code, r, t, err)
