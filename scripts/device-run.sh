@@ -64,17 +64,23 @@ fi
 # HIR_HIRRUN_ONLY=1 skips the package tests, benchmarks and collectives, and
 # runs only the hirrun steps below (topo, testdata, too large, leftovers):
 # about 2-4 minutes, for a call of its own.
-tests_rc=0 bench_rc=0
+tests_rc=0 bench_rc=0 cudabench_rc=0
 if [ "${HIR_HIRRUN_ONLY:-0}" != 1 ]; then
 timeout 280 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=270s 2>&1 | tee "$out/cuda-tests.log"
 tests_rc=${PIPESTATUS[0]}
 timeout 90 "$bin/cuda.test" -test.run='^$' -test.bench=. -test.benchtime=1x -test.timeout=85s 2>&1 | tee "$out/cuda-bench.log"
 bench_rc=${PIPESTATUS[0]}
+# runtime/cuda/cudabench (hirrun bench's and topo's measurements): its
+# tests, single-GPU and 2 processes, in their own binary.
+timeout 60 "$bin/cudabench.test" -test.v -test.count=1 -test.timeout=55s 2>&1 | tee "$out/cudabench-tests.log"
+cudabench_rc=${PIPESTATUS[0]}
 coll_block
 fi
-touch "$out/cuda-tests.log" "$out/cuda-bench.log"
+touch "$out/cuda-tests.log" "$out/cuda-bench.log" "$out/cudabench-tests.log"
 count() { grep -cE "^ *--- $1" "$out/cuda-tests.log" || true; }
 row "runtime/cuda tests" "$(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped (exit $tests_rc; failed: $(grep -oE -- '--- FAIL: [A-Za-z0-9_/]+' "$out/cuda-tests.log" | sed 's/--- FAIL: //' | paste -sd' ' -))"
+bcount() { grep -cE "^ *--- $1" "$out/cudabench-tests.log" || true; }
+row "runtime/cuda/cudabench tests" "$(bcount PASS) passed, $(bcount FAIL) failed, $(bcount SKIP) skipped (exit $cudabench_rc; failed: $(grep -oE -- '--- FAIL: [A-Za-z0-9_/]+' "$out/cudabench-tests.log" | sed 's/--- FAIL: //' | paste -sd' ' -))"
 row "benchmarks" "exit $bench_rc"
 # "BenchmarkX  1  123 ns/op  394.1 GB/s_copy_push..." -> one row per metric.
 grep -E '^Benchmark' "$out/cuda-bench.log" | while read -r name _iters rest; do
@@ -206,7 +212,7 @@ row "testdata goldens on cuda, within tolerance" "$golden_status"
 sleep 1
 # (processes whose program is one of ours: not a shell whose command line
 # merely names one, as the run tool's own wrapper does)
-pgrep -af "^[^ ]*$bin/(hirrun|cuda\.test)" | grep -v "^$$ " >"$out/leftover.log"
+pgrep -af "^[^ ]*$bin/(hirrun|cuda\.test|cudabench\.test)" | grep -v "^$$ " >"$out/leftover.log"
 leftover_procs=$(wc -l <"$out/leftover.log")
 leftover_socks=$(find "$sockdir" -name '*.sock' 2>/dev/null | wc -l)
 

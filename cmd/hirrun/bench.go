@@ -13,6 +13,7 @@ import (
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/cuda"
+	"github.com/hirlab/hir/runtime/cuda/cudabench"
 	"github.com/hirlab/hir/runtime/launch"
 )
 
@@ -61,7 +62,7 @@ works as one rank of a job torchrun or srun started.`,
 
 // benchPlan is what the options ask for, parsed.
 type benchPlan struct {
-	opts   cuda.CollBenchOptions
+	opts   cudabench.CollBenchOptions
 	ops    []ir.Opcode
 	dtypes []ir.DType
 }
@@ -99,7 +100,7 @@ func parseBenchOptions(o *benchOptions) (*benchPlan, error) {
 	if len(p.dtypes) == 0 || len(p.ops) == 0 {
 		return nil, fmt.Errorf("--dtypes and --ops must name at least one each")
 	}
-	p.opts = cuda.CollBenchOptions{MinBytes: lo, MaxBytes: hi, Ops: p.ops, DTypes: p.dtypes}
+	p.opts = cudabench.CollBenchOptions{MinBytes: lo, MaxBytes: hi, Ops: p.ops, DTypes: p.dtypes}
 	return p, nil
 }
 
@@ -194,14 +195,14 @@ func (c *cli) benchRank(o *benchOptions, plan *benchPlan, world int) int {
 	}
 	dev := crt.CUDADevice()
 	rank := dev.Rank()
-	figs, err := cuda.MeasureCollectives(crt, plan.opts)
+	figs, err := cudabench.MeasureCollectives(crt, plan.opts)
 	if err != nil {
 		c.errorf("bench: %v", err)
 		abort(crt, err)
 		return exitFail
 	}
 	device := dev.Info().Name
-	table := cuda.BuildAutoTableFor(crt, figs)
+	table := cudabench.BuildAutoTableFor(crt, figs)
 	if err := crt.Close(); err != nil {
 		c.errorf("bench: closing the cuda runtime: %v", err)
 		return exitFail
@@ -241,13 +242,13 @@ func saveAutoTable(path string, fresh *cuda.AutoTable) (*cuda.AutoTable, error) 
 	if err != nil {
 		old = nil // unreadable or of another format: replaced
 	}
-	merged := fresh.Merge(old)
-	return merged, merged.Save(path)
+	merged := cudabench.MergeAutoTable(fresh, old)
+	return merged, cudabench.SaveAutoTable(merged, path)
 }
 
 // benchName is a figure's benchmark name: key=value parts, which
 // benchstat can group by.
-func benchName(f cuda.CollFigure) string {
+func benchName(f cudabench.CollFigure) string {
 	return fmt.Sprintf("BenchmarkCollective/op=%s/dtype=%s/world=%d/size=%s/algo=%s", f.Op, f.DType, f.World, sizeWord(f.Bytes), f.Algo)
 }
 
@@ -265,7 +266,7 @@ func sizeWord(n int64) string {
 
 // printBench prints the figures in the Go benchmark format, then the
 // fastest algorithm of each size next to NCCL.
-func (c *cli) printBench(device string, world int, figs []cuda.CollFigure) {
+func (c *cli) printBench(device string, world int, figs []cudabench.CollFigure) {
 	w := c.stdout
 	fmt.Fprintf(w, "device: %s\nworld: %d\n", device, world)
 	for _, f := range figs {
@@ -274,13 +275,13 @@ func (c *cli) printBench(device string, world int, figs []cuda.CollFigure) {
 	printFastest(w, figs)
 }
 
-func printFastest(w io.Writer, figs []cuda.CollFigure) {
+func printFastest(w io.Writer, figs []cudabench.CollFigure) {
 	type key struct {
 		op, dt string
 		bytes  int64
 	}
-	best := map[key]cuda.CollFigure{}
-	nccl := map[key]cuda.CollFigure{}
+	best := map[key]cudabench.CollFigure{}
+	nccl := map[key]cudabench.CollFigure{}
 	var keys []key
 	for _, f := range figs {
 		k := key{f.Op, f.DType, f.Bytes}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime/cuda"
+	"github.com/hirlab/hir/runtime/cuda/cudabench"
 )
 
 // hirrun bench on the CPU: its options, what it prints (from figures made
@@ -69,7 +70,7 @@ func TestBenchWithoutGPU(t *testing.T) {
 }
 
 func TestPrintBenchIsBenchstatFormat(t *testing.T) {
-	figs := []cuda.CollFigure{
+	figs := []cudabench.CollFigure{
 		{Op: "all_reduce", Algo: "one_shot", DType: "bf16", World: 2, Bytes: 8 << 10, Iters: 100, Micros: 7.25},
 		{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Iters: 100, Micros: 11},
 		{Op: "all_reduce", Algo: "two_shot", DType: "bf16", World: 2, Bytes: 1 << 30, Iters: 5, Micros: 3000},
@@ -121,7 +122,7 @@ func TestPrintBenchIsBenchstatFormat(t *testing.T) {
 // measured again and keeps the rest.
 func TestSaveAutoTableMerges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hir", "collectives.json")
-	first := cuda.BuildAutoTable("GPU X", "", []cuda.CollFigure{
+	first := cudabench.BuildAutoTable("GPU X", "", []cudabench.CollFigure{
 		{Op: "all_reduce", Algo: "one_shot", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 7},
 		{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 11},
 		{Op: "all_gather", Algo: "copy_engine", DType: "bf16", World: 2, Bytes: 1 << 30, Micros: 2800},
@@ -129,7 +130,7 @@ func TestSaveAutoTableMerges(t *testing.T) {
 	if _, err := saveAutoTable(path, first); err != nil {
 		t.Fatal(err)
 	}
-	second := cuda.BuildAutoTable("GPU X", "", []cuda.CollFigure{
+	second := cudabench.BuildAutoTable("GPU X", "", []cudabench.CollFigure{
 		{Op: "all_reduce", Algo: "one_shot", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 12},
 		{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 11},
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/cuda"
+	"github.com/hirlab/hir/runtime/cuda/cudabench"
 	"github.com/hirlab/hir/runtime/launch"
 )
 
@@ -92,7 +93,7 @@ func (c *cli) topoRank(o *topoOptions, world int) int {
 		c.errorf("topo: the cuda backend is not runtime/cuda")
 		return exitFail
 	}
-	topo, err := cuda.MeasureTopology(crt, cuda.TopoOptions{Bytes: int64(o.sizeMiB) << 20, Iters: o.iters})
+	topo, err := cudabench.MeasureTopology(crt, cudabench.TopoOptions{Bytes: int64(o.sizeMiB) << 20, Iters: o.iters})
 	if err != nil {
 		c.errorf("topo: %v", err)
 		abort(crt, err)
@@ -109,7 +110,7 @@ func (c *cli) topoRank(o *topoOptions, world int) int {
 	return exitOK
 }
 
-func (c *cli) printTopology(t *cuda.Topology) {
+func (c *cli) printTopology(t *cudabench.Topology) {
 	o := t.Options
 	for _, r := range t.Ranks {
 		fmt.Fprintf(c.stdout, "rank %d: GPU %d (%s)\n", r.Rank, r.Device, r.Name)

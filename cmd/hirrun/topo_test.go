@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hirlab/hir/runtime/cuda"
+	"github.com/hirlab/hir/runtime/cuda/cudabench"
 )
 
 // The table topo prints, from figures made up here (the GPU run measures
@@ -14,10 +14,10 @@ import (
 func TestPrintTopology(t *testing.T) {
 	var out bytes.Buffer
 	c := &cli{stdout: &out, stderr: &out}
-	c.printTopology(&cuda.Topology{
-		Options: cuda.TopoOptions{Bytes: 256 << 20, Warmups: 2, Iters: 5, LatencyBytes: 8, LatencySamples: 50},
-		Ranks:   []cuda.TopoRank{{Rank: 0, Device: 0, Name: "GPU A"}, {Rank: 1, Device: 1, Name: "GPU B"}},
-		Links: []cuda.Link{
+	c.printTopology(&cudabench.Topology{
+		Options: cudabench.TopoOptions{Bytes: 256 << 20, Warmups: 2, Iters: 5, LatencyBytes: 8, LatencySamples: 50},
+		Ranks:   []cudabench.TopoRank{{Rank: 0, Device: 0, Name: "GPU A"}, {Rank: 1, Device: 1, Name: "GPU B"}},
+		Links: []cudabench.Link{
 			{From: 0, To: 0, PeerAccess: true, GBps: 2100.04, Latency: 1900 * time.Nanosecond},
 			{From: 0, To: 1, PeerAccess: true, GBps: 396.96, Latency: 2345 * time.Nanosecond},
 			{From: 1, To: 0, PeerAccess: false, Err: "cuMemcpyAsync: CUDA_ERROR_INVALID_VALUE"},

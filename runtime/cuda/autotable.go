@@ -9,10 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
 )
 
 // The auto table: what `hirrun bench` measured on a machine, which `auto`
@@ -126,58 +126,6 @@ func LoadAutoTable(path string) (*AutoTable, error) {
 	return ParseAutoTable(data)
 }
 
-// Save writes the table to path (its directory made, private to the user),
-// through a temporary file and a rename.
-func (t *AutoTable) Save(path string) error {
-	data, err := json.MarshalIndent(t, "", " ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".collectives-*.json")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(append(data, '\n'))
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
-}
-
-// Merge is t with the entries of old that t does not measure again: old's
-// entries for collectives, world sizes or dtype classes t has no entry
-// for (old measured on another device counts for nothing).
-func (t *AutoTable) Merge(old *AutoTable) *AutoTable {
-	out := *t
-	out.Entries = nil
-	if old != nil && old.Device == t.Device {
-		type key struct {
-			op, class string
-			world     int
-		}
-		fresh := map[key]bool{}
-		for _, e := range t.Entries {
-			fresh[key{e.Op, e.Class, e.World}] = true
-		}
-		for _, e := range old.Entries {
-			if !fresh[key{e.Op, e.Class, e.World}] {
-				out.Entries = append(out.Entries, e)
-			}
-		}
-	}
-	out.Entries = append(out.Entries, t.Entries...)
-	return &out
-}
-
 // Ranked is the table's ranking for a call of op over world ranks of dtype
 // dt moving bytes (as benchBytes counts them), or nil when it has none.
 // Words that name no algorithm are left out (LoadAutoTable drops them).
@@ -214,91 +162,6 @@ func (t *AutoTable) Ranked(op ir.Opcode, world int, dt ir.DType, bytes int64) []
 	return out
 }
 
-// CollFigure is one measured point of MeasureCollectives: the slowest
-// rank's mean time per call.
-type CollFigure struct {
-	Op     string  `json:"collective"`
-	Algo   string  `json:"algo"`
-	DType  string  `json:"dtype"`
-	World  int     `json:"world"`
-	Bytes  int64   `json:"bytes"`
-	Iters  int     `json:"iters"`
-	Micros float64 `json:"us"`
-	Err    string  `json:"error,omitempty"`
-}
-
-// BusGBps is the figure's bus bandwidth as nccl-tests defines it:
-// bytes/time × 2(D−1)/D for all_reduce, × (D−1)/D for the others.
-func (f CollFigure) BusGBps() float64 {
-	if f.Micros <= 0 {
-		return 0
-	}
-	factor := float64(f.World-1) / float64(f.World)
-	if f.Op == ir.OpAllReduce.String() {
-		factor *= 2
-	}
-	return float64(f.Bytes) / (f.Micros * 1e-6) * factor / 1e9
-}
-
-// BuildAutoTable ranks the algorithms of every measured point, fastest
-// first (figures with an error are left out).
-func BuildAutoTable(device, created string, figs []CollFigure) *AutoTable {
-	type key struct {
-		op, class string
-		world     int
-		bytes     int64
-	}
-	groups := map[key][]CollFigure{}
-	var keys []key
-	for _, f := range figs {
-		dt, ok := ir.ParseDType(f.DType)
-		if f.Err != "" || f.Micros <= 0 || !ok {
-			continue
-		}
-		k := key{f.Op, DTypeClass(dt), f.World, f.Bytes}
-		if _, seen := groups[k]; !seen {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], f)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.op != b.op {
-			return a.op < b.op
-		}
-		if a.world != b.world {
-			return a.world < b.world
-		}
-		if a.class != b.class {
-			return a.class < b.class
-		}
-		return a.bytes < b.bytes
-	})
-	t := &AutoTable{Version: AutoTableVersion, Device: device, Created: created}
-	for _, k := range keys {
-		g := groups[k]
-		// The fastest per algorithm (two dtypes of one class both measured).
-		bestOf := map[string]float64{}
-		for _, f := range g {
-			if v, ok := bestOf[f.Algo]; !ok || f.Micros < v {
-				bestOf[f.Algo] = f.Micros
-			}
-		}
-		e := AutoEntry{Op: k.op, World: k.world, Class: k.class, Bytes: k.bytes, Micros: bestOf}
-		for a := range bestOf {
-			e.Ranked = append(e.Ranked, a)
-		}
-		sort.Slice(e.Ranked, func(i, j int) bool {
-			if bestOf[e.Ranked[i]] != bestOf[e.Ranked[j]] {
-				return bestOf[e.Ranked[i]] < bestOf[e.Ranked[j]]
-			}
-			return e.Ranked[i] < e.Ranked[j]
-		})
-		t.Entries = append(t.Entries, e)
-	}
-	return t
-}
-
 // loadAutoTableFor loads the table for a device named device: the table
 // (nil when there is none to use), a digest of its bytes the ranks
 // compare ("none" without one), and what became of it, in words.
@@ -326,6 +189,50 @@ func loadAutoTableFor(device string) (*AutoTable, string, string) {
 	}
 	sum := sha256.Sum256(data)
 	return t, hex.EncodeToString(sum[:8]), "from " + path
+}
+
+// benchBytes is the size hirrun bench files a call under, as nccl-tests
+// counts it: all_gather's output, every other collective's input.
+func benchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
+	if op == ir.OpAllGather || op == ir.OpGather {
+		return out.Bytes()
+	}
+	return in.Bytes()
+}
+
+// BenchCall is the call hirrun bench times for op over n elements of dt
+// (nccl-tests' size: all_gather's output, the other collectives' input)
+// on the two symmetric buffers; false where op is not benchmarked or n is
+// smaller than the world. benchBytes is the size auto's table files it
+// under.
+func BenchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buffer) (runtime.CollectiveCall, bool) {
+	d := int64(D)
+	blk := n / d
+	if blk == 0 {
+		return runtime.CollectiveCall{}, false
+	}
+	t := func(b runtime.Buffer, shape ...int64) runtime.Tensor {
+		return runtime.Tensor{Buf: b, DType: dt, Shape: shape}
+	}
+	c := runtime.CollectiveCall{Op: op, ReduceOp: ir.ReduceSum}
+	switch op {
+	case ir.OpAllReduce:
+		c.In, c.Out = t(inB, n), t(outB, n)
+	case ir.OpAllGather:
+		c.In, c.Out = t(inB, blk), t(outB, blk*d)
+	case ir.OpReduceScatter:
+		c.In, c.Out = t(inB, blk*d), t(outB, blk)
+	case ir.OpAllToAll:
+		// [1, D·k] split on axis 1, concatenated on axis 0.
+		c.In, c.Out = t(inB, 1, blk*d), t(outB, d, blk)
+		c.Axis, c.ConcatAxis = 1, 0
+	default:
+		return c, false
+	}
+	if op != ir.OpAllReduce && op != ir.OpReduceScatter {
+		c.ReduceOp = ir.ReduceUnset
+	}
+	return c, true
 }
 
 // AutoTableNote says which auto table this device's collectives follow

@@ -61,7 +61,7 @@ func collAutoScenario() error {
 				continue // every all_gather but copy_engine writes its output remotely
 			}
 			for _, size := range []int64{8 << 10, 64 << 10, 512 << 10, 4 << 20, 64 << 20} {
-				call, _ := benchCall(op, ir.BF16, size/2, d.WorldSize(), inB, out)
+				call, _ := BenchCall(op, ir.BF16, size/2, d.WorldSize(), inB, out)
 				call.Algo = ir.AlgoAuto
 				if err := d.Collective(&call, s); err != nil {
 					return err

@@ -297,15 +297,6 @@ func (d *Device) fits(p *collPlan, algo ir.Algo) bool {
 	return true
 }
 
-// benchBytes is the size hirrun bench files a call under, as nccl-tests
-// counts it: all_gather's output, every other collective's input.
-func benchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
-	if op == ir.OpAllGather || op == ir.OpGather {
-		return out.Bytes()
-	}
-	return in.Bytes()
-}
-
 // Collective runs c on stream s: the symmetric-memory kernels of
 // docs/COLLECTIVES.md, or NCCL for algo=nccl.
 func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {

@@ -453,7 +453,7 @@ func collLatencyScenario() error {
 		{ir.OpAllReduce, ir.AlgoOneShot, 1 << 20}, {ir.OpAllReduce, ir.AlgoTwoShot, 1 << 20},
 		{ir.OpAllGather, ir.AlgoOneShot, 8 << 10}, {ir.OpReduceScatter, ir.AlgoOneShot, 8 << 10}, {ir.OpAllToAll, ir.AlgoOneShot, 8 << 10},
 	} {
-		call, _ := benchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
+		call, _ := BenchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
 		call.Algo = c.algo
 		for i := 0; i < 200; i++ {
 			if err := d.Collective(&call, s); err != nil {
@@ -501,7 +501,7 @@ func collLatencyScenario() error {
 		fmt.Printf("LATENCY %s %s %d host %.2f gpu %.2f µs/call\n", c.op, c.algo, c.bytes, float64(host.Nanoseconds())/1e3/n, float64(ms)*1e3/n)
 	}
 	if dir := os.Getenv("HIR_COLL_PPROF"); dir != "" {
-		call, _ := benchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
+		call, _ := BenchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
 		call.Algo = ir.AlgoOneShot
 		var f *os.File
 		if rank == 0 {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"unsafe"
 
@@ -46,4 +47,14 @@ func (d *Device) CanAccessPeer(ordinal int) (bool, error) {
 	var ok int32
 	err = d.drv.DeviceCanAccessPeer.Call3(uintptr(unsafe.Pointer(&ok)), uintptr(d.dev), uintptr(peer))
 	return ok != 0, err
+}
+
+// ExchangeAll all-gathers value under key through the job's store
+// (store.ExchangeAll, bounded by the rank's timeout); every rank calls it
+// with the same key. The measuring tools (package cudabench) share their
+// figures through it.
+func (d *Device) ExchangeAll(key string, value []byte) ([][]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	defer cancel()
+	return store.ExchangeAll(ctx, d.opts.Store, key, d.opts.Rank, d.opts.WorldSize, value, d.opts.Timeout)
 }

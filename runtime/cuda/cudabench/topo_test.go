@@ -1,8 +1,10 @@
-package cuda
+package cudabench
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/hirlab/hir/runtime/cuda/internal/ranktest"
 )
 
 func init() { scenarios["topo"] = topoScenario }
@@ -23,8 +25,8 @@ func checkTopology(topo *Topology, world int) error {
 }
 
 func TestTopologySingleGPU(t *testing.T) {
-	d := openSingle(t)
-	rt := &Runtime{dev: d}
+	rt := openSingle(t)
+	d := rt.CUDADevice()
 	topo, err := MeasureTopology(rt, TopoOptions{Bytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,7 @@ func TestTopologySingleGPU(t *testing.T) {
 
 func TestTopologyAcrossProcesses2(t *testing.T) {
 	needGPUs(t, 2)
-	checkRanks(t, runRanks(t, 2, "topo"))
+	ranktest.Check(t, ranktest.Ranks(t, 2, "topo"))
 }
 
 func topoScenario() error {
@@ -65,14 +67,4 @@ func topoScenario() error {
 		return fmt.Errorf("left behind: %+v", st)
 	}
 	return nil
-}
-
-// Sizes in error messages (a tensor too large for the device) read as a
-// person would say them.
-func TestHumanSizes(t *testing.T) {
-	for n, want := range map[uint64]string{100: "100 B", 3 << 20: "3.00 MiB", 141 << 30: "141.00 GiB", 1 << 50: "1.00 PiB", 5 << 40: "5.00 TiB"} {
-		if got := human(n); got != want {
-			t.Errorf("human(%d) = %q, want %q", n, got, want)
-		}
-	}
 }
