@@ -343,7 +343,7 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 		in = s.t
 		temps = append(temps, s.owned)
 	}
-	zero := op.Code == ir.OpReduce || op.Code == ir.OpGather
+	zero := op.Code.Info().RootOnly
 	out, err := r.destination(f, p, 1, zero)
 	if err != nil {
 		return err
