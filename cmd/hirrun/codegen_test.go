@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCodegenGolden runs `hirrun codegen` on every testdata/codegen/*.hir
@@ -13,27 +17,20 @@ import (
 // (`go test ./cmd/hirrun -run CodegenGolden -update` rewrites them).
 func TestCodegenGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/codegen/*.hir")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata/codegen/*.hir: %v", err)
-	}
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no testdata/codegen/*.hir")
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".hir"), func(t *testing.T) {
 			r := hirrun("codegen", file)
 			got := fmt.Sprintf("$ hirrun codegen %s\nexit %d\n-- stdout --\n%s-- stderr --\n%s", file, r.code, r.stdout, r.stderr)
 			golden := strings.TrimSuffix(file, ".hir") + ".golden"
 			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
 				return
 			}
 			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run `go test ./cmd/hirrun -run CodegenGolden -update` to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (run with -update to accept it):\n%s", golden, lineDiff(string(want), got))
-			}
+			require.NoError(t, err, "run `go test ./cmd/hirrun -run CodegenGolden -update` to create it")
+			assert.Empty(t, cmp.Diff(string(want), got), "output differs from %s (run with -update to accept it) (-want +got)", golden)
 		})
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCUDAProgramsGolden runs testdata/cuda/*.hir, programs of only the ops
@@ -18,35 +22,24 @@ import (
 func TestCUDAProgramsGolden(t *testing.T) {
 	t.Chdir("../..")
 	files, err := filepath.Glob("testdata/cuda/*.hir")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata/cuda/*.hir (%v)", err)
-	}
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no testdata/cuda/*.hir")
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".hir"), func(t *testing.T) {
 			src, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			args := append(append([]string{"run"}, argsLine(src)...), file)
 			r := hirrun(args...)
 			got := fmt.Sprintf("$ hirrun %s\nexit %d\n-- stdout --\n%s-- stderr --\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-			if r.code != exitOK {
-				t.Errorf("exit %d: a testdata/cuda program must run: %s", r.code, r.stderr)
-			}
+			assert.Equal(t, exitOK, r.code, "a testdata/cuda program must run: %s", r.stderr)
 			golden := strings.TrimSuffix(file, ".hir") + ".golden"
 			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
 				return
 			}
 			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run `go test ./cmd/hirrun -run CUDAProgramsGolden -update` to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (run with -update to accept it):\n%s", golden, lineDiff(string(want), got))
-			}
+			require.NoError(t, err, "run `go test ./cmd/hirrun -run CUDAProgramsGolden -update` to create it")
+			assert.Empty(t, cmp.Diff(string(want), got), "output differs from %s (run with -update to accept it) (-want +got)", golden)
 		})
 	}
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRandomDefaultSeed: `--input x=random` is seed 0, as run's help says.
@@ -12,12 +15,9 @@ func TestRandomDefaultSeed(t *testing.T) {
 	expectCode(t, bare, exitOK)
 	zero := hirrun("run", prog, "--input", "x=random:seed=0")
 	one := hirrun("run", prog, "--input", "x=random:seed=1")
-	if bare.stdout != zero.stdout || bare.stdout == "" {
-		t.Errorf("random and random:seed=0 differ:\n%s\n%s", bare.stdout, zero.stdout)
-	}
-	if bare.stdout == one.stdout {
-		t.Errorf("seeds 0 and 1 gave the same values:\n%s", one.stdout)
-	}
+	assert.NotEmpty(t, bare.stdout, "random printed nothing")
+	assert.Equal(t, zero.stdout, bare.stdout, "random and random:seed=0 differ")
+	assert.NotEqual(t, one.stdout, bare.stdout, "seeds 0 and 1 gave the same values")
 	help := hirrun("run", "-h")
 	expectContains(t, "run -h", help.stdout+help.stderr, "NAME=random alone means seed 0", "(random alone: seed 0)")
 }
@@ -32,9 +32,7 @@ func TestRunDeadlockMessage(t *testing.T) {
 	r := hirrun("run", prog, "--input", "x=random:seed=1", "--timeout", "200ms")
 	expectCode(t, r, exitFail)
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	if len(lines) != 1 {
-		t.Fatalf("want one line, got %q", r.stderr)
-	}
+	require.Len(t, lines, 1, "want one line, got %q", r.stderr)
 	expectContains(t, "stderr", lines[0], prog+":3:1: send: the ranks wait for each other forever: on rank 0 the send at 3:1 waits for rank 1's matching recv at 4:6")
 }
 
@@ -55,13 +53,11 @@ output %y, %a
 	r := hirrun("run", prog, "--input", "x=random:seed=1")
 	expectCode(t, r, exitFail)
 	msg := strings.TrimSpace(r.stderr)
-	if !strings.HasPrefix(msg, prog+":6:6: rank ") || strings.Count(msg, ":6:6") != 1 || strings.Contains(msg, "\n") {
-		t.Errorf("want one line starting %s:6:6: rank, got %q", prog, r.stderr)
-	}
+	assert.True(t, strings.HasPrefix(msg, prog+":6:6: rank "), "want one line starting %s:6:6: rank, got %q", prog, r.stderr)
+	assert.Equal(t, 1, strings.Count(msg, ":6:6"), "the position once, got %q", r.stderr)
+	assert.NotContains(t, msg, "\n", "want one line, got %q", r.stderr)
 	expectContains(t, "stderr", msg, "alloc: ", "out of memory")
 	for _, twice := range []string{"rank 0: rank 0", "rank 1: rank 1"} {
-		if strings.Contains(msg, twice) {
-			t.Errorf("the rank is said twice: %s", msg)
-		}
+		assert.NotContains(t, msg, twice, "the rank is said twice")
 	}
 }

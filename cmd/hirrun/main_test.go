@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/parser"
@@ -17,9 +20,7 @@ import (
 func writeProgram(t *testing.T, name, src string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(src), 0o644))
 	return path
 }
 
@@ -34,17 +35,13 @@ output %y
 
 func expectCode(t *testing.T, r result, code int) {
 	t.Helper()
-	if r.code != code {
-		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
-	}
+	require.Equal(t, code, r.code, "exit code\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 }
 
 func expectContains(t *testing.T, what, s string, parts ...string) {
 	t.Helper()
 	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			t.Errorf("%s lacks %q:\n%s", what, p, s)
-		}
+		assert.Contains(t, s, p, what)
 	}
 }
 
@@ -63,9 +60,7 @@ func TestUsageAndHelp(t *testing.T) {
 			r := hirrun(args...)
 			expectCode(t, r, exitOK)
 			expectContains(t, "stdout", r.stdout, "Usage: hirrun "+cmd.name)
-			if r.stderr != "" {
-				t.Errorf("%v wrote to stderr: %s", args, r.stderr)
-			}
+			assert.Empty(t, r.stderr, "%v wrote to stderr", args)
 		}
 	}
 	r = hirrun("run", "--help")
@@ -102,9 +97,8 @@ func TestMisuse(t *testing.T) {
 		{[]string{"run", prog, "--input", "x=random", "--backend", "abacus"}, `unknown backend "abacus"`},
 	} {
 		r := hirrun(tc.args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("hirrun %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
-		}
+		assert.Equal(t, exitUsage, r.code, "hirrun %s: stderr %q", strings.Join(tc.args, " "), r.stderr)
+		assert.Contains(t, r.stderr, tc.want, "hirrun %s", strings.Join(tc.args, " "))
 	}
 }
 
@@ -118,9 +112,7 @@ output %y, %w
 	r := hirrun("run", prog, "--input", "w=random")
 	expectCode(t, r, exitUsage)
 	want := "hirrun: run: missing input %x : f32[4/DIDx, 3] symmetric (declared at " + prog + ":2:7); give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input x=random:seed=1\n"
-	if r.stderr != want {
-		t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, want)
-	}
+	assert.Equal(t, want, r.stderr, "stderr")
 	r = hirrun("run", prog)
 	expectContains(t, "stderr", r.stderr, "missing inputs %x : f32[4/DIDx, 3] symmetric (declared at "+prog+":2:7), %w : bf16[3] (declared at "+prog+":3:7);")
 }
@@ -133,20 +125,14 @@ func TestRunPrintsEveryRank(t *testing.T) {
 	var want strings.Builder
 	for rank := range 2 {
 		shard, err := x.Shard(0, rank, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for i := range shard.Len() {
 			shard.Set(i, max(2*shard.At(i), 0))
 		}
 		want.WriteString("rank " + string(rune('0'+rank)) + ": %y = " + shard.Summary() + "\n")
 	}
-	if r.stdout != want.String() {
-		t.Errorf("stdout:\n%s\nwant:\n%s", r.stdout, want.String())
-	}
-	if r.stderr != "" {
-		t.Errorf("stderr: %s", r.stderr)
-	}
+	assert.Equal(t, want.String(), r.stdout, "stdout")
+	assert.Empty(t, r.stderr, "stderr")
 
 	// `hirrun FILE` is run, and flags may come before or after the file.
 	for _, args := range [][]string{
@@ -157,9 +143,7 @@ func TestRunPrintsEveryRank(t *testing.T) {
 	} {
 		again := hirrun(args...)
 		expectCode(t, again, exitOK)
-		if again.stdout != r.stdout {
-			t.Errorf("hirrun %v printed\n%s\nwant\n%s", args, again.stdout, r.stdout)
-		}
+		assert.Equal(t, r.stdout, again.stdout, "hirrun %v", args)
 	}
 }
 
@@ -175,18 +159,14 @@ output %y, %g
 `)
 	x := host.Random(ir.F32, []int64{8, 2}, 5)
 	xPath := filepath.Join(dir, "x.npy")
-	if err := x.WriteNPYFile(xPath); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, x.WriteNPYFile(xPath))
 	// A bf16 input given as <f4 is rounded to nearest even: 1.00390625 is
 	// halfway between 1 and 1 + 2^-7, so it becomes 1.
 	s := host.New(ir.F32, []int64{2})
 	s.Set(0, 1.00390625)
 	s.Set(1, -3)
 	sPath := filepath.Join(dir, "s.npy")
-	if err := s.WriteNPYFile(sPath); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.WriteNPYFile(sPath))
 	outPath := filepath.Join(dir, "y.npy")
 	gPath := filepath.Join(dir, "g.npy")
 	r := hirrun("run", prog, "--input", "x="+xPath, "--input", "s="+sPath, "--output", "y="+outPath, "--output", "g="+gPath)
@@ -198,25 +178,17 @@ output %y, %g
 	}
 	for _, path := range []string{outPath, gPath} {
 		got, err := host.ReadNPYFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := host.Equal(got, want); err != nil {
-			t.Errorf("%s: %v", filepath.Base(path), err)
-		}
+		require.NoError(t, err)
+		assert.NoError(t, host.Equal(got, want), filepath.Base(path))
 	}
-	if n := strings.Count(r.stdout, "\n"); n != 8 {
-		t.Errorf("want 2 outputs on each of 4 ranks, got %d lines:\n%s", n, r.stdout)
-	}
+	assert.Equal(t, 8, strings.Count(r.stdout, "\n"), "want 2 outputs on each of 4 ranks:\n%s", r.stdout)
 
 	// A file of the wrong shape or dtype is a usage error naming both.
 	r = hirrun("run", prog, "--input", "x="+sPath, "--input", "s="+sPath)
 	expectCode(t, r, exitUsage)
 	expectContains(t, "stderr", r.stderr, "--input x="+sPath+": the file holds f32[2] but %x is declared f32[8/DIDx, 2]")
 	bad := filepath.Join(dir, "bad.npy")
-	if err := os.WriteFile(bad, []byte("not numpy"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(bad, []byte("not numpy"), 0o644))
 	r = hirrun("run", prog, "--input", "x="+bad, "--input", "s="+sPath)
 	expectCode(t, r, exitUsage)
 	expectContains(t, "stderr", r.stderr, "not an NPY file")
@@ -233,14 +205,10 @@ output %g
 	r := hirrun("run", prog, "--input", "x=random", "--stats", "--repeat", "2")
 	expectCode(t, r, exitOK)
 	header := regexp.MustCompile(`(?m)^rank [01]: symmetric handles \d+ hits?, \d+ miss(es)?; kernels \d+ hits?, \d+ miss(es)?$`)
-	if n := len(header.FindAllString(r.stdout, -1)); n != 2 {
-		t.Errorf("want a cache line per rank, found %d:\n%s", n, r.stdout)
-	}
+	assert.Len(t, header.FindAllString(r.stdout, -1), 2, "want a cache line per rank:\n%s", r.stdout)
 	// Two runs: the gather ran twice on each rank.
 	row := regexp.MustCompile(`(?m)^\s*all_gather\s+\S+p\.hir:5:\d+\s+2\s+\S+\s+\S+$`)
-	if n := len(row.FindAllString(r.stdout, -1)); n != 2 {
-		t.Errorf("want an all_gather row with count 2 per rank, found %d:\n%s", n, r.stdout)
-	}
+	assert.Len(t, row.FindAllString(r.stdout, -1), 2, "want an all_gather row with count 2 per rank:\n%s", r.stdout)
 	expectContains(t, "stdout", r.stdout, "op", "where", "count", "total", "mean")
 }
 
@@ -260,15 +228,13 @@ func TestCheck(t *testing.T) {
 	good := writeProgram(t, "good.hir", pointwiseSrc)
 	r := hirrun("check", good)
 	expectCode(t, r, exitOK)
-	if r.stdout != "" || r.stderr != "" {
-		t.Errorf("check of a good program printed %q %q", r.stdout, r.stderr)
-	}
+	assert.Empty(t, r.stdout, "check of a good program printed to stdout")
+	assert.Empty(t, r.stderr, "check of a good program printed to stderr")
 	bad := writeProgram(t, "bad.hir", "mesh 4\ninput %x : f32[4/DIDx, 2]\n%g = all_gather %x algo=ring : f32[4, 2]\noutput %g\n")
 	r = hirrun("check", good, bad)
 	expectCode(t, r, exitFail)
-	if !regexp.MustCompile(`bad\.hir:3:\d+: `).MatchString(r.stderr) || !strings.Contains(r.stderr, "symmetric") {
-		t.Errorf("want an error at bad.hir:3 about symmetric memory, got %q", r.stderr)
-	}
+	assert.Regexp(t, `bad\.hir:3:\d+: `, r.stderr, "want an error at bad.hir:3")
+	assert.Contains(t, r.stderr, "symmetric", "want an error about symmetric memory")
 	// A missing file outranks a bad program.
 	r = hirrun("check", bad, filepath.Join(t.TempDir(), "gone.hir"))
 	expectCode(t, r, exitUsage)
@@ -278,30 +244,22 @@ func TestFmt(t *testing.T) {
 	messy := "mesh   2\ninput %x:f32[4/DIDx,3]\n%y=relu %x\n\noutput %y\n"
 	path := writeProgram(t, "p.hir", messy)
 	prog, err := parser.Parse(path, []byte(messy))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	canonical := prog.String()
 
 	r := hirrun("fmt", path)
 	expectCode(t, r, exitOK)
-	if r.stdout != canonical {
-		t.Errorf("fmt printed\n%s\nwant\n%s", r.stdout, canonical)
-	}
+	assert.Equal(t, canonical, r.stdout, "fmt printed")
 	r = hirrun("fmt", "-l", path)
 	expectCode(t, r, exitOK)
-	if r.stdout != path+"\n" {
-		t.Errorf("fmt -l printed %q, want the path", r.stdout)
-	}
+	assert.Equal(t, path+"\n", r.stdout, "fmt -l prints the path")
 	r = hirrun("fmt", "-w", path)
 	expectCode(t, r, exitOK)
-	if got, _ := os.ReadFile(path); string(got) != canonical {
-		t.Errorf("fmt -w wrote\n%s\nwant\n%s", got, canonical)
-	}
+	got, _ := os.ReadFile(path)
+	assert.Equal(t, canonical, string(got), "fmt -w wrote")
 	r = hirrun("fmt", "-l", path)
-	if r.code != exitOK || r.stdout != "" {
-		t.Errorf("fmt -l on a canonical file: exit %d, %q", r.code, r.stdout)
-	}
+	assert.Equal(t, exitOK, r.code, "fmt -l on a canonical file: exit")
+	assert.Empty(t, r.stdout, "fmt -l on a canonical file")
 
 	// Comments would be lost: -w refuses and leaves the file alone.
 	commented := "// keep me\n" + messy
@@ -309,9 +267,8 @@ func TestFmt(t *testing.T) {
 	r = hirrun("fmt", "-w", path2)
 	expectCode(t, r, exitFail)
 	expectContains(t, "stderr", r.stderr, "has comments")
-	if got, _ := os.ReadFile(path2); string(got) != commented {
-		t.Errorf("fmt -w changed a commented file")
-	}
+	got, _ = os.ReadFile(path2)
+	assert.Equal(t, commented, string(got), "fmt -w changed a commented file")
 
 	bad := writeProgram(t, "bad.hir", "mesh 2\ninput %x : f33[2]\n")
 	r = hirrun("fmt", bad)
@@ -338,30 +295,22 @@ output %s
 	for _, p := range passes.Pipeline() {
 		want = append(want, p.Name)
 	}
-	if strings.Join(names, " ") != strings.Join(want, " ") {
-		t.Errorf("sections %v, want %v", names, want)
-	}
+	assert.Equal(t, strings.Join(want, " "), strings.Join(names, " "), "sections")
 	// Every section is a program the parser reads back.
 	for i, text := range regexp.MustCompile(`(?m)^// after pass .*\n`).Split(r.stdout, -1)[1:] {
-		if _, err := parser.Parse("section", []byte(text)); err != nil {
-			t.Errorf("the program after pass %s does not parse: %v\n%s", want[i], err, text)
-		}
+		_, err := parser.Parse("section", []byte(text))
+		assert.NoError(t, err, "the program after pass %s does not parse:\n%s", want[i], text)
 	}
 
 	r = hirrun("lower", "--pass", "symmetric", "--explain", path)
 	expectCode(t, r, exitOK)
-	if n := strings.Count(r.stdout, "// after pass"); n != 1 || !strings.HasPrefix(r.stdout, "// after pass symmetric: ") {
-		t.Errorf("lower --pass symmetric printed %d sections:\n%s", n, r.stdout)
-	}
-	if r.stderr == "" {
-		t.Errorf("--explain printed nothing: the two-shot input should be imported")
-	}
+	assert.Equal(t, 1, strings.Count(r.stdout, "// after pass"), "lower --pass symmetric sections:\n%s", r.stdout)
+	assert.True(t, strings.HasPrefix(r.stdout, "// after pass symmetric: "), "lower --pass symmetric printed:\n%s", r.stdout)
+	assert.NotEmpty(t, r.stderr, "--explain printed nothing: the two-shot input should be imported")
 }
 
 func TestRules(t *testing.T) {
 	r := hirrun("rules")
 	expectCode(t, r, exitOK)
-	if r.stdout != ir.RulesTable() {
-		t.Errorf("rules printed\n%s\nwant ir.RulesTable()", r.stdout)
-	}
+	assert.Equal(t, ir.RulesTable(), r.stdout, "rules printed, want ir.RulesTable()")
 }

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
@@ -147,14 +150,10 @@ func (p *simProc) Abort() error {
 func goldenStdout(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, rest, ok1 := strings.Cut(string(b), "-- stdout --\n")
 	out, _, ok2 := strings.Cut(rest, "-- stderr --\n")
-	if !ok1 || !ok2 {
-		t.Fatalf("%s has no stdout section", path)
-	}
+	require.True(t, ok1 && ok2, "%s has no stdout section", path)
 	return out
 }
 
@@ -166,12 +165,8 @@ func TestMultiProcessPrintsLikeOneProcess(t *testing.T) {
 		args := append([]string{"run", "--backend", "simproc", "--input", "x=random:seed=1"}, extra...)
 		r := hirrun(append(args, "testdata/pointwise.hir")...)
 		expectCode(t, r, exitOK)
-		if r.stdout != want {
-			t.Errorf("hirrun %v printed\n%s\nwant (the sim's golden)\n%s", extra, r.stdout, want)
-		}
-		if r.stderr != "" {
-			t.Errorf("stderr: %s", r.stderr)
-		}
+		assert.Equal(t, want, r.stdout, "hirrun %v printed, want the sim's golden", extra)
+		assert.Empty(t, r.stderr, "stderr")
 	}
 }
 
@@ -195,9 +190,7 @@ func TestMultiProcessOutputsAndStats(t *testing.T) {
 		var files [][]byte
 		for _, p := range []string{y, z} {
 			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			files = append(files, b)
 		}
 		return r, files
@@ -205,25 +198,17 @@ func TestMultiProcessOutputsAndStats(t *testing.T) {
 	simRes, simFiles := runWith("sim", "sim-")
 	procRes, procFiles := runWith("simproc", "proc-")
 	for i, name := range []string{"y", "z"} {
-		if !bytes.Equal(simFiles[i], procFiles[i]) {
-			t.Errorf("--output %s differs between sim and three processes", name)
-		}
+		assert.Equal(t, simFiles[i], procFiles[i], "--output %s differs between sim (expected) and three processes (actual)", name)
 	}
 	// The outputs part is the same bytes; the counters part has the same
 	// lines in the same order, times aside.
 	simOut, _, _ := strings.Cut(simRes.stdout, "\n\n")
 	procOut, _, _ := strings.Cut(procRes.stdout, "\n\n")
-	if simOut != procOut {
-		t.Errorf("outputs printed by three processes:\n%s\nby sim:\n%s", procOut, simOut)
-	}
+	assert.Equal(t, simOut, procOut, "outputs printed by sim (expected) and three processes (actual)")
 	times, spaces := regexp.MustCompile(`[0-9.]+(ns|µs|ms|s)`), regexp.MustCompile(` +`)
 	norm := func(s string) string { return spaces.ReplaceAllString(times.ReplaceAllString(s, "T"), " ") }
-	if a, b := norm(simRes.stdout), norm(procRes.stdout); a != b {
-		t.Errorf("--stats printed by three processes:\n%s\nby sim:\n%s", procRes.stdout, simRes.stdout)
-	}
-	if n := strings.Count(procRes.stdout, ": symmetric handles"); n != 3 {
-		t.Errorf("want a counters section per rank:\n%s", procRes.stdout)
-	}
+	assert.Equal(t, norm(simRes.stdout), norm(procRes.stdout), "--stats printed by sim (expected) and three processes (actual), times aside")
+	assert.Equal(t, 3, strings.Count(procRes.stdout, ": symmetric handles"), "want a counters section per rank:\n%s", procRes.stdout)
 }
 
 func TestMultiProcessRankFailureStopsTheJob(t *testing.T) {
@@ -233,9 +218,7 @@ func TestMultiProcessRankFailureStopsTheJob(t *testing.T) {
 	r := hirrun("run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random", "--timeout", "30s")
 	expectCode(t, r, exitFail)
 	expectContains(t, "stderr", r.stderr, "[rank 1] hirrun: run: injected failure on rank 1\n", "hirrun: launch: rank 1 exited with status 1")
-	if r.stdout != "" {
-		t.Errorf("a failed job printed results:\n%s", r.stdout)
-	}
+	assert.Empty(t, r.stdout, "a failed job printed results")
 }
 
 func TestMultiProcessChecksTheMachineFirst(t *testing.T) {
@@ -244,9 +227,7 @@ func TestMultiProcessChecksTheMachineFirst(t *testing.T) {
 	prog := writeProgram(t, "p.hir", threeRankSrc)
 	r := hirrun("run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random")
 	expectCode(t, r, exitFail)
-	if r.stderr != "hirrun: run: no such device here\n" {
-		t.Errorf("stderr %q", r.stderr)
-	}
+	assert.Equal(t, "hirrun: run: no such device here\n", r.stderr)
 	// A mesh that is not --nproc is a usage error, on every backend.
 	for _, backend := range []string{"sim", "simproc"} {
 		r = hirrun("run", "--backend", backend, "--nproc", "2", prog, "--input", "x=random", "--input", "w=random")
@@ -270,9 +251,7 @@ func TestRankOfAJobOfAnotherSize(t *testing.T) {
 func rankProcs(t *testing.T, world int, args []string, env func(rank int) []string) []*exec.Cmd {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmds := make([]*exec.Cmd, world)
@@ -284,9 +263,7 @@ func rankProcs(t *testing.T, world int, args []string, env func(rank int) []stri
 			cmd.Env = append(cmd.Env, env(r)...)
 		}
 		cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, &bytes.Buffer{}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		cmds[r] = cmd
 	}
 	return cmds
@@ -299,14 +276,11 @@ func TestRanksStartedByAnotherLauncher(t *testing.T) {
 	for r, cmd := range cmds {
 		err := cmd.Wait()
 		stdout, stderr := cmd.Stdout.(*bytes.Buffer).String(), cmd.Stderr.(*bytes.Buffer).String()
-		if err != nil {
-			t.Errorf("rank %d: %v\n%s", r, err, stderr)
-		}
-		if r == 0 && stdout != want {
-			t.Errorf("rank 0 printed\n%s\nwant\n%s", stdout, want)
-		}
-		if r > 0 && stdout != "" {
-			t.Errorf("rank %d printed %q; only rank 0 prints", r, stdout)
+		assert.NoError(t, err, "rank %d:\n%s", r, stderr)
+		if r == 0 {
+			assert.Equal(t, want, stdout, "rank 0 printed")
+		} else {
+			assert.Empty(t, stdout, "rank %d printed; only rank 0 prints", r)
 		}
 	}
 }
@@ -320,9 +294,7 @@ func TestRankFailureReachesPeersStartedByAnotherLauncher(t *testing.T) {
 	for r, cmd := range cmds {
 		err := cmd.Wait()
 		stderr := cmd.Stderr.(*bytes.Buffer).String()
-		if err == nil {
-			t.Errorf("rank %d succeeded", r)
-		}
+		assert.Error(t, err, "rank %d succeeded", r)
 		// Rank 0 serves the store: it learns that rank 1 is gone, and
 		// leaves, taking the store (rank 2 may learn either way).
 		// (rank 2 may have left too by the time rank 0 hears.)
@@ -333,13 +305,10 @@ func TestRankFailureReachesPeersStartedByAnotherLauncher(t *testing.T) {
 		case 2:
 			want = append(want, regexp.MustCompile("connection lost"))
 		}
-		if !slices.ContainsFunc(want, func(w *regexp.Regexp) bool { return w.MatchString(stderr) }) {
-			t.Errorf("rank %d's stderr matches none of %q:\n%s", r, want, stderr)
-		}
+		assert.True(t, slices.ContainsFunc(want, func(w *regexp.Regexp) bool { return w.MatchString(stderr) }),
+			"rank %d's stderr matches none of %q:\n%s", r, want, stderr)
 	}
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("the job took %v to fail; the peers waited for their timeout", d)
-	}
+	assert.LessOrEqual(t, time.Since(start), 20*time.Second, "the job took too long to fail; the peers waited for their timeout")
 }
 
 func TestInterruptStopsEveryRank(t *testing.T) {
@@ -347,12 +316,8 @@ func TestInterruptStopsEveryRank(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random")
 	cmd.Env = append(os.Environ(), envAsHirrun+"=1", envRankMode+"=block")
 	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()
 	var pids []int
 	var lines []string
@@ -364,9 +329,7 @@ func TestInterruptStopsEveryRank(t *testing.T) {
 			pids = append(pids, pid)
 		}
 	}
-	if len(pids) < 3 {
-		t.Fatalf("ranks did not start:\n%s", strings.Join(lines, "\n"))
-	}
+	require.GreaterOrEqual(t, len(pids), 3, "ranks did not start:\n%s", strings.Join(lines, "\n"))
 	cmd.Process.Signal(os.Interrupt)
 	rest := make(chan string)
 	go func() {
@@ -378,16 +341,10 @@ func TestInterruptStopsEveryRank(t *testing.T) {
 	}()
 	err = cmd.Wait()
 	tail := <-rest
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Errorf("exit %d (%v), want %d\n%s", code, err, exitInterrupted, tail)
-	}
-	if !strings.Contains(tail, "hirrun: launch: interrupted; stopped ranks 0, 1, 2") {
-		t.Errorf("stderr after the interrupt:\n%s", tail)
-	}
+	assert.Equal(t, exitInterrupted, cmd.ProcessState.ExitCode(), "exit (%v)\n%s", err, tail)
+	assert.Contains(t, tail, "hirrun: launch: interrupted; stopped ranks 0, 1, 2", "stderr after the interrupt")
 	for _, pid := range pids {
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("rank process %d outlived the job", pid)
-		}
+		assert.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "rank process %d outlived the job", pid)
 	}
 }
 
@@ -396,18 +353,12 @@ func TestGatherResultsInChunks(t *testing.T) {
 	gatherChunk = 7 // bytes: shards travel in several chunks, the last short
 	prog := writeProgram(t, "p.hir", threeRankSrc)
 	p, code := (&cli{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}).parse(prog)
-	if code != exitOK {
-		t.Fatal("parse")
-	}
-	if err := passes.Lower(p, &passes.Context{}); err != nil {
-		t.Fatal(err)
-	}
+	require.Equal(t, exitOK, code, "parse")
+	require.NoError(t, passes.Lower(p, &passes.Context{}))
 	const token = "t"
 	ctx := context.Background()
 	srv, err := store.Serve(ctx, "127.0.0.1:0", token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer srv.Close()
 	x := host.Random(ir.F32, []int64{6, 2}, 1)
 	z := host.Random(ir.F32, []int64{2}, 2)
@@ -419,9 +370,8 @@ func TestGatherResultsInChunks(t *testing.T) {
 	results := make(chan got, 3)
 	clients := make([]*store.Client, 3)
 	for r := range 3 {
-		if clients[r], err = store.Dial(ctx, srv.Addr(), token, store.WithRank(r)); err != nil {
-			t.Fatal(err)
-		}
+		clients[r], err = store.Dial(ctx, srv.Addr(), token, store.WithRank(r))
+		require.NoError(t, err)
 		defer clients[r].Close()
 		shard, _ := x.Shard(0, r, 3)
 		res := &evaluator.Result{Ranks: []evaluator.RankResult{{Rank: r, Outputs: map[string]*host.Array{"y": shard, "z": z}}}}
@@ -435,26 +385,19 @@ func TestGatherResultsInChunks(t *testing.T) {
 		}()
 	}
 	g := <-results
-	if g.err != nil {
-		t.Fatal(g.err)
-	}
+	require.NoError(t, g.err)
 	for r, rep := range g.reports {
 		shard, _ := x.Shard(0, r, 3)
-		if rep.Rank != r || len(rep.Summaries) != 2 || rep.Summaries[0] != shard.Summary() || rep.Summaries[1] != z.Summary() {
-			t.Errorf("report %d: %+v", r, rep)
-		}
+		assert.Equal(t, r, rep.Rank, "report %d: %+v", r, rep)
+		assert.Equal(t, []string{shard.Summary(), z.Summary()}, rep.Summaries, "report %d", r)
 	}
 	y, err := g.whole.Logical(p, "y")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := host.Equal(y, x); err != nil {
-		t.Errorf("y joined from three ranks: %v", err)
-	}
+	require.NoError(t, err)
+	assert.NoError(t, host.Equal(y, x), "y joined from three ranks")
 	// Rank 0 took the chunks out of the store.
-	if existed, err := clients[0].Delete(ctx, chunkKey(2, "y", 0)); existed || err != nil {
-		t.Errorf("rank 2's first chunk is still in the store (%v)", err)
-	}
+	existed, err := clients[0].Delete(ctx, chunkKey(2, "y", 0))
+	assert.NoError(t, err, "deleting rank 2's first chunk")
+	assert.False(t, existed, "rank 2's first chunk is still in the store")
 }
 
 // Without a GPU, --backend cuda and topo say why, exit 1, start nothing.
@@ -472,9 +415,7 @@ func TestCUDAWithoutGPU(t *testing.T) {
 		r := hirrun(args...)
 		expectCode(t, r, exitFail)
 		expectContains(t, "stderr", r.stderr, "cuda backend unavailable: ", "--backend sim")
-		if strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("hirrun %v: want one line of error, got:\n%s", args, r.stderr)
-		}
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "hirrun %v: want one line of error, got:\n%s", args, r.stderr)
 	}
 	r := hirrun("topo", "extra")
 	expectCode(t, r, exitUsage)
@@ -496,19 +437,15 @@ func TestRankWithAWrongToken(t *testing.T) {
 	for r, cmd := range cmds {
 		err := cmd.Wait()
 		stderr := cmd.Stderr.(*bytes.Buffer).String()
-		if err == nil {
-			t.Errorf("rank %d succeeded", r)
-		}
-		if r == 2 && !strings.Contains(stderr, "rejected the job token") {
-			t.Errorf("rank 2's stderr lacks the rejection:\n%s", stderr)
+		assert.Error(t, err, "rank %d succeeded", r)
+		if r == 2 {
+			assert.Contains(t, stderr, "rejected the job token", "rank 2's stderr lacks the rejection")
 		}
 		if r < 2 {
 			others += stderr
 		}
 	}
-	if !regexp.MustCompile(`timed out after [0-9.]+s waiting for (rank 2|ranks [0-9, ]*2) of 3`).MatchString(others) {
-		t.Errorf("neither rank 0 nor rank 1 named rank 2:\n%s", others)
-	}
+	assert.Regexp(t, `timed out after [0-9.]+s waiting for (rank 2|ranks [0-9, ]*2) of 3`, others, "neither rank 0 nor rank 1 named rank 2")
 }
 
 func TestPeerGone(t *testing.T) {
@@ -523,8 +460,6 @@ func TestPeerGone(t *testing.T) {
 		{fmt.Errorf("get: %w", store.ErrClosed), true},
 		{errors.New("rank 0: symmetric alloc #0: rank 1's connection ended before it sent its handle (EOF); did its process die?"), true},
 	} {
-		if got := peerGone(c.err); got != c.gone {
-			t.Errorf("peerGone(%v) = %v", c.err, got)
-		}
+		assert.Equal(t, c.gone, peerGone(c.err), "peerGone(%v)", c.err)
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 	hirparser "github.com/hirlab/hir/parser"
 )
@@ -34,18 +37,13 @@ func TestGoldenOnBackend(t *testing.T) {
 		t.Skip("set HIR_GOLDEN_BACKEND=cuda and HIRRUN=path/to/hirrun to compare the testdata goldens with another backend (scripts/device-run.sh does, on a GPU machine)")
 	}
 	bin := os.Getenv("HIRRUN")
-	if bin == "" {
-		t.Fatal("HIRRUN must name the hirrun binary to run")
-	}
+	require.NotEmpty(t, bin, "HIRRUN must name the hirrun binary to run")
 	bin, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	maxRanks := 0
 	if s := os.Getenv("HIR_GOLDEN_MAX_RANKS"); s != "" {
-		if maxRanks, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("HIR_GOLDEN_MAX_RANKS=%q: %v", s, err)
-		}
+		maxRanks, err = strconv.Atoi(s)
+		require.NoError(t, err, "HIR_GOLDEN_MAX_RANKS=%q", s)
 	}
 	programs := append(testdataPrograms(t), contractPrograms(t)...)
 	for _, p := range programs {
@@ -54,9 +52,7 @@ func TestGoldenOnBackend(t *testing.T) {
 		}
 		t.Run(strings.TrimSuffix(p.name, ".hir"), func(t *testing.T) {
 			prog, err := hirparser.Parse(p.name, p.src)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if n := prog.Mesh.Size(); maxRanks > 0 && n > maxRanks {
 				t.Skipf("needs %d ranks; at most %d run here", n, maxRanks)
 			}
@@ -76,14 +72,11 @@ func TestGoldenOnBackend(t *testing.T) {
 			start := time.Now()
 			err = cmd.Run()
 			t.Logf("hirrun %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
-			if err != nil {
-				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-			}
+			require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 			_, want, _ := strings.Cut(p.golden, "-- stdout --\n")
 			want, _, _ = strings.Cut(want, "-- stderr --\n")
-			if err := compareOutputs(want, stdout.String()); err != nil {
-				t.Errorf("%v\ngot:\n%s\nwant (CPU golden):\n%s", err, stdout.String(), want)
-			}
+			// compareOutputs holds the per-dtype tolerance; its error names the value.
+			assert.NoError(t, compareOutputs(want, stdout.String()), "got:\n%s\nwant (CPU golden):\n%s", stdout.String(), want)
 		})
 	}
 }
@@ -169,13 +162,9 @@ func compareValues(dt ir.DType, want, got string) error {
 func TestCompareOutputs(t *testing.T) {
 	want := "rank 0: %y = f32[2, 2] = [[1, 2.5], [-0.25, nan]]\nrank 0: %b = bool[2] = [true, false]\nrank 0: %s = i64[] = 7\n" +
 		"rank 1: %l = f32[64] = [0.5, -0.25, 1, 1, 1, 1, 1, 1, ...] min=-0.99 max=0.98 mean=0.0012 sum=4.9\n"
-	if err := compareOutputs(want, want); err != nil {
-		t.Fatalf("equal outputs differ: %v", err)
-	}
+	require.NoError(t, compareOutputs(want, want), "equal outputs differ")
 	near := strings.Replace(want, "2.5", "2.5000001", 1)
-	if err := compareOutputs(want, near); err != nil {
-		t.Errorf("a last-bit difference is within tolerance: %v", err)
-	}
+	assert.NoError(t, compareOutputs(want, near), "a last-bit difference is within tolerance")
 	for _, bad := range []string{
 		strings.Replace(want, "2.5", "2.6", 1),
 		strings.Replace(want, "nan", "0", 1),
@@ -186,8 +175,6 @@ func TestCompareOutputs(t *testing.T) {
 		strings.Replace(want, "rank 1:", "rank 2:", 1),
 		strings.Replace(want, "\nrank 0: %s = i64[] = 7", "", 1),
 	} {
-		if err := compareOutputs(want, bad); err == nil {
-			t.Errorf("no difference found in:\n%s", bad)
-		}
+		assert.Error(t, compareOutputs(want, bad), "no difference found in:\n%s", bad)
 	}
 }

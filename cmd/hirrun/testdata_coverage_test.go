@@ -16,6 +16,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 	hirparser "github.com/hirlab/hir/parser"
 	"github.com/hirlab/hir/passes"
@@ -38,19 +42,13 @@ func contractPrograms(t *testing.T) []testdataProgram { return programsIn(t, "co
 
 func programsIn(t *testing.T, dir string) []testdataProgram {
 	files, err := filepath.Glob("../../testdata/" + dir + "*.hir")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out []testdataProgram
 	for _, f := range files {
 		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		golden, err := os.ReadFile(strings.TrimSuffix(f, ".hir") + ".golden")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		out = append(out, testdataProgram{dir + filepath.Base(f), src, string(golden)})
 	}
 	return out
@@ -71,12 +69,8 @@ func TestTestdataCoversTheLanguage(t *testing.T) {
 			continue
 		}
 		prog, err := hirparser.Parse(p.name, p.src)
-		if err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
-		if err := passes.Check(prog, &passes.Context{}); err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
+		require.NoError(t, err, p.name)
+		require.NoError(t, passes.Check(prog, &passes.Context{}), p.name)
 		meshes[prog.Mesh.Size()] = true
 		for _, in := range prog.Inputs {
 			dtypes[in.Tensor().DType] = true
@@ -97,29 +91,22 @@ func TestTestdataCoversTheLanguage(t *testing.T) {
 		})
 	}
 	for _, op := range ir.Opcodes() {
-		if !ops[op] && !notYetInTestdata[op] {
-			t.Errorf("no succeeding testdata program runs %s", op)
+		if !notYetInTestdata[op] {
+			assert.True(t, ops[op], "no succeeding testdata program runs %s", op)
 		}
 	}
 	for _, rule := range ir.SymmetricRules() {
-		if key := rule.Op.String() + " algo=" + rule.Algo.String(); !algos[key] {
-			t.Errorf("no succeeding testdata program runs %s", key)
-		}
+		key := rule.Op.String() + " algo=" + rule.Algo.String()
+		assert.True(t, algos[key], "no succeeding testdata program runs %s", key)
 	}
 	for _, w := range ir.ReduceOps() {
-		if !reduceOps[w] {
-			t.Errorf("no succeeding testdata program reduces over ranks with op=%s", w)
-		}
+		assert.True(t, reduceOps[w], "no succeeding testdata program reduces over ranks with op=%s", w)
 	}
 	for _, dt := range ir.AllDTypes {
-		if !dtypes[dt] {
-			t.Errorf("no succeeding testdata program uses %s", dt)
-		}
+		assert.True(t, dtypes[dt], "no succeeding testdata program uses %s", dt)
 	}
 	for _, n := range []int{1, 2, 3, 4} {
-		if !meshes[n] {
-			t.Errorf("no succeeding testdata program runs on a mesh of %d", n)
-		}
+		assert.True(t, meshes[n], "no succeeding testdata program runs on a mesh of %d", n)
 	}
 }
 
@@ -143,16 +130,14 @@ func TestTestdataCoversEveryPassError(t *testing.T) {
 		}
 	}
 	formats := passErrorFormats(t, "../../passes/typecheck.go", "../../passes/validate.go", "../../passes/symmetric.go", "../../passes/p2p.go", "../../passes/schedule.go", "../../passes/races.go")
-	if len(formats) < 50 {
-		t.Fatalf("found only %d error formats in passes/: has the code changed shape?", len(formats))
-	}
+	require.GreaterOrEqual(t, len(formats), 50, "error formats found in passes/: has the code changed shape?")
 	for _, f := range formats {
 		if _, skip := passErrorsNotInTestdata[f]; skip {
 			continue
 		}
-		if !formatRegexp(f).MatchString(stderr.String()) {
-			t.Errorf("no testdata golden shows the pass error %q: add a program that provokes it (or list it in passErrorsNotInTestdata, saying why)", f)
-		}
+		// Not assert.Regexp: its message would hold every golden's stderr.
+		assert.True(t, formatRegexp(f).MatchString(stderr.String()),
+			"no testdata golden shows the pass error %q: add a program that provokes it (or list it in passErrorsNotInTestdata, saying why)", f)
 	}
 }
 
@@ -163,9 +148,7 @@ func passErrorFormats(t *testing.T, files ...string) []string {
 	fset := token.NewFileSet()
 	for _, file := range files {
 		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -225,23 +208,16 @@ func TestTestdataLoweredRoundTrip(t *testing.T) {
 			continue
 		}
 		prog, err := hirparser.Parse(p.name, p.src)
-		if err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
-		if err := passes.Lower(prog, &passes.Context{}); err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
+		require.NoError(t, err, p.name)
+		require.NoError(t, passes.Lower(prog, &passes.Context{}), p.name)
 		text := prog.String()
 		again, err := hirparser.Parse(p.name, []byte(text))
 		if err == nil {
 			err = passes.Lower(again, &passes.Context{})
 		}
-		if err != nil {
-			t.Errorf("%s: the lowered program does not parse and lower again: %v\n%s", p.name, err, text)
+		if !assert.NoError(t, err, "%s: the lowered program does not parse and lower again:\n%s", p.name, text) {
 			continue
 		}
-		if got := again.String(); got != text {
-			t.Errorf("%s: lowering the printed lowered program changed it:\n%s\nthen:\n%s", p.name, text, got)
-		}
+		assert.Empty(t, cmp.Diff(text, again.String()), "%s: lowering the printed lowered program changed it (-first +then)", p.name)
 	}
 }

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
@@ -674,13 +677,9 @@ func randomSeeds(t *testing.T, args []string) map[string]uint64 {
 		}
 		name, spec, _ := strings.Cut(args[i+1], "=")
 		s, ok := strings.CutPrefix(spec, "random:seed=")
-		if !ok {
-			t.Fatalf("--input %s: the reference test knows only random:seed=N inputs", args[i+1])
-		}
+		require.True(t, ok, "--input %s: the reference test knows only random:seed=N inputs", args[i+1])
 		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		seeds[name] = n
 	}
 	return seeds
@@ -688,53 +687,38 @@ func randomSeeds(t *testing.T, args []string) map[string]uint64 {
 
 func TestGoldenReference(t *testing.T) {
 	files, err := filepath.Glob("../../testdata/*.hir")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	checked := 0
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".hir")
 		golden, err := os.ReadFile(strings.TrimSuffix(file, ".hir") + ".golden")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !strings.Contains(string(golden), "\nexit 0\n") {
 			continue // an error case: TestGolden checks its message
 		}
 		ref, ok := references[name]
-		if !ok {
-			t.Errorf("testdata/%s.hir succeeds but has no reference in cmd/hirrun/testdata_reference_test.go: add one that computes its outputs independently", name)
+		if !assert.True(t, ok, "testdata/%s.hir succeeds but has no reference in cmd/hirrun/testdata_reference_test.go: add one that computes its outputs independently", name) {
 			continue
 		}
 		checked++
 		t.Run(name, func(t *testing.T) { checkReference(t, file, golden, ref) })
 	}
-	if checked < len(references) {
-		t.Errorf("%d references but only %d testdata programs to check: a reference names a program that is gone or fails", len(references), checked)
-	}
+	assert.GreaterOrEqual(t, checked, len(references), "%d references but only %d testdata programs to check: a reference names a program that is gone or fails", len(references), checked)
 }
 
 func checkReference(t *testing.T, file string, golden []byte, ref reference) {
 	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	prog, err := parser.Parse(file, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := passes.Lower(prog, &passes.Context{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
 	seeds := randomSeeds(t, argsLine(src))
 	D := prog.Mesh.Size()
 	c := &refCtx{D: D, in: map[string]tens{}, shards: map[string][]tens{}}
 	inputs := map[string]*host.Array{}
 	for _, in := range prog.Inputs {
 		seed, ok := seeds[in.Name]
-		if !ok {
-			t.Fatalf("no --input %s=random:seed=N in the args line", in.Name)
-		}
+		require.True(t, ok, "no --input %s=random:seed=N in the args line", in.Name)
 		ty := in.Tensor()
 		a := host.Random(ty.DType, ty.Shape(), seed)
 		inputs[in.Name] = a
@@ -750,41 +734,31 @@ func checkReference(t *testing.T, file string, golden []byte, ref reference) {
 	}
 
 	rt, err := runtime.Open("sim", runtime.Config{WorldSize: D, Devices: prog.Mesh.Devices, Rank: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rt.Close()
 	job, err := evaluator.NewJob(prog, rt, evaluator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer job.Close()
 	res, err := job.Run(inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	want := ref(c)
 	for _, rr := range res.Ranks {
 		for _, out := range prog.Outputs {
 			got := rr.Outputs[out.Name]
 			w, ok := want[rr.Rank][out.Name]
-			switch {
-			case !ok:
-				t.Errorf("rank %d: the reference has no %s", rr.Rank, out)
-				continue
-			case got == nil:
-				t.Errorf("rank %d: %s was not produced", rr.Rank, out)
+			if !assert.True(t, ok, "rank %d: the reference has no %s", rr.Rank, out) ||
+				!assert.NotNil(t, got, "rank %d: %s was not produced", rr.Rank, out) {
 				continue
 			}
-			if err := compareTens(got, w.as(w.dt)); err != nil {
-				t.Errorf("rank %d: %s: %v", rr.Rank, out, err)
-			}
+			// compareTens holds the dtype's mixed rtol+atol tolerance, which
+			// assert.InDelta/InEpsilon alone do not express; its error names
+			// the element.
+			assert.NoError(t, compareTens(got, w.as(w.dt)), "rank %d: %s", rr.Rank, out)
 			// The golden must hold exactly these numbers.
 			line := fmt.Sprintf("rank %d: %s = %s\n", rr.Rank, out, got.Summary())
-			if !strings.Contains(string(golden), line) {
-				t.Errorf("the golden lacks the line %q", line)
-			}
+			// Not assert.Contains: its message would hold the whole golden.
+			assert.True(t, strings.Contains(string(golden), line), "the golden lacks the line %q", line)
 		}
 	}
 }

@@ -7,21 +7,20 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // readTrace loads a --trace file and returns its op slices by rank.
 func readTrace(t *testing.T, path string) map[int][]chromeEvent {
 	t.Helper()
 	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var doc struct {
 		TraceEvents []chromeEvent `json:"traceEvents"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatalf("%s is not a trace: %v", path, err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &doc), "%s is not a trace", path)
 	byRank := map[int][]chromeEvent{}
 	names := map[int]string{}
 	for _, ev := range doc.TraceEvents {
@@ -29,16 +28,12 @@ func readTrace(t *testing.T, path string) map[int][]chromeEvent {
 		case "M":
 			names[ev.Pid], _ = ev.Args["name"].(string)
 		case "X":
-			if ev.Ts < 0 || ev.Dur < 0 {
-				t.Errorf("rank %d %s: ts %v dur %v", ev.Pid, ev.Name, ev.Ts, ev.Dur)
-			}
+			assert.False(t, ev.Ts < 0 || ev.Dur < 0, "rank %d %s: ts %v dur %v", ev.Pid, ev.Name, ev.Ts, ev.Dur)
 			byRank[ev.Pid] = append(byRank[ev.Pid], ev)
 		}
 	}
 	for r := range byRank {
-		if names[r] == "" {
-			t.Errorf("rank %d's row has no name", r)
-		}
+		assert.NotEmpty(t, names[r], "rank %d's row has no name", r)
 	}
 	return byRank
 }
@@ -59,17 +54,10 @@ func TestTraceHasEveryRanksOps(t *testing.T) {
 	r := hirrun("run", "--input", "x=random:seed=2", "--trace", path, "testdata/all_gather_ring.hir")
 	expectCode(t, r, exitOK)
 	byRank := readTrace(t, path)
-	if len(byRank) != 4 {
-		t.Fatalf("trace has %d ranks, want 4", len(byRank))
-	}
+	require.Len(t, byRank, 4, "trace ranks")
 	for rank := 0; rank < 4; rank++ {
-		got := opNames(byRank[rank])
-		if len(got) != 1 || got[0] != "all_gather" {
-			t.Errorf("rank %d traced %v, want [all_gather]", rank, got)
-		}
-		if pos := byRank[rank][0].Args["pos"]; pos != "testdata/all_gather_ring.hir:8:6" {
-			t.Errorf("rank %d: pos %v", rank, pos)
-		}
+		assert.Equal(t, []string{"all_gather"}, opNames(byRank[rank]), "rank %d traced", rank)
+		assert.Equal(t, "testdata/all_gather_ring.hir:8:6", byRank[rank][0].Args["pos"], "rank %d: pos", rank)
 	}
 }
 
@@ -81,17 +69,11 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	r := hirrun("run", "--backend", "simproc", prog, "--input", "x=random", "--input", "w=random", "--trace", path)
 	expectCode(t, r, exitOK)
 	byRank := readTrace(t, path)
-	if len(byRank) != 3 {
-		t.Fatalf("trace has %d ranks, want 3", len(byRank))
-	}
+	require.Len(t, byRank, 3, "trace ranks")
 	want := opNames(byRank[0])
-	if len(want) == 0 {
-		t.Fatal("rank 0 traced no op")
-	}
+	require.NotEmpty(t, want, "rank 0 traced no op")
 	for rank := 1; rank < 3; rank++ {
-		if got := opNames(byRank[rank]); strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Errorf("rank %d traced %v, rank 0 %v", rank, got, want)
-		}
+		assert.Equal(t, strings.Join(want, " "), strings.Join(opNames(byRank[rank]), " "), "rank %d traced (actual), rank 0 (expected)", rank)
 	}
 }
 
@@ -106,7 +88,5 @@ func TestTraceNamesLoopIterations(t *testing.T) {
 			iters[it] = true
 		}
 	}
-	if len(iters) < 2 {
-		t.Errorf("iterations named in the trace: %v, want several", iters)
-	}
+	assert.GreaterOrEqual(t, len(iters), 2, "iterations named in the trace: %v, want several", iters)
 }
