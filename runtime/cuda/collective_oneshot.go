@@ -1,0 +1,284 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// one_shot and two_shot: every rank reads (reduce kernel) or writes (copy
+// kernel) its peers' symmetric memory directly; two_shot's gather half
+// on the copy engines; the LL kernel for small all_reduces.
+
+// reduceSpec is one launch of the reduce kernel, in elements: every
+// rank's source (layout ls) reduced into the targets (layout ld).
+type reduceSpec struct {
+	src   [maxRanks]uint64
+	ls    lay
+	dst   []uint64
+	ld    lay
+	n     int64 // elements this rank reduces
+	gridN int64 // elements that size the grid (the same on every rank)
+	tmp   bool  // the output aliases the input: stage through a temporary
+}
+
+// runReduce launches the reduce kernel for spec: the 16-byte vector
+// instance where every address and layout allows it, else the scalar one.
+func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, s *stream) error {
+	D := d.opts.WorldSize
+	es := p.es
+	V := 16 / es
+	aligned := func(x uint64) bool { return x%16 == 0 }
+	vec := true
+	for r := 0; r < D; r++ {
+		vec = vec && aligned(sp.src[r])
+	}
+	for _, t := range sp.dst {
+		vec = vec && aligned(t)
+	}
+	for _, l := range []lay{sp.ls, sp.ld} {
+		if l.Run != 0 {
+			vec = vec && l.Run%V == 0 && l.Pitch%V == 0
+		}
+	}
+	a := d.baseArgs(cs, ch, 0)
+	a.Src = sp.src
+	for i, t := range sp.dst {
+		a.Dst[i] = t
+	}
+	a.NOut = int32(len(sp.dst))
+	a.Ls, a.Ld = sp.ls, sp.ld
+	units := sp.n
+	if vec {
+		units = sp.n / V
+		a.Ls, a.Ld = lay{sp.ls.Run / V, sp.ls.Pitch / V}, lay{sp.ld.Run / V, sp.ld.Pitch / V}
+		a.TailStart, a.TailEnd = units*V, sp.n
+	}
+	a.N = units
+	// The grid depends only on what every rank agrees on (never on this
+	// rank's alignment): blocks meet their peers' blocks of the same index.
+	grid := cs.grid(max(1, (sp.gridN*es+15)/16))
+	launch := func() error {
+		cs.mu.Lock()
+		a.Base = ch.reserve(2, p.what)
+		cs.mu.Unlock()
+		return d.launchReduce(cs, p, vec, grid, &a, s)
+	}
+	if !sp.tmp {
+		return launch()
+	}
+	a.Mode |= modeTmp
+	return d.staged(int(max(sp.n*es, 16)), s, func(tmp uint64) error {
+		a.Work = tmp
+		return launch()
+	})
+}
+
+// copySpec is one launch of the copy kernel, in elements: task t copies n
+// elements from src[t] (layout ls) to dst[t] (layout ld).
+type copySpec struct {
+	src, dst []uint64
+	ls, ld   lay
+	n        int64
+}
+
+func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec, gridN int64, s *stream) error {
+	es := p.es
+	vec := true
+	for i := range sp.src {
+		vec = vec && sp.src[i]%16 == 0 && sp.dst[i]%16 == 0
+	}
+	for _, l := range []lay{sp.ls, sp.ld} {
+		if l.Run != 0 {
+			vec = vec && (l.Run*es)%16 == 0 && (l.Pitch*es)%16 == 0
+		}
+	}
+	a := d.baseArgs(cs, ch, 0)
+	copy(a.Src[:], sp.src)
+	copy(a.Dst[:], sp.dst)
+	a.NTask = int32(len(sp.src))
+	name := fmt.Sprintf("hir_copy_s%d", es)
+	gridUnits := gridN * es / 16
+	if vec {
+		name = "hir_copy_v16"
+		bytes := sp.n * es
+		a.N = bytes / 16
+		a.TailStart, a.TailEnd = a.N*16, bytes
+		a.Ls = lay{sp.ls.Run * es / 16, sp.ls.Pitch * es / 16}
+		a.Ld = lay{sp.ld.Run * es / 16, sp.ld.Pitch * es / 16}
+	} else {
+		a.N = sp.n
+		a.Ls, a.Ld = sp.ls, sp.ld
+	}
+	cs.mu.Lock()
+	a.Base = ch.reserve(2, p.what)
+	cs.mu.Unlock()
+	return d.launchMove(cs, name, cs.grid(max(gridUnits, 1)), &a, s)
+}
+
+// runSymmetric runs the one_shot and two_shot algorithms.
+func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+	D, r := d.opts.WorldSize, d.opts.Rank
+	es := p.es
+	ins := d.peerPtrs(p.inB, p.in, p.access.ReadsInput)
+	outs := d.peerPtrs(p.outB, p.out, p.access.WritesOutput)
+	nIn, nOut := p.in.NumElements(), p.out.NumElements()
+	alias := overlaps(p.in, p.inB, p.out, p.outB)
+	switch p.op {
+	case ir.OpAllReduce:
+		if p.impl == ir.AlgoTwoShot {
+			// Chunk c of the flat tensor, bounds rounded to 16 bytes so
+			// every chunk moves as vectors; each element is still reduced
+			// in rank order, as one_shot does.
+			align := 16 / es
+			bound := func(c int) int64 {
+				if c == D {
+					return nIn
+				}
+				return nIn * int64(c) / int64(D) / align * align
+			}
+			var widest int64
+			for c := 0; c < D; c++ {
+				widest = max(widest, bound(c+1)-bound(c))
+			}
+			lo, hi := bound(r), bound(r+1)
+			sp := reduceSpec{n: hi - lo, gridN: widest}
+			for q := 0; q < D; q++ {
+				sp.src[q] = ins[q] + uint64(lo*es)
+				sp.dst = append(sp.dst, outs[q]+uint64(lo*es))
+			}
+			if p.twoShotCE {
+				return d.runTwoShotCE(cs, ch, p, sp, lo, s)
+			}
+			return d.runReduce(cs, ch, p, sp, s)
+		}
+		sp := reduceSpec{src: ins, dst: []uint64{p.outPtr}, n: nIn, gridN: nIn, tmp: alias}
+		return d.runReduce(cs, ch, p, sp, s)
+	case ir.OpReduce:
+		sp := reduceSpec{src: ins, gridN: nIn, tmp: alias}
+		if r == p.root {
+			sp.dst, sp.n = []uint64{p.outPtr}, nIn
+		}
+		return d.runReduce(cs, ch, p, sp, s)
+	case ir.OpReduceScatter:
+		run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		sp := reduceSpec{ls: l, dst: []uint64{p.outPtr}, n: nOut, gridN: nOut, tmp: alias}
+		for q := 0; q < D; q++ {
+			sp.src[q] = ins[q] + uint64(int64(r)*run*es)
+		}
+		return d.runReduce(cs, ch, p, sp, s)
+	case ir.OpAllGather:
+		run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+		sp := copySpec{ld: l, n: nIn}
+		for q := 0; q < D; q++ {
+			sp.src = append(sp.src, p.inPtr)
+			sp.dst = append(sp.dst, outs[q]+uint64(int64(r)*run*es))
+		}
+		return d.runCopy(cs, ch, p, sp, nIn*int64(D), s)
+	case ir.OpAllToAll:
+		a, b := p.concat, p.axis
+		runS, ls := blockLayout(p.in.Shape, b, p.out.Shape[b])
+		runD, ld := blockLayout(p.out.Shape, a, p.in.Shape[a])
+		blk := nIn / int64(D)
+		sp := copySpec{ls: ls, ld: ld, n: blk}
+		for q := 0; q < D; q++ {
+			sp.src = append(sp.src, p.inPtr+uint64(int64(q)*runS*es))
+			sp.dst = append(sp.dst, outs[q]+uint64(int64(r)*runD*es))
+		}
+		return d.runCopy(cs, ch, p, sp, nIn, s)
+	case ir.OpBroadcast:
+		sp := copySpec{src: []uint64{ins[p.root]}, dst: []uint64{p.outPtr}, n: nIn}
+		return d.runCopy(cs, ch, p, sp, nIn, s)
+	case ir.OpScatter:
+		run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		sp := copySpec{src: []uint64{ins[p.root] + uint64(int64(r)*run*es)}, dst: []uint64{p.outPtr}, ls: l, n: nOut}
+		return d.runCopy(cs, ch, p, sp, nOut, s)
+	case ir.OpGather:
+		run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+		sp := copySpec{ld: l, n: nIn}
+		if r == p.root {
+			for q := 0; q < D; q++ {
+				sp.src = append(sp.src, ins[q])
+				sp.dst = append(sp.dst, p.outPtr+uint64(int64(q)*run*es))
+			}
+		}
+		return d.runCopy(cs, ch, p, sp, nIn*int64(D), s)
+	}
+	return fmt.Errorf("no %s algorithm for %s", p.impl, p.op)
+}
+
+// runTwoShotCE is two_shot for large tensors with its second half on the
+// copy engines: the reduce kernel writes chunk r only into this rank's
+// output, then one cuMemcpy per peer pushes it into the peer's output,
+// and a barrier kernel waits until every rank's pushes are done. The
+// link carries the same bytes, but the copy engines write over NVLink
+// faster than SM stores do.
+func (d *Device) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, lo int64, s *stream) error {
+	D, r := d.opts.WorldSize, d.opts.Rank
+	sp.dst = []uint64{p.outPtr + uint64(lo*p.es)}
+	if err := d.runReduce(cs, ch, p, sp, s); err != nil {
+		return err
+	}
+	if sp.n > 0 {
+		mine := runtime.Tensor{Buf: p.outB, Offset: p.out.Offset + lo*p.es, DType: p.dt, Shape: []int64{sp.n}}
+		for k := 1; k < D; k++ {
+			peer, err := d.PeerBuffer(p.outB, (r+k)%D)
+			if err != nil {
+				return err
+			}
+			dst := mine
+			dst.Buf = peer
+			if err := d.Copy(dst, mine, s); err != nil {
+				return err
+			}
+		}
+	}
+	return d.barrierKernel(cs, ch, p.what, s)
+}
+
+// llStage is every rank's LL staging of channel ch (symmetric: made,
+// collectively, on the channel's first LL all_reduce).
+func (d *Device) llStage(ch *commChannel) ([maxRanks]uint64, error) {
+	var out [maxRanks]uint64
+	if ch.ll == nil {
+		b, err := d.allocSymmetric(int64(2 * d.opts.WorldSize * llSeg))
+		if err != nil {
+			return out, fmt.Errorf("LL staging: %w", err)
+		}
+		ch.ll = b
+		for _, m := range b.sym.maps {
+			ch.llPtrs = append(ch.llPtrs, m.ptr)
+		}
+	}
+	copy(out[:], ch.llPtrs)
+	return out, nil
+}
+
+// runLL runs a small all_reduce (one_shot) as the LL kernel: one pass,
+// no barrier (kernels/reduce.cu, hir_ll_*).
+func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+	stage, err := d.llStage(ch)
+	if err != nil {
+		return err
+	}
+	n := p.in.NumElements()
+	perLine := 8 / p.es
+	lines := (n + perLine - 1) / perLine
+	a := d.baseArgs(cs, ch, 0)
+	a.Src[0], a.Dst[0] = p.inPtr, p.outPtr
+	a.Stage = stage
+	a.N, a.TailEnd, a.Seg = lines, n, llSeg
+	grid := uint32(max(1, min((lines+llThreads-1)/llThreads, int64(max(cs.blocks, 1)))))
+	f, err := d.commFunction(&cs.mods, "hir_comm_reduce_"+p.dt.String(), llKernelName(p.dt, p.reduce),
+		func() (string, error) { return reduceModuleSource(p.dt) })
+	if err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	a.Base = ch.reserve(1, p.what)
+	a.Xtra = int32(ch.llSeq & 1)
+	ch.llSeq++
+	cs.mu.Unlock()
+	return d.launchArgs(f, grid, llThreads, s, &a)
+}

@@ -1,0 +1,301 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/transfer"
+)
+
+// The transfer benchmark across processes (transferBenchScenario).
+
+// transferBenchScenario: rank 0 times READ and WRITE transfers from/to rank
+// 1 (4 KiB .. 1 GiB) next to a plain cuMemcpyAsync through the same peer
+// mapping, on one stream with CUDA events; then the latency of a small
+// transfer, post to completion, measured on the host.
+func transferBenchScenario() error {
+	rt, d, err := openFromEnv()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	rank, world := d.Rank(), d.WorldSize()
+	peer := (rank + 1) % world
+	a, err := transfer.New(d)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	const maxBytes = 1 << 30
+	buf, err := d.Alloc(maxBytes, ir.Symmetric)
+	if err != nil {
+		return err
+	}
+	defer d.Free(buf)
+	lbuf, err := d.Alloc(maxBytes, ir.Global)
+	if err != nil {
+		return err
+	}
+	defer d.Free(lbuf)
+	reg, err := a.Register(xferI32s(buf, 0, maxBytes/4))
+	if err != nil {
+		return err
+	}
+	defer reg.Deregister()
+	if rank != 0 {
+		return reg.Quiesce() // rank 0 measures alone, then meets us here
+	}
+	defer reg.Quiesce()
+	pb, err := d.PeerBuffer(buf, peer)
+	if err != nil {
+		return err
+	}
+	s := d.DefaultStream()
+	e0, err := d.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e0.Close()
+	e1, err := d.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e1.Close()
+	// gbps times iters back-to-back calls of post on s.
+	gbps := func(bytes int64, iters int, post func() error) (float64, error) {
+		for range 3 {
+			if err := post(); err != nil {
+				return 0, err
+			}
+		}
+		if err := s.Record(e0); err != nil {
+			return 0, err
+		}
+		for range iters {
+			if err := post(); err != nil {
+				return 0, err
+			}
+		}
+		if err := s.Record(e1); err != nil {
+			return 0, err
+		}
+		if err := e1.Synchronize(); err != nil {
+			return 0, err
+		}
+		ms, err := ElapsedMillis(e0, e1)
+		return float64(iters) * float64(bytes) / (float64(ms) / 1e3) / 1e9, err
+	}
+	metric := func(name string, v float64, unit string) { fmt.Printf("METRIC %s %.3f %s\n", name, v, unit) }
+	var table strings.Builder
+	fmt.Fprintf(&table, "\none-sided transfers, rank %d <-> rank %d, GB/s (one stream, CUDA events)\n\n", rank, peer)
+	fmt.Fprintf(&table, "| size | plain pull | READ | READ/plain | plain push | WRITE | WRITE/plain |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for size := int64(4 << 10); size <= maxBytes; size *= 4 {
+		n := size / 4
+		iters := int(max(10, min(2000, (8<<30)/size)))
+		local, far := xferI32s(lbuf, 0, n), runtime.Tensor{Buf: pb, DType: ir.I32, Shape: []int64{n}}
+		rd, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		wr, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		pull, err := gbps(size, iters, func() error { return d.Copy(local, far, s) })
+		if err != nil {
+			return err
+		}
+		read, err := gbps(size, iters, func() error { return rd.Post(s) })
+		if err != nil {
+			return err
+		}
+		push, err := gbps(size, iters, func() error { return d.Copy(far, local, s) })
+		if err != nil {
+			return err
+		}
+		write, err := gbps(size, iters, func() error { return wr.Post(s) })
+		if err != nil {
+			return err
+		}
+		label := xferSizeLabel(size)
+		metric("plain_pull_"+label, pull, "GB/s")
+		metric("xfer_read_"+label, read, "GB/s")
+		metric("plain_push_"+label, push, "GB/s")
+		metric("xfer_write_"+label, write, "GB/s")
+		fmt.Fprintf(&table, "| %s | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1f%% |\n", label, pull, read, 100*read/pull, push, write, 100*write/push)
+		if size >= 256<<20 {
+			metric("xfer_read_vs_plain_"+label, 100*read/pull, "pct")
+			metric("xfer_write_vs_plain_"+label, 100*write/push, "pct")
+		}
+	}
+
+	// Latency of a small transfer, post to completion, on the host.
+	fmt.Fprintf(&table, "\nsmall-transfer latency, post to completion, median of 2000 (host clock)\n\n| size | READ, Wait (sleeps) | READ, poll Status | WRITE, Wait | WRITE, poll Status | plain copy + stream sync | GPU time of one READ (events) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	timing, err := d.NewEvent() // with timing, for the GPU-side figure
+	if err != nil {
+		return err
+	}
+	defer timing.Close()
+	for _, size := range []int64{8, 4 << 10} {
+		n := size / 4
+		local, far := xferI32s(lbuf, 0, n), runtime.Tensor{Buf: pb, DType: ir.I32, Shape: []int64{n}}
+		rd, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		wr, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+		if err != nil {
+			return err
+		}
+		waitLat := func(h *transfer.Handle) (time.Duration, error) {
+			return xferMedian(2000, func() error {
+				if err := h.Post(s); err != nil {
+					return err
+				}
+				return h.Wait()
+			})
+		}
+		pollLat := func(h *transfer.Handle) (time.Duration, error) {
+			return xferMedian(2000, func() error {
+				if err := h.Post(s); err != nil {
+					return err
+				}
+				for {
+					st, err := h.Status()
+					if err != nil {
+						return err
+					}
+					if st == transfer.Done {
+						return nil
+					}
+				}
+			})
+		}
+		rw, err := waitLat(rd)
+		if err != nil {
+			return err
+		}
+		rp, err := pollLat(rd)
+		if err != nil {
+			return err
+		}
+		ww, err := waitLat(wr)
+		if err != nil {
+			return err
+		}
+		wp, err := pollLat(wr)
+		if err != nil {
+			return err
+		}
+		plain, err := xferMedian(2000, func() error {
+			if err := d.Copy(local, far, s); err != nil {
+				return err
+			}
+			return s.Synchronize()
+		})
+		if err != nil {
+			return err
+		}
+		var gpu []float64
+		for range 200 {
+			if err := s.Record(e0); err != nil {
+				return err
+			}
+			if err := rd.Post(s); err != nil {
+				return err
+			}
+			if err := s.Record(timing); err != nil {
+				return err
+			}
+			if err := timing.Synchronize(); err != nil {
+				return err
+			}
+			ms, err := ElapsedMillis(e0, timing)
+			if err != nil {
+				return err
+			}
+			gpu = append(gpu, float64(ms)*1e3)
+		}
+		sort.Float64s(gpu)
+		label := xferSizeLabel(size)
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+		metric("xfer_read_latency_wait_"+label, us(rw), "us")
+		metric("xfer_read_latency_poll_"+label, us(rp), "us")
+		metric("xfer_write_latency_wait_"+label, us(ww), "us")
+		metric("xfer_write_latency_poll_"+label, us(wp), "us")
+		metric("plain_copy_sync_latency_"+label, us(plain), "us")
+		metric("xfer_read_gpu_time_"+label, gpu[len(gpu)/2], "us")
+		fmt.Fprintf(&table, "| %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", label, us(rw), us(rp), us(ww), us(wp), us(plain), gpu[len(gpu)/2])
+	}
+	fmt.Print(table.String())
+	if out := os.Getenv("OUT"); out != "" {
+		os.WriteFile(filepath.Join(out, "transfer-bench.md"), []byte(table.String()), 0o644)
+	}
+	return nil
+}
+
+func xferSizeLabel(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%dGiB", b>>30)
+	case b >= 1<<20:
+		return fmt.Sprintf("%dMiB", b>>20)
+	case b >= 1<<10:
+		return fmt.Sprintf("%dKiB", b>>10)
+	}
+	return fmt.Sprintf("%dB", b)
+}
+
+// medianOf runs f n times after 100 warm-ups and returns the median time.
+func xferMedian(n int, f func() error) (time.Duration, error) {
+	for range 100 {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	ts := make([]time.Duration, n)
+	for i := range ts {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		ts[i] = time.Since(t0)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	return ts[n/2], nil
+}
+
+func BenchmarkTransferAcrossProcesses(b *testing.B) {
+	needGPUs(b, 2)
+	runs := runRanks(b, 2, "transfer-bench")
+	for _, r := range runs {
+		if r.code != 0 {
+			b.Fatalf("rank %d exited with %d:\n%s", r.rank, r.code, r.output)
+		}
+	}
+	// The table rank 0 printed (benchmark logs are always shown).
+	var table []string
+	for _, line := range strings.Split(runs[0].output, "\n") {
+		if !strings.HasPrefix(line, "METRIC ") {
+			table = append(table, line)
+		}
+	}
+	b.Log(strings.Join(table, "\n"))
+	m := metrics(runs)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name, unit, _ := strings.Cut(k, " (")
+		b.ReportMetric(m[k], strings.TrimSuffix(unit, ")")+"_"+name)
+	}
+}
