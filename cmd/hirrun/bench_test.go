@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime/cuda"
@@ -18,26 +20,23 @@ import (
 
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"8192": 8192, "8KiB": 8 << 10, "16MiB": 16 << 20, "1GiB": 1 << 30, "2G": 2 << 30, "64K": 64 << 10, "512B": 512} {
-		if got, err := parseSize(in); got != want || err != nil {
-			t.Errorf("%q: %d %v, want %d", in, got, err, want)
-		}
+		got, err := parseSize(in)
+		assert.NoError(t, err, "%q", in)
+		assert.Equal(t, want, got, "%q", in)
 	}
 	for _, bad := range []string{"", "KiB", "-1", "0", "1.5GiB", "8 parsecs"} {
-		if _, err := parseSize(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
+		_, err := parseSize(bad)
+		assert.Error(t, err, "%q: no error", bad)
 	}
 }
 
 func TestBenchOptions(t *testing.T) {
 	p, err := parseBenchOptions(&benchOptions{minSize: "8KiB", maxSize: "1GiB", dtypes: "bf16, f32", ops: "all_reduce,all_gather"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.opts.MinBytes != 8<<10 || p.opts.MaxBytes != 1<<30 || !reflect.DeepEqual(p.opts.DTypes, []ir.DType{ir.BF16, ir.F32}) ||
-		!reflect.DeepEqual(p.opts.Ops, []ir.Opcode{ir.OpAllReduce, ir.OpAllGather}) {
-		t.Errorf("options %+v", p.opts)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, int64(8<<10), p.opts.MinBytes, "MinBytes")
+	assert.Equal(t, int64(1<<30), p.opts.MaxBytes, "MaxBytes")
+	assert.Equal(t, []ir.DType{ir.BF16, ir.F32}, p.opts.DTypes, "DTypes")
+	assert.Equal(t, []ir.Opcode{ir.OpAllReduce, ir.OpAllGather}, p.opts.Ops, "Ops")
 	for _, c := range []struct {
 		o    benchOptions
 		want string
@@ -49,9 +48,8 @@ func TestBenchOptions(t *testing.T) {
 		{benchOptions{minSize: "8KiB", maxSize: "8KiB", dtypes: "bf16", ops: "all_reduce_please"}, "unknown collective"},
 		{benchOptions{minSize: "8KiB", maxSize: "8KiB", dtypes: "", ops: "all_reduce"}, "at least one"},
 	} {
-		if _, err := parseBenchOptions(&c.o); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
-		}
+		_, err := parseBenchOptions(&c.o)
+		assert.ErrorContains(t, err, c.want, "%+v", c.o)
 	}
 	r := hirrun("bench", "--min-size", "2GiB")
 	expectCode(t, r, exitUsage)
@@ -87,21 +85,18 @@ func TestPrintBenchIsBenchstatFormat(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) != len(figs) {
-		t.Fatalf("%d benchmark lines, want %d", len(lines), len(figs))
-	}
+	require.Len(t, lines, len(figs), "benchmark lines")
 	// Name, iterations, then value-unit pairs: what benchstat parses.
 	f := strings.Fields(lines[2])
-	if len(f) != 6 || f[0] != "BenchmarkCollective/op=all_reduce/dtype=bf16/world=2/size=1GiB/algo=two_shot" || f[1] != "5" ||
-		f[3] != "ns/op" || f[5] != "busGB/s" {
-		t.Errorf("line %q", lines[2])
-	}
-	if ns, _ := strconv.ParseFloat(f[2], 64); ns != 3e6 {
-		t.Errorf("ns/op %v", f[2])
-	}
-	if bw, _ := strconv.ParseFloat(f[4], 64); bw < 357 || bw > 358 {
-		t.Errorf("busGB/s %v", f[4])
-	}
+	// The values (f[2], f[4]) are checked below, each in its own way.
+	require.Len(t, f, 6, "line %q", lines[2])
+	assert.Equal(t, []string{"BenchmarkCollective/op=all_reduce/dtype=bf16/world=2/size=1GiB/algo=two_shot", "5", "ns/op", "busGB/s"},
+		[]string{f[0], f[1], f[3], f[5]}, "line %q", lines[2])
+	ns, _ := strconv.ParseFloat(f[2], 64)
+	assert.Equal(t, 3e6, ns, "ns/op %v", f[2])
+	bw, _ := strconv.ParseFloat(f[4], 64)
+	assert.GreaterOrEqual(t, bw, 357.0, "busGB/s %v", f[4])
+	assert.LessOrEqual(t, bw, 358.0, "busGB/s %v", f[4])
 	expectContains(t, "output", got, "device: GPU X", "fastest per size")
 	for _, row := range [][]string{{"all_reduce", "8KiB", "one_shot", "7.2", "11.0"}, {"all_reduce", "1GiB", "two_shot", "3000.0", "3300.0"}} {
 		found := false
@@ -112,9 +107,7 @@ func TestPrintBenchIsBenchstatFormat(t *testing.T) {
 			}
 			found = found || ok
 		}
-		if !found {
-			t.Errorf("no summary row with %v", row)
-		}
+		assert.True(t, found, "no summary row with %v", row)
 	}
 }
 
@@ -127,25 +120,17 @@ func TestSaveAutoTableMerges(t *testing.T) {
 		{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 11},
 		{Op: "all_gather", Algo: "copy_engine", DType: "bf16", World: 2, Bytes: 1 << 30, Micros: 2800},
 	})
-	if _, err := saveAutoTable(path, first); err != nil {
-		t.Fatal(err)
-	}
+	_, err := saveAutoTable(path, first)
+	require.NoError(t, err)
 	second := cudabench.BuildAutoTable("GPU X", "", []cudabench.CollFigure{
 		{Op: "all_reduce", Algo: "one_shot", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 12},
 		{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 11},
 	})
 	saved, err := saveAutoTable(path, second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	back, err := cuda.LoadAutoTable(path)
-	if err != nil || !reflect.DeepEqual(back, saved) {
-		t.Fatalf("loaded %+v (%v), saved %+v", back, err, saved)
-	}
-	if got := ir.Words(back.Ranked(ir.OpAllReduce, 2, ir.BF16, 8<<10)); !reflect.DeepEqual(got, []string{"nccl", "one_shot"}) {
-		t.Errorf("all_reduce: %v", got)
-	}
-	if got := ir.Words(back.Ranked(ir.OpAllGather, 2, ir.F16, 1<<30)); !reflect.DeepEqual(got, []string{"copy_engine"}) {
-		t.Errorf("all_gather kept: %v", got)
-	}
+	require.NoError(t, err)
+	require.Equal(t, saved, back, "loaded (actual) vs saved (expected)")
+	assert.Equal(t, []string{"nccl", "one_shot"}, ir.Words(back.Ranked(ir.OpAllReduce, 2, ir.BF16, 8<<10)), "all_reduce")
+	assert.Equal(t, []string{"copy_engine"}, ir.Words(back.Ranked(ir.OpAllGather, 2, ir.F16, 1<<30)), "all_gather kept")
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/hirlab/hir/runtime/cuda/cudabench"
 )
 
@@ -32,9 +34,7 @@ func TestPrintTopology(t *testing.T) {
 		"median of 50 copies of 8 bytes",
 		"128 MiB copies between the halves",
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("lacks %q:\n%s", want, got)
-		}
+		assert.Contains(t, got, want)
 	}
 	lines := strings.Split(strings.TrimRight(got, "\n"), "\n")
 	rows := lines[len(lines)-5:]
@@ -46,9 +46,7 @@ func TestPrintTopology(t *testing.T) {
 		{"1", "1", "same GPU", "2099.5", "2.00"},
 	} {
 		for _, w := range want {
-			if !strings.Contains(rows[i], w) {
-				t.Errorf("row %d %q lacks %q", i, rows[i], w)
-			}
+			assert.Contains(t, rows[i], w, "row %d", i)
 		}
 	}
 }
