@@ -167,15 +167,14 @@ func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
 	if p.impl == ir.AlgoNCCL || d.opts.WorldSize == 1 {
 		return nil
 	}
-	if _, err := moveFunction(cs, d, "hir_barrier"); err != nil {
+	if _, err := d.commFunction(&cs.mods, "hir_barrier"); err != nil {
 		return err
 	}
 	if p.reduce == ir.ReduceUnset {
 		return nil
 	}
 	dt := p.dt
-	_, err := d.commFunction(&cs.mods, "hir_comm_reduce_"+dt.String(), reduceKernelName(dt, p.reduce, false),
-		func() (string, error) { return reduceModuleSource(dt) })
+	_, err := d.commFunction(&cs.mods, reduceKernelName(dt, p.reduce, false))
 	return err
 }
 
@@ -198,8 +197,10 @@ func (d *Device) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs 
 		Rank: int32(d.opts.Rank), World: int32(d.opts.WorldSize), Channel: int32(ch.idx)}
 }
 
-func (d *Device) launchColl(cs *commState, module, name string, src func() (string, error), grid uint32, a *collArgs, s *stream) error {
-	f, err := d.commFunction(&cs.mods, module, name, src)
+// launchColl launches collective kernel name (compiled on first use, in
+// the module whose source defines it) with a.
+func (d *Device) launchColl(cs *commState, name string, grid uint32, a *collArgs, s *stream) error {
+	f, err := d.commFunction(&cs.mods, name)
 	if err != nil {
 		return err
 	}
@@ -227,22 +228,9 @@ func (d *Device) launchArgs(f *Function, grid, block uint32, s *stream, a *collA
 	return nil
 }
 
-func moveFunction(cs *commState, d *Device, name string) (*Function, error) {
-	return d.commFunction(&cs.mods, "hir_comm_move", name, func() (string, error) { return moveModuleSource(), nil })
-}
-
-func (d *Device) launchMove(cs *commState, name string, grid uint32, a *collArgs, s *stream) error {
-	f, err := moveFunction(cs, d, name)
-	if err != nil {
-		return err
-	}
-	return d.launchArgs(f, grid, collThreads, s, a)
-}
-
 func (d *Device) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *stream) error {
 	dt := p.dt
-	return d.launchColl(cs, "hir_comm_reduce_"+dt.String(), reduceKernelName(dt, p.reduce, vec),
-		func() (string, error) { return reduceModuleSource(dt) }, grid, a, s)
+	return d.launchColl(cs, reduceKernelName(dt, p.reduce, vec), grid, a, s)
 }
 
 // overlaps reports whether two tensors share bytes.
@@ -259,7 +247,7 @@ func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *s
 	cs.mu.Lock()
 	a.Base = ch.reserve(1, what)
 	cs.mu.Unlock()
-	return d.launchMove(cs, "hir_barrier", 1, &a, s)
+	return d.launchColl(cs, "hir_barrier", 1, &a, s)
 }
 
 // tempBuffer wraps a stream-ordered temporary (cuMemAllocAsync) as a

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"unsafe"
@@ -144,9 +145,7 @@ func reduceModuleSource(dt ir.DType) (string, error) {
 		if op == ir.ReduceAvg && !dt.IsFloat() {
 			continue
 		}
-		entries = append(entries, reduceEntry{
-			Vec: reduceKernelName(dt, op, true), Scalar: reduceKernelName(dt, op, false),
-			Ring: ringKernelName(dt, op), LL: llKernelName(dt, op),
+		entries = append(entries, reduceEntry{DT: dt.String(), Op: op.String(),
 			T: ty[0], C: ty[1], Code: reduceOpCodes[op], V: 16 / dt.Size(),
 		})
 	}
@@ -157,7 +156,7 @@ func reduceModuleSource(dt ir.DType) (string, error) {
 }
 
 // Kernel names are built by concatenation, not fmt: they are made on
-// every launch.
+// every launch. They spell what kernels/reduce_entries.cu.tmpl names.
 func reduceKernelName(dt ir.DType, op ir.ReduceOp, vec bool) string {
 	if vec {
 		return "hir_reduce_" + dt.String() + "_" + op.String() + "_v"
@@ -189,6 +188,58 @@ func commonSource() string {
 	return strings.Replace(collectiveSource, "/* LAYOUT_ASSERTS */", b.String(), 1)
 }
 
+// commModule is one NVRTC module of collective kernels: its key (the
+// cache's name for it, and its file name in messages) and its source.
+type commModule struct {
+	key string
+	src func() (string, error)
+}
+
+// commModuleList is every collective module, the data-movement one first
+// (a kernel several modules define, as every reducing module carries
+// collective.cu's, belongs to the first), then one per reduced dtype.
+func commModuleList() []commModule {
+	mods := []commModule{{"hir_comm_move", func() (string, error) { return moveModuleSource(), nil }}}
+	for _, dt := range ir.AllDTypes {
+		if _, ok := reduceDTypes[dt]; ok {
+			mods = append(mods, commModule{"hir_comm_reduce_" + dt.String(), func() (string, error) { return reduceModuleSource(dt) }})
+		}
+	}
+	return mods
+}
+
+// kernelEntryRE matches a kernel entry point of the CUDA C: extern "C"
+// __global__ void, __launch_bounds__(n) maybe, and the name.
+var kernelEntryRE = regexp.MustCompile(`extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\(`)
+
+// kernelEntries lists the entry points src defines, in order.
+func kernelEntries(src string) []string {
+	var out []string
+	for _, m := range kernelEntryRE.FindAllStringSubmatch(src, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// commKernels maps every collective kernel to its module, read once per
+// process from the modules' sources: a kernel is launched by name, and
+// adding one to kernels/*.cu needs no list here.
+var commKernels = sync.OnceValues(func() (map[string]commModule, error) {
+	index := map[string]commModule{}
+	for _, m := range commModuleList() {
+		src, err := m.src()
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range kernelEntries(src) {
+			if _, ok := index[name]; !ok {
+				index[name] = m
+			}
+		}
+	}
+	return index, nil
+})
+
 // commModules compiles (once per device) and caches the modules.
 type commModules struct {
 	mu   sync.Mutex
@@ -197,20 +248,29 @@ type commModules struct {
 	fns  map[string]*Function
 }
 
-// function returns kernel name of module key, compiling the module on
-// first use. src makes the module's source.
-func (d *Device) commFunction(cm *commModules, key, name string, src func() (string, error)) (*Function, error) {
+// commFunction returns collective kernel name, compiling its module (the
+// one whose source defines it: commKernels) on first use.
+func (d *Device) commFunction(cm *commModules, name string) (*Function, error) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	if f, ok := cm.fns[name]; ok {
 		return f, nil
 	}
+	index, err := commKernels()
+	if err != nil {
+		return nil, err
+	}
+	mod, ok := index[name]
+	if !ok {
+		return nil, fmt.Errorf("no collective kernel %s in runtime/cuda/kernels", name)
+	}
+	key := mod.key
 	m, ok := cm.mods[key]
 	if !ok {
 		if err, failed := cm.errs[key]; failed {
 			return nil, err
 		}
-		text, err := src()
+		text, err := mod.src()
 		if err == nil {
 			m, err = d.loadCached(text, key+".cu")
 		}

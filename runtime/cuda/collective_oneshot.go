@@ -114,7 +114,7 @@ func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpe
 	cs.mu.Lock()
 	a.Base = ch.reserve(2, p.what)
 	cs.mu.Unlock()
-	return d.launchMove(cs, name, cs.grid(max(gridUnits, 1)), &a, s)
+	return d.launchColl(cs, name, cs.grid(max(gridUnits, 1)), &a, s)
 }
 
 // runSymmetric runs the one_shot and two_shot algorithms.
@@ -270,8 +270,7 @@ func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) e
 	a.Stage = stage
 	a.N, a.TailEnd, a.Seg = lines, n, llSeg
 	grid := uint32(max(1, min((lines+llThreads-1)/llThreads, int64(max(cs.blocks, 1)))))
-	f, err := d.commFunction(&cs.mods, "hir_comm_reduce_"+p.dt.String(), llKernelName(p.dt, p.reduce),
-		func() (string, error) { return reduceModuleSource(p.dt) })
+	f, err := d.commFunction(&cs.mods, llKernelName(p.dt, p.reduce))
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s
 	cs.mu.Lock()
 	a.Base = ch.reserve(uint64(max(2, D)), p.what)
 	cs.mu.Unlock()
-	return d.launchMove(cs, name, grid, &a, s)
+	return d.launchColl(cs, name, grid, &a, s)
 }
 
 // ringGeom is the ring's shape: at most blocks blocks (and at most the
@@ -184,8 +184,7 @@ func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream)
 		cs.mu.Lock()
 		a.Base = ch.reserve(transfers+1, p.what)
 		cs.mu.Unlock()
-		return d.launchColl(cs, "hir_comm_reduce_"+dt.String(), ringKernelName(dt, p.reduce),
-			func() (string, error) { return reduceModuleSource(dt) }, grid, &a, s)
+		return d.launchColl(cs, ringKernelName(dt, p.reduce), grid, &a, s)
 	}
 	if p.op == ir.OpAllReduce {
 		// Each element is read from the input before the output's is

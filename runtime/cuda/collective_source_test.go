@@ -110,3 +110,49 @@ func collArgsOffsetAsserts() string {
 	}
 	return b.String()
 }
+
+// Every kernel the launch sides name is found, by reading the sources,
+// in the module that defines it: the data-movement kernels in
+// hir_comm_move (though every reducing module carries them too), each
+// dtype's reducing kernels in its own module, and nothing else.
+func TestCollectiveKernelsFoundInSources(t *testing.T) {
+	index, err := commKernels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"hir_barrier": "hir_comm_move", "hir_copy_v16": "hir_comm_move", "hir_ag_ring_v16": "hir_comm_move",
+		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move"}
+	for _, es := range []int{1, 2, 4, 8} {
+		want[fmt.Sprintf("hir_copy_s%d", es)] = "hir_comm_move"
+		want[fmt.Sprintf("hir_ag_ring_s%d", es)] = "hir_comm_move"
+	}
+	for dt := range reduceDTypes {
+		for _, op := range ir.ReduceOps() {
+			if op == ir.ReduceAvg && !dt.IsFloat() {
+				continue
+			}
+			mod := "hir_comm_reduce_" + dt.String()
+			for _, name := range []string{reduceKernelName(dt, op, true), reduceKernelName(dt, op, false), ringKernelName(dt, op), llKernelName(dt, op)} {
+				want[name] = mod
+			}
+		}
+	}
+	for name, mod := range want {
+		if got, ok := index[name]; !ok || got.key != mod {
+			t.Errorf("%s: in %q (found %v), want %s", name, got.key, ok, mod)
+		}
+	}
+	if len(index) != len(want) {
+		for name, m := range index {
+			if _, ok := want[name]; !ok {
+				t.Errorf("unexpected kernel %s in %s", name, m.key)
+			}
+		}
+	}
+	if _, ok := index["hir_strided_copy_4"]; ok {
+		t.Errorf("the strided copy is not a collective kernel")
+	}
+	if got := kernelEntries("extern \"C\" __global__ void __launch_bounds__(512) hir_a(const CollArgs a) {}\nextern \"C\" __global__ void hir_b(int x) {}\n__global__ void not_entry() {}"); strings.Join(got, ",") != "hir_a,hir_b" {
+		t.Errorf("kernelEntries: %v", got)
+	}
+}

@@ -35,9 +35,9 @@ var reduceEntries = template.Must(template.New("reduce_entries.cu.tmpl").Parse(r
 
 // reduceEntry is one reduce op's group of entry points in reduceEntries.
 type reduceEntry struct {
-	Vec, Scalar, Ring, LL string // kernel names (reduceKernelName, ringKernelName, llKernelName)
-	T, C                  string // storage and compute types
-	Code, V               int    // reduce op code and vector width
+	DT, Op  string // the dtype and reduce op, as kernel names spell them
+	T, C    string // storage and compute types
+	Code, V int    // reduce op code and vector width
 }
 
 // stridedCopySource is the one kernel the runtime itself compiles outside

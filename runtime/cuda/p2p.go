@@ -267,7 +267,7 @@ func (d *Device) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *stream, sendi
 		p.recv += uint64(chunks)
 	}
 	c.p2pMu.Unlock()
-	f, err := moveFunction(c, d, name)
+	f, err := d.commFunction(&c.mods, name)
 	if err != nil {
 		return err
 	}
