@@ -31,6 +31,13 @@ type Options struct {
 	// Trace records every op of each Run as a TraceEvent (Stats.Trace),
 	// timed as Stats times ops (it serialises the program as Stats does).
 	Trace bool
+	// Graph runs the program as one graph per rank (docs/GRAPHS.md): the
+	// first Run is eager (the warm-up), the second captures every device
+	// call of the rank into a graph and launches it, later Runs only upload
+	// the inputs, launch the graph and read the outputs. NewJob rejects a
+	// program with an op a graph cannot hold (ir.CaptureBlockers), a runtime
+	// that cannot capture, and Stats or Trace (they time ops one by one).
+	Graph bool
 }
 
 // TraceEvent is one op of one Run on one rank, for a timeline: Start is the
@@ -84,6 +91,10 @@ type Stats struct {
 	Ops                      []OpStat
 	// Trace holds the last Run's ops in order, when Options.Trace is set.
 	Trace []TraceEvent `json:",omitempty"`
+	// In graph mode: the nodes of the rank's graph (kernels, copies,
+	// collectives, event edges) and how many times it was launched.
+	GraphNodes   int   `json:",omitempty"`
+	GraphReplays int64 `json:",omitempty"`
 }
 
 // OpStat is the time spent in one op of the program, summed over its runs.
@@ -109,6 +120,11 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 	if err := checkTyped(prog); err != nil {
 		return nil, err
 	}
+	if opts.Graph {
+		if err := checkGraphMode(prog, rt, opts); err != nil {
+			return nil, err
+		}
+	}
 	j := &Job{prog: prog, rt: rt, opts: opts, plan: newPlan(prog, rt.WorldSize(), opts.Trace)}
 	j.hostMem, _ = rt.(runtime.HostMemory)
 	for _, in := range prog.Inputs {
@@ -126,7 +142,9 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		j.ranks = append(j.ranks, newRank(j, dev))
+		r := newRank(j, dev)
+		r.pool.deterministic = opts.Graph
+		j.ranks = append(j.ranks, r)
 	}
 	return j, nil
 }

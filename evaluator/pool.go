@@ -22,6 +22,11 @@ type pool struct {
 	// event is a driver call, re-recording one is not (a wait enqueued
 	// earlier keeps waiting for the record it saw, on GPUs as on the CPU).
 	events []runtime.Event
+	// deterministic: reuse by program order only, never because a stream
+	// happened to have passed a free (graph mode: the run that captures
+	// must take exactly the buffers the warm-up left, and may neither
+	// allocate nor query an event it recorded).
+	deterministic bool
 }
 
 // poolKey is a size and a memory type in one word (a map of uint64 keys
@@ -96,7 +101,7 @@ func (p *pool) reusable(list []pooled, mem ir.MemoryType, s runtime.Stream) int 
 			return i
 		}
 	}
-	if mem == ir.Symmetric {
+	if mem == ir.Symmetric || p.deterministic {
 		return -1
 	}
 	for i := len(list) - 1; i >= 0; i-- {

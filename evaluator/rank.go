@@ -35,6 +35,10 @@ type rank struct {
 	args  []runtime.Tensor // compute's kernel arguments, reused
 
 	outputsHeld []func() // budget of the last Run's outputs (releaseOutputs)
+
+	runs      int64            // Runs that succeeded
+	graph     runtime.Graph    // graph mode: the captured program (graph.go)
+	graphOuts []runtime.Tensor // the outputs the graph writes, by output index
 }
 
 // handleKey names a symmetric-memory handle: which allocation, which op
@@ -102,12 +106,18 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 	f.used = append(f.used, f.current)
 	r.releaseOutputs()
 	err := r.bindInputs(f, inputs)
-	if err == nil {
-		err = r.block(f, r.job.plan.body)
-	}
 	var outs map[string]*host.Array
 	if err == nil {
-		outs, err = r.readOutputs(f)
+		switch {
+		case r.graph != nil:
+			outs, err = r.replay(f)
+		case r.job.opts.Graph && r.runs > 0:
+			outs, err = r.capture(f)
+		default:
+			if err = r.block(f, r.job.plan.body); err == nil {
+				outs, err = r.readOutputs(f)
+			}
+		}
 	}
 	// Whatever happened, let every stream drain so no work outlives the Run.
 	for _, s := range f.used {
@@ -117,9 +127,10 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 	}
 	r.releaseFrame(f)
 	if err != nil {
-		err = r.runError(nil, err)
+		return nil, r.runError(nil, err)
 	}
-	return outs, err
+	r.runs++
+	return outs, nil
 }
 
 // runError makes err a *RunError naming the op it came from: the op whose
@@ -237,19 +248,38 @@ func (r *rank) releaseOutputs() {
 }
 
 func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
-	outs := map[string]*host.Array{}
-	for i, v := range r.job.prog.Outputs {
+	ts, err := r.outputTensors(f)
+	if err != nil {
+		return nil, err
+	}
+	return r.readTensors(f, ts)
+}
+
+// outputTensors are the program's outputs as bound at the end of the body.
+func (r *rank) outputTensors(f *frame) ([]runtime.Tensor, error) {
+	ts := make([]runtime.Tensor, len(r.job.prog.Outputs))
+	for i := range ts {
 		s, err := r.ready(f, r.job.plan.outputs[i])
 		if err != nil {
 			return nil, err
 		}
-		release, err := r.reserveHost(r.job.plan.outputWhat[i], s.t.Bytes())
+		ts[i] = s.t
+	}
+	return ts, nil
+}
+
+// readTensors copies the outputs, ts by output index, to the host.
+func (r *rank) readTensors(f *frame, ts []runtime.Tensor) (map[string]*host.Array, error) {
+	outs := map[string]*host.Array{}
+	for i, v := range r.job.prog.Outputs {
+		t := ts[i]
+		release, err := r.reserveHost(r.job.plan.outputWhat[i], t.Bytes())
 		if err != nil {
 			return nil, &RunError{Rank: r.id, Pos: v.Pos, Err: err}
 		}
 		r.outputsHeld = append(r.outputsHeld, release)
-		a := host.New(s.t.DType, s.t.Shape)
-		if err := r.dev.CopyToHost(a.Data, s.t, f.current); err != nil {
+		a := host.New(t.DType, t.Shape)
+		if err := r.dev.CopyToHost(a.Data, t, f.current); err != nil {
 			return nil, fmt.Errorf("output %s: %w", v, err)
 		}
 		outs[v.Name] = a
@@ -431,7 +461,7 @@ func bytesOf(dt ir.DType, shape []int64) int64 { return ir.Product(shape) * int6
 
 func (r *rank) close() error {
 	r.releaseOutputs()
-	errs := []error{r.closeTransfers()}
+	errs := []error{r.closeGraph(), r.closeTransfers()}
 	for _, s := range r.streams {
 		if s != nil {
 			errs = append(errs, s.Close())

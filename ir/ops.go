@@ -172,6 +172,9 @@ type OpInfo struct {
 	// touches remotely: the op's rows of the symmetric-heap table
 	// (remote.go: Algorithms, LookupRule, SymmetricRules).
 	Algos []AlgoAccess
+	// HostWait says why the op waits on the host, not on a stream (on
+	// GPUs): such an op cannot be captured in a graph (CaptureBlockers).
+	HostWait string
 }
 
 // AlgoAccess is one algorithm of a collective and what it touches through
@@ -315,16 +318,19 @@ var opInfos = [numOpcodes]OpInfo{
 	OpSend: {Name: "send", Class: ClassP2P, MinOperands: 1, MaxOperands: 1, Attrs: []AttrSpec{peerAttr}},
 	OpRecv: {Name: "recv", Class: ClassP2P, MinOperands: 0, MaxOperands: 1, Results: 1, Aliases: AliasDest, Attrs: []AttrSpec{peerAttr}},
 
-	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst},
+	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst,
+		HostWait: "register waits on the host for the tensor's producers, then for the peers"},
 	OpTransfer: {Name: "transfer", Class: ClassOneSided, MinOperands: 2, MaxOperands: 2, Results: 1, Aliases: AliasDest,
 		Attrs: []AttrSpec{{Key: "dir", Kind: KindWord, Required: true, Words: DirWords}, peerAttr}},
-	OpDeregister: {Name: "deregister", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1},
+	OpDeregister: {Name: "deregister", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1,
+		HostWait: "deregister waits on the host for the peers' transfers"},
 
-	OpWait:       {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1},
-	OpBarrier:    {Name: "barrier", Class: ClassSync},
-	OpStream:     {Name: "stream", Class: ClassSync, Results: 1},
-	OpSetStream:  {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1},
-	OpSyncStream: {Name: "sync_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1},
+	OpWait:      {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1},
+	OpBarrier:   {Name: "barrier", Class: ClassSync, HostWait: "barrier waits on the host for the peers"},
+	OpStream:    {Name: "stream", Class: ClassSync, Results: 1},
+	OpSetStream: {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1},
+	OpSyncStream: {Name: "sync_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1,
+		HostWait: "sync_stream waits on the host for the stream"},
 	OpFor: {Name: "for", Class: ClassControl, Body: true,
 		Attrs: []AttrSpec{{Key: "from", Kind: KindInt, Required: true}, {Key: "to", Kind: KindInt, Required: true}, {Key: "step", Kind: KindInt}}},
 	OpFusion: {Name: "fusion", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic, Results: Variadic, Body: true},

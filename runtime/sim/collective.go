@@ -47,7 +47,7 @@ func (d *Device) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	d.collSeq++
 	d.mu.Unlock()
 	j.what = fmt.Sprintf("%s algo=%s (collective #%d)", j.op, j.algo, j.seq)
-	return s.enqueue(work{run: j.run})
+	return s.enqueue(work{task: j})
 }
 
 func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) {
@@ -176,7 +176,7 @@ func (j *collJob) stagingSlot() int64 {
 	return j.alg.slot(j)
 }
 
-func (j *collJob) run() error {
+func (j *collJob) run(s *stream) error {
 	d := j.d
 	if j.in.buf.freed.Load() || j.out.buf.freed.Load() {
 		return errorf(d.rank, "%s: a buffer was freed before the collective ran", j.what)
@@ -201,7 +201,7 @@ func (j *collJob) run() error {
 		staging = d.rt.newBuffer(make([]byte, slot*int64(d.rt.size)), ir.Global, d.rank, nil, false)
 		defer d.rt.release(staging)
 	}
-	res, err := d.rt.rv.meet(meetKey{kind: "coll", seq: j.seq}, d.rt.allRanks(), d.rank, arrival{j.desc(), staging, oomErr}, d.rt.timeout, j.what,
+	res, err := d.rt.rv.meet(s.replay.key(meetKey{kind: "coll", seq: j.seq}), d.rt.allRanks(), d.rank, arrival{j.desc(), staging, oomErr}, d.rt.timeout, j.what,
 		func(payloads map[int]any) (any, error) {
 			descs := map[int]any{}
 			for r, p := range payloads {

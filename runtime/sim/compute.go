@@ -540,7 +540,13 @@ type launch struct {
 	k     *kernel
 	views []view
 	ptrs  []*view // into views
+	// kept: a captured launch belongs to its graph, which runs it at
+	// every replay, so it is never handed to another launch.
+	kept bool
 }
+
+// keep marks l as a graph's (capture.record).
+func (l *launch) keep() { l.kept = true }
 
 func (k *kernel) takeLaunch(d *Device, n int) *launch {
 	k.mu.Lock()
@@ -578,7 +584,9 @@ func (k *kernel) putLaunch(l *launch) {
 }
 
 func (l *launch) run(s *stream) error {
-	defer l.k.putLaunch(l)
+	if !l.kept {
+		defer l.k.putLaunch(l)
+	}
 	d, k, views := l.d, l.k, l.ptrs
 	for i, v := range views {
 		if v.buf.freed.Load() {

@@ -18,7 +18,7 @@ func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream)
 	if int64(len(src)) != dst.Bytes() {
 		return errorf(d.rank, "copy from host: %d host bytes for a %s%v tensor of %d bytes", len(src), dst.DType, dst.Shape, dst.Bytes())
 	}
-	return s.enqueue(work{run: func() error {
+	return s.enqueue(work{run: func(*stream) error {
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "copy from host: buffer %d freed before the copy ran", v.buf.id)
 		}
@@ -40,7 +40,7 @@ func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) e
 	if int64(len(dst)) != src.Bytes() {
 		return errorf(d.rank, "copy to host: %d host bytes for a %s%v tensor of %d bytes", len(dst), src.DType, src.Shape, src.Bytes())
 	}
-	return s.enqueue(work{run: func() error {
+	return s.enqueue(work{run: func(*stream) error {
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "copy to host: buffer %d freed before the copy ran", v.buf.id)
 		}
@@ -71,7 +71,7 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 	if dv.dt != sv.dt || dv.n != sv.n {
 		return errorf(d.rank, "copy: %s%v into %s%v: dtype and element count must match", sv.dt, sv.shape, dv.dt, dv.shape)
 	}
-	return s.enqueue(work{run: func() error {
+	return s.enqueue(work{run: func(*stream) error {
 		if dv.buf.freed.Load() || sv.buf.freed.Load() {
 			return errorf(d.rank, "copy: a buffer was freed before the copy ran")
 		}

@@ -26,6 +26,9 @@ type Device struct {
 	recvSeq map[int]int64
 
 	exchangeSeq atomic.Int64 // Exchange calls so far: the k-th meets every rank's k-th
+
+	capture  *capture // the open graph capture, if any (graph.go)
+	captures int64    // captures begun so far: the k-th graph of every rank matches the others' k-th
 }
 
 var _ runtime.Device = (*Device)(nil)

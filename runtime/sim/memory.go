@@ -83,6 +83,9 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	if d.rt.isClosed() {
 		return nil, ErrClosed
 	}
+	if err := d.notCapturing("Alloc"); err != nil {
+		return nil, err
+	}
 	switch mem {
 	case ir.Global, ir.Host:
 		if err := d.rt.mem.take(bytes, fmt.Sprintf("alloc in %v memory", mem)); err != nil {
@@ -147,6 +150,9 @@ func (rt *Runtime) allRanks() []int { return rt.ranks }
 // every rank has freed it. Free does not wait for the peers, so ranks may
 // free in any interleaving.
 func (d *Device) Free(rb runtime.Buffer) error {
+	if err := d.notCapturing("Free"); err != nil {
+		return err
+	}
 	b, err := d.rt.own(rb)
 	if err != nil {
 		return fmt.Errorf("rank %d: free: %w", d.rank, err)

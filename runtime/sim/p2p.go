@@ -64,11 +64,12 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 	if sending {
 		me = 0
 	}
-	return s.enqueue(work{run: func() error {
+	return s.enqueue(work{run: func(s *stream) error {
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "%s: buffer freed before it ran", what)
 		}
-		res, err := d.rt.rv.meet(meetKey{kind: "p2p", src: src, dst: dst, seq: seq}, []int{src, dst}, me, p2pArrival{v}, d.rt.timeout, what,
+		key := s.replay.key(meetKey{kind: "p2p", src: src, dst: dst, seq: seq})
+		res, err := d.rt.rv.meet(key, []int{src, dst}, me, p2pArrival{v}, d.rt.timeout, what,
 			func(payloads map[int]any) (any, error) {
 				sv, rv := payloads[0].(p2pArrival).v, payloads[1].(p2pArrival).v
 				if sv.dt != rv.dt || sv.n != rv.n {
@@ -106,12 +107,16 @@ func (d *Device) Barrier(rs runtime.Stream) error {
 	if err != nil {
 		return err
 	}
+	// On GPUs a barrier waits on the host: it cannot be captured.
+	if err := d.notCapturing("Barrier"); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	seq := d.barrierSeq
 	d.barrierSeq++
 	d.mu.Unlock()
 	what := fmt.Sprintf("barrier #%d", seq)
-	return s.enqueue(work{run: func() error {
+	return s.enqueue(work{run: func(*stream) error {
 		_, err := d.rt.rv.meet(meetKey{kind: "barrier", seq: seq}, d.rt.allRanks(), d.rank, nil, d.rt.timeout, what,
 			func(map[int]any) (any, error) { return nil, nil })
 		if err != nil {

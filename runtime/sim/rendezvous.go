@@ -21,6 +21,10 @@ type meetKey struct {
 	kind     string
 	src, dst int // for point-to-point pairs
 	seq      int64
+	// graph and replay: for captured work, which graph (the k-th captured
+	// on each rank) and which of its replays; zero for eager work.
+	graph  int64
+	replay uint64
 }
 
 type meeting struct {
@@ -36,6 +40,8 @@ type rendezvous struct {
 	mu       sync.Mutex
 	meetings map[meetKey]*meeting
 	closed   <-chan struct{}
+	// opened, when set (by tests), sees the key of every meeting made.
+	opened func(meetKey)
 }
 
 func newRendezvous(closed <-chan struct{}) *rendezvous {
@@ -53,6 +59,9 @@ func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, time
 	if !ok {
 		m = &meeting{parties: parties, payloads: map[int]any{}, done: make(chan struct{})}
 		rv.meetings[key] = m
+		if rv.opened != nil {
+			rv.opened(key)
+		}
 	}
 	if _, dup := m.payloads[me]; dup {
 		rv.mu.Unlock()

@@ -169,7 +169,7 @@ func TestStreamEventOrdering(t *testing.T) {
 		t.Error("a fresh event should be complete")
 	}
 	gate := make(chan struct{})
-	if err := s1.(*stream).enqueue(work{run: func() error { <-gate; return nil }}); err != nil {
+	if err := s1.(*stream).enqueue(work{run: func(*stream) error { <-gate; return nil }}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.CopyFromHost(tensorOf(a, ir.F32, 4), encode(ir.F32, []float64{1, 2, 3, 4}), s1); err != nil {
@@ -217,8 +217,8 @@ func TestStreamErrors(t *testing.T) {
 	s := d.DefaultStream().(*stream)
 	ran := false
 	first, second := errors.New("first"), errors.New("second")
-	s.enqueue(work{run: func() error { return first }})
-	s.enqueue(work{run: func() error { ran = true; return second }})
+	s.enqueue(work{run: func(*stream) error { return first }})
+	s.enqueue(work{run: func(*stream) error { ran = true; return second }})
 	e, _ := d.NewEvent()
 	s.Record(e)
 	if err := s.Synchronize(); err != first {
@@ -233,16 +233,16 @@ func TestStreamErrors(t *testing.T) {
 	if err := s.Synchronize(); err != nil {
 		t.Errorf("the error was not cleared: %v", err)
 	}
-	s.enqueue(work{run: func() error { panic("boom") }})
+	s.enqueue(work{run: func(*stream) error { panic("boom") }})
 	if err := s.Synchronize(); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("a panic in work should become the stream's error, got %v", err)
 	}
 	ns, _ := d.NewStream()
-	ns.(*stream).enqueue(work{run: func() error { return first }})
+	ns.(*stream).enqueue(work{run: func(*stream) error { return first }})
 	if err := ns.Close(); err != first {
 		t.Errorf("Close = %v, want the pending error", err)
 	}
-	if err := ns.(*stream).enqueue(work{run: func() error { return nil }}); err == nil {
+	if err := ns.(*stream).enqueue(work{run: func(*stream) error { return nil }}); err == nil {
 		t.Error("enqueue on a closed stream should fail")
 	}
 }

@@ -13,7 +13,7 @@ import (
 // waiting on them hangs) until Synchronize reports the error and clears it.
 
 type work struct {
-	run func() error
+	run func(s *stream) error
 	// task runs when run is nil: work that needs no closure (a kernel
 	// launch keeps its arguments in a record it reuses).
 	task interface{ run(s *stream) error }
@@ -24,13 +24,16 @@ type work struct {
 	wait   bool
 	always bool // runs even after an error (event records and waits)
 	label  any  // the stream's label when it was enqueued (runtime.Labeler)
+	// replay is the graph replay this work belongs to (nil: enqueued
+	// eagerly); meetings with peers are keyed by it (graph.go).
+	replay *graph
 }
 
 // do runs w on s's worker.
 func (w *work) do(s *stream) error {
 	switch {
 	case w.run != nil:
-		return w.run()
+		return w.run(s)
 	case w.task != nil:
 		return w.task.run(s)
 	case w.ev != nil && w.wait:
@@ -58,6 +61,9 @@ type stream struct {
 	exited    chan struct{}
 
 	arena arena // the working arrays of the kernels this stream runs, one at a time (worker only)
+
+	capture *capture // the open capture this stream records into, if any (under mu)
+	replay  *graph   // the replay of the work running now (worker only)
 }
 
 var _ runtime.Stream = (*stream)(nil)
@@ -95,7 +101,9 @@ func (s *stream) loop() {
 
 		var err error
 		if !skip {
+			s.replay = w.replay
 			err = s.runSafely(&w)
+			s.replay = nil
 		}
 		if err != nil && w.label != nil {
 			err = &runtime.WorkError{Label: w.label, Err: err}
@@ -127,6 +135,15 @@ func (s *stream) runSafely(w *work) (err error) {
 
 func (s *stream) enqueue(w work) error {
 	s.mu.Lock()
+	w.label = s.label
+	s.mu.Unlock()
+	return s.enqueueLabeled(w)
+}
+
+// enqueueLabeled enqueues w with the label it carries; while the stream
+// captures, w is recorded instead (graph.go).
+func (s *stream) enqueueLabeled(w work) error {
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return fmt.Errorf("rank %d: stream is closed", s.dev.rank)
@@ -134,7 +151,10 @@ func (s *stream) enqueue(w work) error {
 	if s.dev.rt.isClosed() {
 		return ErrClosed
 	}
-	w.label = s.label
+	if s.capture != nil {
+		s.capture.record(s, w)
+		return nil
+	}
 	s.queue = append(s.queue, w)
 	s.submitted++
 	select {
@@ -186,6 +206,9 @@ func (s *stream) waitPassed() error {
 // Synchronize waits for the enqueued work and returns (and clears) the
 // first error it met.
 func (s *stream) Synchronize() error {
+	if err := s.notCapturing("Stream.Synchronize"); err != nil {
+		return err
+	}
 	if err := s.waitPassed(); err != nil {
 		return err
 	}
@@ -205,6 +228,9 @@ func (s *stream) Record(re runtime.Event) error {
 	if !ok || e == nil {
 		return fmt.Errorf("rank %d: record: %T is not a sim event", s.dev.rank, re)
 	}
+	if c := s.capturing(); c != nil {
+		return c.recordEvent(s, e)
+	}
 	gen, ok := e.recordOnce()
 	if !ok {
 		return fmt.Errorf("rank %d: record of a closed event", s.dev.rank)
@@ -218,6 +244,13 @@ func (s *stream) WaitEvent(re runtime.Event) error {
 	e, ok := re.(*event)
 	if !ok || e == nil {
 		return fmt.Errorf("rank %d: wait event: %T is not a sim event", s.dev.rank, re)
+	}
+	if c := e.capturedIn(); c != nil {
+		return c.waitEvent(s, e)
+	}
+	if c := s.capturing(); c != nil && e.latest() > 0 {
+		return c.invalidate(&runtime.CaptureError{Rank: s.dev.rank, Call: "Stream.WaitEvent",
+			Why: "the event was recorded outside the capture"})
 	}
 	gen := e.latest()
 	return s.enqueue(work{always: true, ev: e, gen: gen, wait: true})
@@ -257,6 +290,11 @@ type event struct {
 	changed   chan struct{} // made by a waiter, closed (and dropped) at the next completion
 	closed    bool
 	rtClosed  <-chan struct{} // the runtime's: waits give up when it closes
+
+	// Recorded by captured work: a mark of the open capture (graph.go),
+	// not a point any stream will pass until the graph is launched.
+	capture *capture
+	mark    int
 }
 
 var _ runtime.Event = (*event)(nil)
@@ -311,13 +349,33 @@ func (e *event) waitFor(gen uint64, closed <-chan struct{}) error {
 }
 
 // Synchronize blocks until the latest record has been passed.
-func (e *event) Synchronize() error { return e.waitFor(e.latest(), e.rtClosed) }
+func (e *event) Synchronize() error {
+	if c := e.capturedIn(); c != nil {
+		return c.invalidate(&runtime.CaptureError{Rank: c.dev.rank, Call: "Event.Synchronize",
+			Why: "the event was recorded by captured work, which runs only when the graph is launched"})
+	}
+	return e.waitFor(e.latest(), e.rtClosed)
+}
 
-// Query reports whether the latest record has been passed.
+// Query reports whether the latest record has been passed. Querying an
+// event recorded by captured work invalidates the capture (as in CUDA) and
+// answers false.
 func (e *event) Query() bool {
+	if c := e.capturedIn(); c != nil {
+		c.invalidate(&runtime.CaptureError{Rank: c.dev.rank, Call: "Event.Query",
+			Why: "the event was recorded by captured work, which runs only when the graph is launched"})
+		return false
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.completed >= e.recorded
+}
+
+// capturedIn is the open capture whose work recorded e last, or nil.
+func (e *event) capturedIn() *capture {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.capture
 }
 
 func (e *event) Close() error {

@@ -39,6 +39,9 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 	if d.rt.isClosed() {
 		return nil, ErrClosed
 	}
+	if err := d.notCapturing("Exchange"); err != nil {
+		return nil, err
+	}
 	seq := d.exchangeSeq.Add(1) - 1
 	what := fmt.Sprintf("exchange #%d", seq)
 	mine := append([]byte(nil), value...)
@@ -111,7 +114,7 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 		return err
 	}
 	c.setErr(nil)
-	return s.enqueue(work{run: func() error {
+	return s.enqueue(work{run: func(*stream) error {
 		err := c.run()
 		c.setErr(err)
 		return err

@@ -1,0 +1,124 @@
+package evaluator
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// Graph mode (Options.Graph, docs/GRAPHS.md). The first Run is eager: it
+// allocates, exchanges symmetric handles, compiles kernels. The second
+// interprets the program once more with the default stream capturing, so
+// every device call lands in one graph per rank (the program's streams
+// joined as forks), then launches it. Later Runs upload the inputs into the
+// same input buffers, launch the graph and read the outputs: the host no
+// longer walks the program.
+
+// checkGraphMode says why prog cannot run in graph mode on rt, or nil.
+func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
+	if opts.Stats || opts.Trace {
+		return errors.New("graph mode runs the program as one graph: per-op Stats and Trace need the host between ops; use one or the other")
+	}
+	var errs ir.ErrorList
+	for _, b := range ir.CaptureBlockers(prog) {
+		errs.Add(b.Op.Pos, "%s cannot be captured in a graph: %s", b.Op.Code, b.Why)
+	}
+	if err := errs.Err(); err != nil {
+		return err
+	}
+	for _, rank := range rt.Ranks() {
+		dev, err := rt.Device(rank)
+		if err != nil {
+			return err
+		}
+		if _, ok := dev.(runtime.Capturer); !ok {
+			return fmt.Errorf("the %s runtime cannot capture graphs yet: run without graph mode", rt.Name())
+		}
+	}
+	return nil
+}
+
+// capture runs the body with the default stream capturing, launches the
+// graph it made and reads the outputs. Inputs are bound already (outside
+// the graph: later Runs upload new ones into the same buffers).
+func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
+	c := r.dev.(runtime.Capturer) // checked at NewJob
+	origin := f.current
+	if err := c.BeginCapture(origin); err != nil {
+		return nil, err
+	}
+	err := r.block(f, r.job.plan.body)
+	if err == nil {
+		err = r.joinForks(f, c, origin)
+	}
+	f.setCurrent(origin) // the outputs are read after the graph, on its stream
+	var ts []runtime.Tensor
+	if err == nil {
+		ts, err = r.outputTensors(f)
+	}
+	g, endErr := c.EndCapture(origin)
+	if err == nil {
+		err = endErr
+	}
+	if err != nil { // the op's error says more than "the capture failed"
+		if g != nil {
+			g.Close()
+		}
+		return nil, err
+	}
+	r.graph, r.graphOuts = g, ts
+	r.stats.GraphNodes = g.Nodes()
+	return r.replay(f)
+}
+
+// joinForks makes the capturing stream wait for every stream the capture
+// forked to, so the graph's end is the end of all of its work.
+func (r *rank) joinForks(f *frame, c runtime.Capturer, origin runtime.Stream) error {
+	for _, s := range f.used {
+		if s == origin {
+			continue
+		}
+		on, err := c.IsCapturing(s)
+		if err != nil || !on {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		ev, err := r.pool.takeEvent()
+		if err != nil {
+			return err
+		}
+		f.events = append(f.events, ev)
+		if err := s.Record(ev); err != nil {
+			return err
+		}
+		if err := origin.WaitEvent(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replay launches the graph on the current (default) stream and reads the
+// outputs it wrote.
+func (r *rank) replay(f *frame) (map[string]*host.Array, error) {
+	if err := r.graph.Launch(f.current); err != nil {
+		return nil, err
+	}
+	r.stats.GraphReplays++
+	return r.readTensors(f, r.graphOuts)
+}
+
+// closeGraph releases the graph (before the buffers it uses).
+func (r *rank) closeGraph() error {
+	g := r.graph
+	r.graph, r.graphOuts = nil, nil
+	if g == nil {
+		return nil
+	}
+	return g.Close()
+}
