@@ -22,11 +22,7 @@ func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
 	if opts.Stats || opts.Trace {
 		return errors.New("graph mode runs the program as one graph: per-op Stats and Trace need the host between ops; use one or the other")
 	}
-	var errs ir.ErrorList
-	for _, b := range ir.CaptureBlockers(prog) {
-		errs.Add(b.Op.Pos, "%s cannot be captured in a graph: %s", b.Op.Code, b.Why)
-	}
-	if err := errs.Err(); err != nil {
+	if err := ir.CheckCapturable(prog); err != nil {
 		return err
 	}
 	for _, rank := range rt.Ranks() {

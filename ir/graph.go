@@ -31,6 +31,16 @@ func CaptureBlockers(p *Program) []CaptureBlocker {
 	return out
 }
 
+// CheckCapturable is CaptureBlockers as an error: one "file:line:col: op
+// cannot be captured in a graph: why" per blocker, nil when there is none.
+func CheckCapturable(p *Program) error {
+	var errs ErrorList
+	for _, b := range CaptureBlockers(p) {
+		errs.Add(b.Op.Pos, "%s cannot be captured in a graph: %s", b.Op.Code, b.Why)
+	}
+	return errs.Err()
+}
+
 func collectHostWaits(b *Block, out *[]CaptureBlocker) {
 	for _, op := range b.Ops {
 		if why := op.Code.Info().HostWait; why != "" {

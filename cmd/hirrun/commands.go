@@ -11,17 +11,20 @@ import (
 	"github.com/hirlab/hir/passes"
 )
 
-type checkOptions struct{ explain bool }
+type checkOptions struct{ explain, graph bool }
 
 var checkCommand = &command{
 	name:    "check",
-	args:    "[--explain] prog.hir...",
+	args:    "[--explain] [--graph] prog.hir...",
 	summary: "parse and check programs, printing every error",
 	help: `Parses each program and runs the passes that can reject one (typecheck,
-validate, symmetric). Prints nothing when every program is correct.`,
+validate, symmetric, deadlock). Prints nothing when every program is
+correct. With --graph, also lists each op that stops a graph capture (run
+--graph): its position and why.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &checkOptions{}
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
+		fs.BoolVar(&o.graph, "graph", false, "also check that the program can run as one graph (run --graph)")
 		return o
 	},
 	run: func(c *cli, opts any, args []string) int {
@@ -34,7 +37,11 @@ validate, symmetric). Prints nothing when every program is correct.`,
 		for _, path := range args {
 			prog, code := c.parse(path)
 			if code == exitOK {
-				if err := passes.Check(prog, c.passContext(o.explain)); err != nil {
+				err := passes.Check(prog, c.passContext(o.explain))
+				if err == nil && o.graph {
+					err = ir.CheckCapturable(prog)
+				}
+				if err != nil {
 					c.report(err)
 					code = exitFail
 				}

@@ -118,6 +118,9 @@ func (o *runOptions) rankArgs(path string) []string {
 	if o.repeat > 1 {
 		a = append(a, "--repeat", strconv.Itoa(o.repeat))
 	}
+	if o.graph {
+		a = append(a, "--graph")
+	}
 	return append(a, "--", path)
 }
 
@@ -258,7 +261,7 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs 
 // it leaves the job unclosed: closing frees symmetric memory collectively,
 // which would wait for peers that may be waiting for us; abort frees it.
 func (c *cli) runJob(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
-	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != ""})
+	job, err := evaluator.NewJob(prog, rt, o.jobOptions())
 	if err != nil {
 		return nil, err
 	}

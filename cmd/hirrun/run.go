@@ -29,6 +29,12 @@ type runOptions struct {
 	timeout time.Duration
 	repeat  int
 	explain bool
+	graph   bool // --graph: one graph per rank (evaluator.Options.Graph)
+}
+
+// jobOptions are the evaluator's options for o.
+func (o *runOptions) jobOptions() evaluator.Options {
+	return evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != "", Graph: o.graph}
 }
 
 // specList collects a repeatable NAME=VALUE flag.
@@ -64,7 +70,15 @@ every rank in this one process.
 --trace FILE.json writes a timeline of the last run (one row per rank, one
 slice per op, with its source position) for chrome://tracing or
 ui.perfetto.dev; like --stats, it waits for each op, so the program runs
-serialised.`,
+serialised.
+
+--graph runs the program as one graph per rank (docs/GRAPHS.md): the first
+run is eager (allocations, handles, kernels), the second captures every
+rank's work into a graph and launches it, later runs only upload the
+inputs, launch the graph and read the outputs; use it with --repeat 3 or
+more. A program with an op a graph cannot hold (barrier, sync_stream,
+register, deregister: they wait on the host) is refused before it runs,
+with each op's position (hirrun check --graph lists them).`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &runOptions{}
 		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
@@ -76,6 +90,7 @@ serialised.`,
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: the runtime's default, "+runtime.DefaultTimeout.String()+")")
 		fs.IntVar(&o.repeat, "repeat", 1, "run the program this many times (outputs and stats are the last run's)")
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
+		fs.BoolVar(&o.graph, "graph", false, "run as one graph per rank: an eager run, a capture, then replays (see --repeat)")
 		return o
 	},
 	run: func(c *cli, opts any, args []string) int { return c.runProgram(opts.(*runOptions), args) },
@@ -96,6 +111,10 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	}
 	if o.nproc < 0 {
 		c.errorf("run: --nproc must not be negative, got %d", o.nproc)
+		return exitUsage
+	}
+	if o.graph && (o.stats || o.trace != "") {
+		c.errorf("run: --graph runs each rank's program as one graph; --stats and --trace time ops one by one: use one or the other")
 		return exitUsage
 	}
 	inSpecs, err := parseSpecs("input", o.inputs)
@@ -188,7 +207,7 @@ func (c *cli) writeOutputs(prog *ir.Program, res *evaluator.Result, outSpecs []s
 
 // execute binds the program to the runtime and runs it o.repeat times.
 func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
-	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != ""})
+	job, err := evaluator.NewJob(prog, rt, o.jobOptions())
 	if err != nil {
 		return nil, err
 	}
