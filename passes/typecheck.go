@@ -37,6 +37,10 @@ type checker struct {
 	types  []ir.TensorType
 	dims   []ir.Dim
 	oneBuf [1]inferred // one's
+	// built's type and the dims it is built from (scratchDims): good until
+	// the next op, as oneBuf
+	scratch    ir.TensorType
+	scratchBuf []ir.Dim
 	// pointwise's operands and their types, reused from op to op
 	pwVals  []*ir.Value
 	pwTypes []*ir.TensorType
@@ -92,14 +96,20 @@ func (c *checker) dimSlice(n int) []ir.Dim {
 	return c.dims[start : start : start+n]
 }
 
-// built is the single result of an op that built its type from dims made
-// for it (dimSlice): settle keeps that type rather than a copy.
-func (c *checker) built(dt ir.DType, dims []ir.Dim) []inferred {
-	if len(dims) == 0 {
-		dims = nil // a scalar's, as Clone gives
+// scratchDims is an empty slice of capacity n for the dims of a type being
+// built: good until the next op (settle copies what it keeps).
+func (c *checker) scratchDims(n int) []ir.Dim {
+	if cap(c.scratchBuf) < n {
+		c.scratchBuf = make([]ir.Dim, 0, max(n, 8))
 	}
-	c.oneBuf[0] = inferred{t: c.newType(dt, dims), owned: true}
-	return c.oneBuf[:]
+	return c.scratchBuf[:0]
+}
+
+// built is the single result of an op that built its type from
+// scratchDims: the type is the checker's scratch, good until the next op.
+func (c *checker) built(dt ir.DType, dims []ir.Dim) []inferred {
+	c.scratch = ir.TensorType{DType: dt, Dims: dims}
+	return c.one(&c.scratch)
 }
 
 // loopRange is the first and last value a loop index takes.
@@ -139,9 +149,6 @@ type inferred struct {
 	base *ir.Value
 	// memFixed says the op itself names the memory type (copy mem=M).
 	memFixed bool
-	// owned: t was made for this result alone (built), so settle may keep
-	// and change it instead of a copy.
-	owned bool
 }
 
 func (c *checker) block(b *ir.Block, st *blockState) {
@@ -211,6 +218,8 @@ func (c *checker) oneShardAxis(pos ir.Pos, what string, t ir.Type) bool {
 }
 
 // settle reconciles an inferred result type with the result's annotation.
+// The result keeps its annotation when that is the type inferred, else a
+// copy (the inferred type may be the checker's scratch).
 func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 	got, isTensor := inf.t.(*ir.TensorType)
 	if !isTensor {
@@ -221,34 +230,47 @@ func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 		v.Type = inf.t
 		return
 	}
-	if !inf.owned {
-		got = c.clone(got)
-	}
-	keepMem := inf.base != nil || inf.memFixed
-	if !keepMem {
-		got.Mem = ir.Global
+	// Where the result lives: an alias in its storage's memory, a copy in
+	// the memory it names, an allocating op's result where its annotation
+	// says (global by default).
+	allocates := inf.base == nil && !inf.memFixed
+	mem := got.Mem
+	if allocates {
+		mem = ir.Global
 	}
 	if v.Type != nil {
 		ann, ok := v.Type.(*ir.TensorType)
 		if !ok {
-			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, v.Type, op.Code, got)
+			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, v.Type, op.Code, withMem(got, mem))
 			return
 		}
-		if !keepMem {
-			got.Mem = ann.Mem
+		if allocates {
+			mem = ann.Mem
 		}
 		if !equalIn(ann, got.Mem, got) {
-			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, ann, op.Code, got)
+			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, ann, op.Code, withMem(got, mem))
 			return
 		}
 		// Global is the unprinted default, so only a named other memory
 		// type contradicts the storage an alias lives in.
-		if inf.base != nil && ann.Mem != ir.Global && ann.Mem != got.Mem {
-			c.errs.Add(op.Pos, "%s: %s is annotated %s memory, but it aliases %s, which is in %s memory", op.Code, v, ann.Mem, inf.base, got.Mem)
+		if inf.base != nil && ann.Mem != ir.Global && ann.Mem != mem {
+			c.errs.Add(op.Pos, "%s: %s is annotated %s memory, but it aliases %s, which is in %s memory", op.Code, v, ann.Mem, inf.base, mem)
 			return
 		}
+		if ann.Mem == mem {
+			return // the annotation is the type inferred
+		}
 	}
-	v.Type = got
+	t := c.clone(got)
+	t.Mem = mem
+	v.Type = t
+}
+
+// withMem is t in memory type m, for a message (it shares t's dims).
+func withMem(t *ir.TensorType, m ir.MemoryType) *ir.TensorType {
+	c := *t
+	c.Mem = m
+	return &c
 }
 
 // tensor returns operand x's tensor type. ok is false when x is no tensor;
@@ -462,7 +484,7 @@ func (c *checker) broadcast(op *ir.Op, vals []*ir.Value, types []*ir.TensorType)
 	for _, t := range types {
 		rank = max(rank, t.Rank())
 	}
-	dims := c.dimSlice(rank)[:rank]
+	dims := c.scratchDims(rank)[:rank]
 	for j := range dims {
 		dims[j] = ir.Dim{Extent: 1}
 	}
@@ -562,7 +584,7 @@ func (c *checker) reduction(op *ir.Op) ([]inferred, bool) {
 		return nil, false
 	}
 	keep := op.BoolAttr("keepdim")
-	dims := c.dimSlice(t.Rank())
+	dims := c.scratchDims(t.Rank())
 	for i, d := range t.Dims {
 		switch {
 		case !reduced[int64(i)]:
@@ -613,7 +635,7 @@ func (c *checker) matmul(op *ir.Op) ([]inferred, bool) {
 			}
 		}
 	}
-	dims := append(append(c.dimSlice(a.Rank()), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
+	dims := append(append(c.scratchDims(a.Rank()), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
 	return c.built(a.DType, dims), true
 }
 
