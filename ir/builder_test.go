@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/parser"
@@ -44,9 +46,7 @@ func buildExample(t *testing.T) *ir.Program {
 	b.Op(ir.OpBarrier)
 	b.Output(s, r, outs[0], outs[1], y)
 	p, err := b.Program()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
@@ -54,40 +54,27 @@ func TestBuilderGolden(t *testing.T) {
 	got := buildExample(t).String()
 	const golden = "testdata/builder.hir"
 	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
 	}
 	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("printed program differs from %s (-want +got):\n%s", golden, diff)
-	}
+	require.NoError(t, err, "go test -update writes it")
+	assert.Empty(t, cmp.Diff(string(want), got), "printed program differs from %s (-want +got)", golden)
 }
 
 func TestBuilderOutputParsesBack(t *testing.T) {
 	built := buildExample(t)
 	parsed, err := parser.Parse("built.hir", []byte(built.String()))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, built)
-	}
+	require.NoError(t, err, "%s", built)
 	parsed.File = built.File
 	opts := cmp.Options{cmpopts.IgnoreTypes(ir.Pos{}), cmpopts.EquateEmpty()}
-	if diff := cmp.Diff(built, parsed, opts); diff != "" {
-		t.Errorf("parsed program differs from the built one (-built +parsed):\n%s", diff)
-	}
-	if parsed.String() != built.String() {
-		t.Error("printing the parsed program gives different text")
-	}
+	assert.Empty(t, cmp.Diff(built, parsed, opts), "parsed program differs from the built one (-built +parsed)")
+	assert.Equal(t, built.String(), parsed.String(), "printing the parsed program gives different text")
 }
 
 func TestBuilderRejectsInvalidProgram(t *testing.T) {
 	b := ir.NewBuilder(ir.LinearMesh(2))
 	x := b.Input("x", ir.Tensor(ir.F32, 4))
 	b.Op(ir.OpAdd, x)
-	if _, err := b.Program(); err == nil || err.Error() != "<input>: add takes 2 operands, got 1" {
-		t.Errorf("got %v", err)
-	}
+	_, err := b.Program()
+	assert.EqualError(t, err, "<input>: add takes 2 operands, got 1")
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/big"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestMulChecked(t *testing.T) {
@@ -27,9 +29,8 @@ func TestMulChecked(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, ok := MulChecked(tt.a, tt.b)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("MulChecked(%d, %d) = %d, %v; want %d, %v", tt.a, tt.b, got, ok, tt.want, tt.ok)
-		}
+		assert.Equal(t, tt.want, got, "MulChecked(%d, %d)", tt.a, tt.b)
+		assert.Equal(t, tt.ok, ok, "MulChecked(%d, %d) ok", tt.a, tt.b)
 	}
 }
 
@@ -53,13 +54,10 @@ func TestProductChecked(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, ok := ProductChecked(tt.shape)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("ProductChecked(%v) = %d, %v; want %d, %v", tt.shape, got, ok, tt.want, tt.ok)
-		}
+		assert.Equal(t, tt.want, got, "ProductChecked(%v)", tt.shape)
+		assert.Equal(t, tt.ok, ok, "ProductChecked(%v) ok", tt.shape)
 	}
-	if got := BigProduct([]int64{1 << 32, 1 << 32, 3}).String(); got != "55340232221128654848" {
-		t.Errorf("BigProduct = %s", got)
-	}
+	assert.Equal(t, "55340232221128654848", BigProduct([]int64{1 << 32, 1 << 32, 3}).String(), "BigProduct")
 }
 
 func TestSizeError(t *testing.T) {
@@ -84,9 +82,7 @@ func TestSizeError(t *testing.T) {
 		if err := tt.t.SizeError(); err != nil {
 			got = err.Error()
 		}
-		if got != tt.want {
-			t.Errorf("%s: SizeError() = %q, want %q", tt.t, got, tt.want)
-		}
+		assert.Equal(t, tt.want, got, "%s: SizeError()", tt.t)
 	}
 }
 
@@ -101,25 +97,17 @@ func TestLoopTrips(t *testing.T) {
 		for _, to := range bounds {
 			for _, step := range steps {
 				want, wantLast := bigLoop(from, to, step)
-				if got := LoopTrips(from, to, step); got != want {
-					t.Errorf("LoopTrips(%d, %d, %d) = %d, want %d", from, to, step, got, want)
-				}
+				assert.Equal(t, want, LoopTrips(from, to, step), "LoopTrips(%d, %d, %d)", from, to, step)
 				if want > 0 {
-					if got := LoopLast(from, to, step); got != wantLast {
-						t.Errorf("LoopLast(%d, %d, %d) = %d, want %d", from, to, step, got, wantLast)
-					}
+					assert.Equal(t, wantLast, LoopLast(from, to, step), "LoopLast(%d, %d, %d)", from, to, step)
 				}
 			}
 		}
 	}
 	for _, step := range []int64{0, -1, minI} {
-		if got := LoopTrips(0, 10, step); got != 0 {
-			t.Errorf("LoopTrips(0, 10, %d) = %d, want 0", step, got)
-		}
+		assert.Equal(t, uint64(0), LoopTrips(0, 10, step), "LoopTrips(0, 10, %d)", step)
 	}
-	if got := LoopTrips(minI, maxI, 1); got != math.MaxUint64 {
-		t.Errorf("LoopTrips over the whole range = %d, want 2^64-1", got)
-	}
+	assert.Equal(t, uint64(math.MaxUint64), LoopTrips(minI, maxI, 1), "LoopTrips over the whole range, want 2^64-1")
 }
 
 // bigLoop counts the trips of a loop exactly; the count and the last index
@@ -150,8 +138,6 @@ func TestPeerDoesNotOverflow(t *testing.T) {
 		{math.MaxInt64, 6, 7, 6},           // 2^63-1 ≡ 0 mod 7
 	} {
 		op := &Op{Code: OpSend, Attrs: []Attr{{Key: "peer", Value: AttrValue{Kind: KindPeer, Int: tt.off, Relative: true}}}}
-		if got := op.Peer(tt.rank, tt.size); got != tt.want {
-			t.Errorf("peer=%+d on rank %d of %d = %d, want %d", tt.off, tt.rank, tt.size, got, tt.want)
-		}
+		assert.Equal(t, tt.want, op.Peer(tt.rank, tt.size), "peer=%+d on rank %d of %d", tt.off, tt.rank, tt.size)
 	}
 }

@@ -1,6 +1,10 @@
 package ir
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestOpFacts(t *testing.T) {
 	floats := map[Opcode]bool{OpExp: true, OpLog: true, OpTanh: true, OpSigmoid: true, OpGelu: true}
@@ -14,12 +18,10 @@ func TestOpFacts(t *testing.T) {
 	rooted := map[Opcode]bool{OpBroadcast: true, OpReduce: true, OpGather: true, OpScatter: true}
 	for _, op := range Opcodes() {
 		info := op.Info()
-		if info.FloatOnly != floats[op] {
-			t.Errorf("%s: FloatOnly = %v", op, info.FloatOnly)
-		}
-		if info.Layout != layouts[op] || info.Reduces != reduces[op] || info.Rooted != rooted[op] {
-			t.Errorf("%s: Layout %d Reduces %v Rooted %v", op, info.Layout, info.Reduces, info.Rooted)
-		}
+		assert.Equal(t, floats[op], info.FloatOnly, "%s: FloatOnly", op)
+		assert.Equal(t, layouts[op], info.Layout, "%s: Layout", op)
+		assert.Equal(t, reduces[op], info.Reduces, "%s: Reduces", op)
+		assert.Equal(t, rooted[op], info.Rooted, "%s: Rooted", op)
 		for n := info.MinOperands; n <= max(info.MaxOperands, info.MinOperands+2); n++ {
 			want := -1
 			switch {
@@ -34,9 +36,7 @@ func TestOpFacts(t *testing.T) {
 					want = 0
 				}
 			}
-			if got := info.AliasedOperand(n); got != want {
-				t.Errorf("%s with %d operands: AliasedOperand = %d, want %d", op, n, got, want)
-			}
+			assert.Equal(t, want, info.AliasedOperand(n), "%s with %d operands: AliasedOperand", op, n)
 		}
 	}
 }

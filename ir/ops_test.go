@@ -1,12 +1,14 @@
 package ir
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestRootOnly(t *testing.T) {
 	want := map[Opcode]bool{OpReduce: true, OpGather: true}
 	for _, op := range Opcodes() {
-		if got := op.Info().RootOnly; got != want[op] {
-			t.Errorf("%s: RootOnly = %v, want %v", op, got, want[op])
-		}
+		assert.Equal(t, want[op], op.Info().RootOnly, "%s: RootOnly", op)
 	}
 }

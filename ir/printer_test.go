@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestFormatFloat(t *testing.T) {
@@ -20,16 +22,10 @@ func TestFormatFloat(t *testing.T) {
 		math.NaN():           "nan",
 	}
 	for f, want := range cases {
-		if got := FormatAttrValue(AttrValue{Kind: KindFloat, Float: f}); got != want {
-			t.Errorf("float %v prints %q, want %q", f, got, want)
-		}
-		if got := Float(f).String(); got != want {
-			t.Errorf("literal %v prints %q, want %q", f, got, want)
-		}
+		assert.Equal(t, want, FormatAttrValue(AttrValue{Kind: KindFloat, Float: f}), "float %v", f)
+		assert.Equal(t, want, Float(f).String(), "literal %v", f)
 	}
-	if got := Int(-7).String(); got != "-7" {
-		t.Errorf("int literal prints %q", got)
-	}
+	assert.Equal(t, "-7", Int(-7).String(), "int literal")
 }
 
 func TestFormatAttrValue(t *testing.T) {
@@ -48,9 +44,7 @@ func TestFormatAttrValue(t *testing.T) {
 		{AttrValue{Kind: KindInts}, "[]"},
 	}
 	for _, c := range cases {
-		if got := FormatAttrValue(c.v); got != c.want {
-			t.Errorf("%+v prints %q, want %q", c.v, got, c.want)
-		}
+		assert.Equal(t, c.want, FormatAttrValue(c.v), "%+v", c.v)
 	}
 }
 
@@ -64,9 +58,8 @@ func TestPrintMesh(t *testing.T) {
 		{Mesh{Devices: []int{1, 0}}, "mesh [1, 0]\n"},
 	} {
 		p := &Program{Mesh: c.mesh, Body: &Block{}}
-		if got := p.String(); !strings.HasPrefix(got, c.want) {
-			t.Errorf("mesh %v prints %q, want prefix %q", c.mesh.Devices, got, c.want)
-		}
+		got := p.String()
+		assert.True(t, strings.HasPrefix(got, c.want), "mesh %v prints %q, want prefix %q", c.mesh.Devices, got, c.want)
 	}
 }
 
@@ -77,23 +70,15 @@ func TestPrintOpDetails(t *testing.T) {
 	op.SetAttr("algo", AttrValue{Kind: KindWord, Word: "ring"})
 	op.Results = []*Value{{Name: "g", Def: op}}
 	// Attributes print sorted; no type annotation while a result has none.
-	if got, want := op.String(), "%g = all_gather %x algo=ring async=true"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	assert.Equal(t, "%g = all_gather %x algo=ring async=true", op.String())
 	op.Results[0].Type = Tensor(F32, 4).In(Symmetric)
-	if got, want := op.String(), "%g = all_gather %x algo=ring async=true : f32[4] symmetric"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	assert.Equal(t, "%g = all_gather %x algo=ring async=true : f32[4] symmetric", op.String())
 	// A partly annotated multi-result op prints no annotation at all.
 	f := &Op{Code: OpFusion, Operands: []*Value{x}, Body: &Block{}}
 	f.Results = []*Value{{Name: "a", Def: f, Type: Tensor(F32, 4)}, {Name: "b", Def: f}}
 	f.Body.Ops = []*Op{{Code: OpYield, Operands: []*Value{x, x}}}
-	if got, want := f.String(), "%a, %b = fusion %x {\n  yield %x, %x\n}"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	assert.Equal(t, "%a, %b = fusion %x {\n  yield %x, %x\n}", f.String())
 	s := &Op{Code: OpStream}
 	s.Results = []*Value{{Name: "s", Def: s, Type: &StreamType{}}}
-	if got, want := s.String(), "%s = stream : stream"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	assert.Equal(t, "%s = stream : stream", s.String())
 }

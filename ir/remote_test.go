@@ -4,17 +4,16 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The docs print the symmetric-heap table; keep them equal to the code.
 func TestRulesTableInArchitectureDoc(t *testing.T) {
 	doc, err := os.ReadFile("../docs/ARCHITECTURE.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), RulesTable()) {
-		t.Fatalf("docs/ARCHITECTURE.md does not contain the current rules table; paste this in:\n%s", RulesTable())
-	}
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(doc), RulesTable()), "docs/ARCHITECTURE.md does not contain the current rules table; paste this in:\n%s", RulesTable())
 }
 
 func TestEveryCollectiveHasRules(t *testing.T) {
@@ -23,55 +22,44 @@ func TestEveryCollectiveHasRules(t *testing.T) {
 			continue
 		}
 		algos := Algorithms(op)
-		if len(algos) == 0 || algos[0] != AlgoAuto {
-			t.Errorf("%s: algorithms %v must start with auto", op, algos)
+		if assert.NotEmpty(t, algos, "%s: algorithms must start with auto", op) {
+			assert.Equal(t, AlgoAuto, algos[0], "%s: algorithms %v must start with auto", op, algos)
 		}
-		if _, ok := LookupRule(op, AlgoNCCL); !ok {
-			t.Errorf("%s has no nccl rule", op)
-		}
+		_, ok := LookupRule(op, AlgoNCCL)
+		assert.True(t, ok, "%s has no nccl rule", op)
 		for _, a := range algos {
-			if !contains(AlgoWords, a.String()) {
-				t.Errorf("%s: algorithm %q is not in AlgoWords", op, a)
-			}
+			assert.Contains(t, AlgoWords, a.String(), "%s: algorithm %q is not in AlgoWords", op, a)
 		}
 	}
 	for _, op := range Opcodes() {
-		if algos := op.Info().Algos; !op.IsCollective() && len(algos) > 0 {
-			t.Errorf("%s is no collective but lists algorithms %v", op, algos)
+		if !op.IsCollective() {
+			assert.Empty(t, op.Info().Algos, "%s is no collective but lists algorithms", op)
 		}
 		seen := map[Algo]bool{}
 		for _, a := range Algorithms(op) {
-			if seen[a] {
-				t.Errorf("%s lists %s twice", op, a)
-			}
+			assert.False(t, seen[a], "%s lists %s twice", op, a)
 			seen[a] = true
 		}
 	}
-	if _, ok := LookupRule(OpAllToAll, AlgoTwoShot); ok {
-		t.Error("all_to_all must not have two_shot")
-	}
+	_, ok := LookupRule(OpAllToAll, AlgoTwoShot)
+	assert.False(t, ok, "all_to_all must not have two_shot")
 }
 
 func TestAlgoAndReduceOpWords(t *testing.T) {
 	for _, w := range AlgoWords {
 		a, ok := ParseAlgo(w)
-		if !ok || a.String() != w {
-			t.Errorf("ParseAlgo(%q) = %v, %v", w, a, ok)
-		}
+		assert.True(t, ok, "ParseAlgo(%q)", w)
+		assert.Equal(t, w, a.String(), "ParseAlgo(%q)", w)
 	}
 	for _, w := range ReduceOpWords {
 		r, ok := ParseReduceOp(w)
-		if !ok || r.String() != w || !r.Valid() {
-			t.Errorf("ParseReduceOp(%q) = %v, %v", w, r, ok)
-		}
+		assert.True(t, ok, "ParseReduceOp(%q)", w)
+		assert.Equal(t, w, r.String(), "ParseReduceOp(%q)", w)
+		assert.True(t, r.Valid(), "ParseReduceOp(%q) = %v is not Valid", w, r)
 	}
-	if _, ok := ParseAlgo("two_shots"); ok {
-		t.Error("ParseAlgo accepted two_shots")
-	}
-	if _, ok := ParseReduceOp(""); ok {
-		t.Error(`ParseReduceOp accepted ""`)
-	}
-	if ReduceUnset.Valid() {
-		t.Error("ReduceUnset is Valid")
-	}
+	_, ok := ParseAlgo("two_shots")
+	assert.False(t, ok, "ParseAlgo accepted two_shots")
+	_, ok = ParseReduceOp("")
+	assert.False(t, ok, `ParseReduceOp accepted ""`)
+	assert.False(t, ReduceUnset.Valid(), "ReduceUnset is Valid")
 }

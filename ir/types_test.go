@@ -1,9 +1,11 @@
 package ir
 
 import (
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestLocalShape(t *testing.T) {
@@ -24,13 +26,12 @@ func TestLocalShape(t *testing.T) {
 	for _, c := range cases {
 		got, err := c.typ.LocalShape(c.mesh)
 		if c.error != "" {
-			if err == nil || !strings.Contains(err.Error(), c.error) {
-				t.Errorf("%v on %d ranks: error %v, want %q", c.typ, c.mesh, err, c.error)
-			}
+			assert.ErrorContains(t, err, c.error, "%v on %d ranks", c.typ, c.mesh)
 			continue
 		}
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("%v on %d ranks: LocalShape = %v, %v; want %v", c.typ, c.mesh, got, err, c.want)
+		if assert.NoError(t, err, "%v on %d ranks", c.typ, c.mesh) {
+			// nil and empty are the same shape, as with slices.Equal
+			assert.Empty(t, cmp.Diff(c.want, got, cmpopts.EquateEmpty()), "%v on %d ranks: LocalShape (-want +got)", c.typ, c.mesh)
 		}
 	}
 }
@@ -38,24 +39,22 @@ func TestLocalShape(t *testing.T) {
 func TestTensorTypeHelpers(t *testing.T) {
 	base := Tensor(F16, 4, 8)
 	s := base.Sharded(1).In(Host)
-	if base.IsSharded() || base.Mem != Global {
-		t.Errorf("Sharded/In changed the receiver: %v", base)
-	}
-	if s.ShardAxis() != 1 || s.String() != "f16[4, 8/DIDx] host" {
-		t.Errorf("got %v (shard axis %d)", s, s.ShardAxis())
-	}
-	if u := s.Unsharded(); u.IsSharded() || u.String() != "f16[4, 8] host" {
-		t.Errorf("Unsharded = %v", u)
-	}
-	if s.NumElements() != 32 || Product(nil) != 1 || base.Rank() != 2 {
-		t.Errorf("NumElements %d, Product(nil) %d, Rank %d", s.NumElements(), Product(nil), base.Rank())
-	}
-	if !TypesEqual(s, s.Clone()) || TypesEqual(s, base) || TypesEqual(s, &ScalarType{DType: F16}) {
-		t.Error("TypesEqual")
-	}
-	if !TypesEqual(nil, nil) || !TypesEqual(&StreamType{}, &StreamType{}) || TypesEqual(&HandleType{}, &StreamType{}) {
-		t.Error("TypesEqual on non-tensor types")
-	}
+	assert.False(t, base.IsSharded(), "Sharded/In changed the receiver: %v", base)
+	assert.Equal(t, Global, base.Mem, "Sharded/In changed the receiver: %v", base)
+	assert.Equal(t, 1, s.ShardAxis(), "shard axis of %v", s)
+	assert.Equal(t, "f16[4, 8/DIDx] host", s.String())
+	u := s.Unsharded()
+	assert.False(t, u.IsSharded(), "Unsharded = %v", u)
+	assert.Equal(t, "f16[4, 8] host", u.String(), "Unsharded")
+	assert.Equal(t, int64(32), s.NumElements(), "NumElements")
+	assert.Equal(t, int64(1), Product(nil), "Product(nil)")
+	assert.Equal(t, 2, base.Rank(), "Rank")
+	assert.True(t, TypesEqual(s, s.Clone()), "TypesEqual(s, s.Clone())")
+	assert.False(t, TypesEqual(s, base), "TypesEqual(s, base)")
+	assert.False(t, TypesEqual(s, &ScalarType{DType: F16}), "TypesEqual(s, f16 scalar)")
+	assert.True(t, TypesEqual(nil, nil), "TypesEqual(nil, nil)")
+	assert.True(t, TypesEqual(&StreamType{}, &StreamType{}), "TypesEqual on stream types")
+	assert.False(t, TypesEqual(&HandleType{}, &StreamType{}), "TypesEqual(handle, stream)")
 }
 
 func TestBroadcastShapes(t *testing.T) {
@@ -72,8 +71,9 @@ func TestBroadcastShapes(t *testing.T) {
 		{nil, []int64{}, true},
 	} {
 		got, ok := BroadcastShapes(c.in...)
-		if ok != c.ok || (ok && !slices.Equal(got, c.want)) {
-			t.Errorf("BroadcastShapes(%v) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
+		if assert.Equal(t, c.ok, ok, "BroadcastShapes(%v) ok, shape %v", c.in, got) && ok {
+			// nil and empty are the same shape, as with slices.Equal
+			assert.Empty(t, cmp.Diff(c.want, got, cmpopts.EquateEmpty()), "BroadcastShapes(%v) (-want +got)", c.in)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package ir
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // verifyCase builds a program around one mistake; want is the one message
@@ -145,15 +147,11 @@ func TestVerifyErrors(t *testing.T) {
 			p := &Program{File: "v.hir", Mesh: LinearMesh(2), Inputs: []*Value{x}, Body: &Block{}}
 			c.build(p, x)
 			err := Verify(p)
-			if err == nil {
-				t.Fatalf("Verify accepted the program; want %q\n%s", c.want, p)
-			}
-			list, ok := err.(ErrorList)
-			if !ok {
-				t.Fatalf("error is a %T, want ErrorList", err)
-			}
-			if len(list) != 1 || !strings.Contains(list[0].Error(), c.want) {
-				t.Errorf("got %d errors:\n%v\nwant one containing %q", len(list), err, c.want)
+			require.Error(t, err, "Verify accepted the program; want %q\n%s", c.want, p)
+			require.IsType(t, ErrorList(nil), err)
+			list := err.(ErrorList)
+			if assert.Len(t, list, 1, "want one error containing %q", c.want) {
+				assert.ErrorContains(t, list[0], c.want)
 			}
 		})
 	}
@@ -164,24 +162,16 @@ func TestVerifyAcceptsPlainIntegerPeer(t *testing.T) {
 	p := &Program{Mesh: LinearMesh(2), Inputs: []*Value{x}, Body: &Block{}}
 	add(p, withAttr(newOp(OpSend, []*Value{x}), "peer", AttrValue{Kind: KindInt, Int: 1}))
 	add(p, withAttr(newOp(OpSend, []*Value{x}), "peer", AttrValue{Kind: KindPeer, Int: -1, Relative: true}))
-	if err := Verify(p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Verify(p))
 }
 
 func TestErrorListSortsAndJoins(t *testing.T) {
 	var l ErrorList
-	if l.Err() != nil {
-		t.Fatal("empty list should be no error")
-	}
+	require.NoError(t, l.Err(), "empty list should be no error")
 	l.Add(Pos{File: "b.hir", Line: 1, Col: 1}, "third")
 	l.Add(Pos{File: "a.hir", Line: 2, Col: 5}, "second")
 	l.Add(Pos{File: "a.hir", Line: 2, Col: 1}, "first %d", 1)
 	want := "a.hir:2:1: first 1\na.hir:2:5: second\nb.hir:1:1: third"
-	if got := l.Err().Error(); got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
-	}
-	if got := (Pos{}).String(); got != "<input>" {
-		t.Errorf("zero Pos prints %q", got)
-	}
+	assert.EqualError(t, l.Err(), want)
+	assert.Equal(t, "<input>", Pos{}.String(), "zero Pos")
 }
