@@ -17,7 +17,6 @@ type pool struct {
 	free  map[poolKey]*[]pooled
 	all   []runtime.Buffer // every buffer allocated, in order, for close
 	asked map[uint64]int64 // by Buffer.ID: the size each was allocated for (Size() may be rounded up: symmetric shards)
-	zeroB []byte
 	// events no longer waited on, kept for the next record: creating an
 	// event is a driver call, re-recording one is not (a wait enqueued
 	// earlier keeps waiting for the record it saw, on GPUs as on the CPU).
@@ -172,14 +171,6 @@ func (p *pool) put(buf runtime.Buffer, s runtime.Stream, others ...runtime.Strea
 	}
 	*lp = append(*lp, e)
 	return nil
-}
-
-// zeros returns n zero bytes to upload (kept to avoid allocating each time).
-func (p *pool) zeros(n int64) []byte {
-	if int64(len(p.zeroB)) < n {
-		p.zeroB = make([]byte, n)
-	}
-	return p.zeroB[:n]
 }
 
 // close frees every buffer in allocation order (the same on every rank, as

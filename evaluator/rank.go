@@ -450,7 +450,7 @@ func (r *rank) alloc(f *frame, id int, zero bool) (*slot, error) {
 	s := &f.vals[id]
 	*s = slot{live: true, t: runtime.Tensor{Buf: buf, DType: lt.t.DType, Shape: lt.shape}, owned: buf}
 	if zero {
-		if err := r.dev.CopyFromHost(s.t, r.pool.zeros(s.t.Bytes()), f.current); err != nil {
+		if err := r.dev.Zero(s.t, f.current); err != nil {
 			return nil, err
 		}
 	}

@@ -82,6 +82,9 @@ type Device interface {
 	// Copy copies src into dst elementwise (same dtype and element count;
 	// either may be strided or another rank's buffer).
 	Copy(dst, src Tensor, s Stream) error
+	// Zero sets every element of t to all-zero bits, ordered on s, with no
+	// host memory involved (so a graph can hold it).
+	Zero(t Tensor, s Stream) error
 
 	// DefaultStream is the stream ops run on unless the program says else.
 	DefaultStream() Stream

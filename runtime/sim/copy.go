@@ -79,3 +79,23 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 		return nil
 	}})
 }
+
+// Zero sets t's elements to zero bytes, ordered on s.
+func (d *Device) Zero(t runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	v, err := d.rt.view(t)
+	if err != nil {
+		return errorf(d.rank, "zero: %v", err)
+	}
+	return s.enqueue(work{run: func(*stream) error {
+		if v.buf.freed.Load() {
+			return errorf(d.rank, "zero: buffer %d freed before it ran", v.buf.id)
+		}
+		es := v.esz()
+		v.each(0, v.n, func(_, off int64) { clear(v.data[off*es : (off+1)*es]) })
+		return nil
+	}})
+}
