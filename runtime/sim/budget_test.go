@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -11,28 +12,19 @@ import (
 
 func TestTooLargeIsAnErrorNotAPanic(t *testing.T) {
 	rt, err := NewWithOptions(runtime.Config{WorldSize: 2}, Options{MemoryLimit: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rt.Close()
 	d0, _ := rt.Device(0)
 
 	// Far past any machine: once it was a makeslice panic.
-	if _, err := d0.Alloc(1<<62, ir.Global); err == nil || !strings.Contains(err.Error(), "does not fit") {
-		t.Fatalf("alloc of 4 EiB: %v", err)
-	}
+	_, err = d0.Alloc(1<<62, ir.Global)
+	require.ErrorContains(t, err, "does not fit", "alloc of 4 EiB")
 	// Within the limit, then past what is left of it.
 	b, err := d0.Alloc(768<<10, ir.Global)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = d0.Alloc(512<<10, ir.Host)
-	if err == nil || !strings.Contains(err.Error(), "256.00 KiB free of its 1.00 MiB limit") {
-		t.Fatalf("second alloc: %v", err)
-	}
-	if err := d0.Free(b); err != nil {
-		t.Fatal(err)
-	}
+	require.ErrorContains(t, err, "256.00 KiB free of its 1.00 MiB limit", "second alloc")
+	require.NoError(t, d0.Free(b))
 	// A symmetric allocation fails on every rank alike (no rank is left
 	// waiting for a peer), and its memory comes back once every rank freed.
 	var wg sync.WaitGroup
@@ -51,22 +43,14 @@ func TestTooLargeIsAnErrorNotAPanic(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	mustAll(t, errs)
 	for r, b := range bufs {
 		d, _ := rt.Device(r)
-		if err := d.Free(b); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.Free(b))
 	}
-	if got, err := d0.Alloc(1<<20, ir.Global); err != nil {
-		t.Fatalf("the whole limit after every free: %v", err)
-	} else if err := d0.Free(got); err != nil {
-		t.Fatal(err)
-	}
+	got, err := d0.Alloc(1<<20, ir.Global)
+	require.NoError(t, err, "the whole limit after every free")
+	require.NoError(t, d0.Free(got))
 }
 
 type errString string

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/numeric"
@@ -212,14 +214,13 @@ func TestSimRunsEveryRule(t *testing.T) {
 	for _, r := range ir.SymmetricRules() {
 		k := algoKey{r.Op, r.Algo}
 		rules[k] = true
-		if a, ok := algorithms[k]; !ok || a.run == nil {
-			t.Errorf("%s algo=%s: the sim has no implementation", r.Op, r.Algo)
+		a, ok := algorithms[k]
+		if assert.True(t, ok, "%s algo=%s: the sim has no implementation", r.Op, r.Algo) {
+			assert.NotNil(t, a.run, "%s algo=%s: the sim has no implementation", r.Op, r.Algo)
 		}
 	}
 	for k := range algorithms {
-		if !rules[k] {
-			t.Errorf("%s algo=%s: in the sim's table but not in ir.SymmetricRules", k.op, k.algo)
-		}
+		assert.True(t, rules[k], "%s algo=%s: in the sim's table but not in ir.SymmetricRules", k.op, k.algo)
 	}
 }
 
@@ -235,21 +236,15 @@ func TestCollectivesAgainstReference(t *testing.T) {
 				}
 				got, errs := runColl(rt, c, ins)
 				for r, err := range errs {
-					if err != nil {
-						t.Fatalf("%v: rank %d: %v", c, r, err)
-					}
+					require.NoError(t, err, "%v: rank %d", c, r)
 				}
 				want := collRef(c, D, ins)
 				for r := range want {
-					if !sameFloats(got[r].data, want[r].data) {
-						t.Errorf("%v: rank %d got %v, want %v", c, r, got[r].data, want[r].data)
-					}
+					assert.Empty(t, floatsDiff(want[r].data, got[r].data), "%v: rank %d (-want +got)", c, r)
 				}
 				n++
 			}
-			if n < 100 {
-				t.Fatalf("only %d cases", n)
-			}
+			require.GreaterOrEqual(t, n, 100, "only %d cases", n)
 		})
 	}
 }
@@ -284,16 +279,12 @@ func TestCollectiveSymmetricRequirements(t *testing.T) {
 			mustAll(t, errs)
 			want := collRef(c, D, ins)
 			for r := range want {
-				if !sameFloats(got[r].data, want[r].data) {
-					t.Errorf("%v on global buffers: rank %d got %v, want %v", c, r, got[r].data, want[r].data)
-				}
+				assert.Empty(t, floatsDiff(want[r].data, got[r].data), "%v on global buffers: rank %d (-want +got)", c, r)
 			}
 			continue
 		}
 		for r, err := range errs {
-			if err == nil || !strings.Contains(err.Error(), "symmetric buffer") {
-				t.Errorf("%v on global buffers: rank %d: got %v, want an error asking for a symmetric buffer", c, r, err)
-			}
+			assert.ErrorContains(t, err, "symmetric buffer", "%v on global buffers: rank %d: want an error asking for a symmetric buffer", c, r)
 		}
 	}
 }
@@ -320,25 +311,19 @@ func TestReductionOrderAndRounding(t *testing.T) {
 	// one_shot and two_shot: rank order, in f32, rounded once: both 1.
 	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot} {
 		for r, g := range run(algo) {
-			if want := []float64{1, 0, 1}; !sameFloats(g.data, want) {
-				t.Errorf("%s rank %d = %v, want %v", algo, r, g.data, want)
-			}
+			assert.Empty(t, floatsDiff([]float64{1, 0, 1}, g.data), "%s rank %d (-want +got)", algo, r)
 		}
 	}
 	// ring, element 0: 256 + 1 = 257 rounds to 256 at the hop, + -256 = 0.
 	// Element 2: 1 + 256 = 257 -> 256, + -256 = 0.
 	for r, g := range run(ir.AlgoRing) {
-		if want := []float64{0, 0, 0}; !sameFloats(g.data, want) {
-			t.Errorf("ring rank %d = %v, want %v", r, g.data, want)
-		}
+		assert.Empty(t, floatsDiff([]float64{0, 0, 0}, g.data), "ring rank %d (-want +got)", r)
 	}
 	// Swap ranks 0 and 2 for element 2 only: ring order 0,1,2 gives
 	// -256 + 256 = 0, + 1 = 1, while element 0 stays 0.
 	ins[0].data[2], ins[2].data[2] = -256, 1
 	for r, g := range run(ir.AlgoRing) {
-		if want := []float64{0, 0, 1}; !sameFloats(g.data, want) {
-			t.Errorf("ring rank %d = %v, want %v", r, g.data, want)
-		}
+		assert.Empty(t, floatsDiff([]float64{0, 0, 1}, g.data), "ring rank %d (-want +got)", r)
 	}
 }
 
@@ -351,9 +336,7 @@ func TestIntegerReductionsWrap(t *testing.T) {
 		got, errs := runColl(rt, c, ins)
 		mustAll(t, errs)
 		for r := range got {
-			if got[r].data[0] != math.MinInt32 {
-				t.Errorf("%s: rank %d = %v, want wraparound to %d", algo, r, got[r].data[0], math.MinInt32)
-			}
+			assert.Equal(t, float64(math.MinInt32), got[r].data[0], "%s: rank %d, want wraparound", algo, r)
 		}
 	}
 }
@@ -372,11 +355,10 @@ func TestCollectiveMissingRankTimesOut(t *testing.T) {
 		}
 		return d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoRing, ReduceOp: ir.ReduceSum, In: in, Out: in}, nil)
 	})
-	if errs[0] == nil || !strings.Contains(errs[0].Error(), "timed out") || !strings.Contains(errs[0].Error(), "rank 2") {
-		// The symmetric alloc itself is collective: rank 2 missing it is
-		// already a timeout naming rank 2.
-		t.Fatalf("rank 0: got %v, want a timeout naming rank 2", errs[0])
-	}
+	// The symmetric alloc itself is collective: rank 2 missing it is
+	// already a timeout naming rank 2.
+	require.ErrorContains(t, errs[0], "timed out", "rank 0: want a timeout naming rank 2")
+	require.ErrorContains(t, errs[0], "rank 2", "rank 0: want a timeout naming rank 2")
 }
 
 func TestCollectiveMissingRankTimesOutOnStream(t *testing.T) {
@@ -399,9 +381,8 @@ func TestCollectiveMissingRankTimesOutOnStream(t *testing.T) {
 		return d.DefaultStream().Synchronize()
 	})
 	for _, r := range []int{0, 2} {
-		if errs[r] == nil || !strings.Contains(errs[r].Error(), "timed out") || !strings.Contains(errs[r].Error(), "waiting for rank 1") {
-			t.Errorf("rank %d: got %v, want a timeout naming rank 1", r, errs[r])
-		}
+		assert.ErrorContains(t, errs[r], "timed out", "rank %d: want a timeout naming rank 1", r)
+		assert.ErrorContains(t, errs[r], "waiting for rank 1", "rank %d: want a timeout naming rank 1", r)
 	}
 	mustAll(t, onAll(rt, func(d *Device) error { return d.Free(bufs[d.rank].Buf) }))
 }
@@ -429,9 +410,8 @@ func TestCollectiveMismatchIsReported(t *testing.T) {
 		return d.DefaultStream().Synchronize()
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "disagree") || !strings.Contains(err.Error(), "rank 1: all_reduce") {
-			t.Errorf("rank %d: got %v, want a mismatch naming the ranks", r, err)
-		}
+		assert.ErrorContains(t, err, "disagree", "rank %d: want a mismatch naming the ranks", r)
+		assert.ErrorContains(t, err, "rank 1: all_reduce", "rank %d: want a mismatch naming the ranks", r)
 	}
 	mustAll(t, onAll(rt, func(d *Device) error { return d.Free(bufs[d.rank].Buf) }))
 }
@@ -456,10 +436,7 @@ func TestCollectiveBadCalls(t *testing.T) {
 		{runtime.CollectiveCall{Op: ir.OpSend, In: t4, Out: t4}, "not a collective"},
 	}
 	for _, c := range cases {
-		err := d.Collective(&c.call, nil)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s %s: got %v, want an error containing %q", c.call.Op, c.call.Algo, err, c.want)
-		}
+		assert.ErrorContains(t, d.Collective(&c.call, nil), c.want, "%s %s", c.call.Op, c.call.Algo)
 	}
 }
 
@@ -488,8 +465,8 @@ func TestRemoteReadOfAContiguousViewSaysWhatItIs(t *testing.T) {
 		return errors.Join(err, d.Free(out), d.Free(b))
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "is the contiguous view of every rank's shard") || strings.Contains(err.Error(), "global") {
-			t.Errorf("rank %d: got %v, want an error naming the contiguous view", r, err)
+		if assert.ErrorContains(t, err, "is the contiguous view of every rank's shard", "rank %d: want an error naming the contiguous view", r) {
+			assert.NotContains(t, err.Error(), "global", "rank %d: the contiguous view is no global buffer", r)
 		}
 	}
 }

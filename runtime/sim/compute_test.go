@@ -2,9 +2,11 @@ package sim
 
 import (
 	"math"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -140,12 +142,8 @@ func TestPointwiseNumerics(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got, err := runKernel(t, tc.op, tc.ins, tc.out)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if !sameFloats(got[0], tc.want) {
-			t.Errorf("%s: got %v, want %v", tc.name, got[0], tc.want)
+		if assert.NoError(t, err, "%s", tc.name) {
+			assert.Empty(t, floatsDiff(tc.want, got[0]), "%s (-want +got)", tc.name)
 		}
 	}
 }
@@ -175,12 +173,8 @@ func TestCastRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got, err := runKernel(t, castOp(tc.to.String()), []arg{tc.in}, out(tc.to, tc.in.shape...))
-		if err != nil {
-			t.Errorf("cast %s->%s: %v", tc.in.dt, tc.to, err)
-			continue
-		}
-		if !sameFloats(got[0], tc.want) {
-			t.Errorf("cast %s %v -> %s: got %v, want %v", tc.in.dt, tc.in.xs, tc.to, got[0], tc.want)
+		if assert.NoError(t, err, "cast %s->%s", tc.in.dt, tc.to) {
+			assert.Empty(t, floatsDiff(tc.want, got[0]), "cast %s %v -> %s (-want +got)", tc.in.dt, tc.in.xs, tc.to)
 		}
 	}
 }
@@ -219,12 +213,8 @@ func TestReductions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got, err := runKernel(t, tc.op, []arg{tc.in}, tc.out)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if !sameFloats(got[0], tc.want) {
-			t.Errorf("%s: got %v, want %v", tc.name, got[0], tc.want)
+		if assert.NoError(t, err, "%s", tc.name) {
+			assert.Empty(t, floatsDiff(tc.want, got[0]), "%s (-want +got)", tc.name)
 		}
 	}
 }
@@ -233,39 +223,23 @@ func TestMatmul(t *testing.T) {
 	a := arg{ir.F32, []int64{2, 3}, []float64{1, 2, 3, 4, 5, 6}}
 	b := arg{ir.F32, []int64{3, 2}, []float64{7, 8, 9, 10, 11, 12}}
 	got, err := runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")), []arg{a, b}, out(ir.F32, 2, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []float64{58, 64, 139, 154}; !sameFloats(got[0], want) {
-		t.Errorf("matmul: got %v, want %v", got[0], want)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{58, 64, 139, 154}, got[0]), "matmul (-want +got)")
 	// Batched a with a shared b, and batched a with batched b.
 	ab := arg{ir.BF16, []int64{2, 1, 2}, []float64{1, 2, 3, 4}}
 	bs := arg{ir.BF16, []int64{2, 2}, []float64{1, 0, 0, 1}}
 	got, err = runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")), []arg{ab, bs}, out(ir.BF16, 2, 1, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []float64{1, 2, 3, 4}; !sameFloats(got[0], want) {
-		t.Errorf("batched a, shared b: got %v, want %v", got[0], want)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{1, 2, 3, 4}, got[0]), "batched a, shared b (-want +got)")
 	bb := arg{ir.BF16, []int64{2, 2, 1}, []float64{1, 1, 2, 0}}
 	got, err = runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")), []arg{ab, bb}, out(ir.BF16, 2, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []float64{3, 6}; !sameFloats(got[0], want) {
-		t.Errorf("batched: got %v, want %v", got[0], want)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{3, 6}, got[0]), "batched (-want +got)")
 	// bf16 products accumulate in f32: 256*1 + 1*1 + 1*1 = 258.
 	got, err = runKernel(t, mkOp(ir.OpMatmul, val("a"), val("b")),
 		[]arg{{ir.BF16, []int64{1, 3}, []float64{256, 1, 1}}, {ir.BF16, []int64{3, 1}, []float64{1, 1, 1}}}, out(ir.BF16, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got[0][0] != 258 {
-		t.Errorf("bf16 matmul accumulation: got %v, want 258", got[0][0])
-	}
+	require.NoError(t, err)
+	assert.Equal(t, 258.0, got[0][0], "bf16 matmul accumulation")
 }
 
 // A fusion keeps f16 intermediates in f32: (2048 + 1) - 2048 is 1 fused but
@@ -282,27 +256,15 @@ func TestFusionKeepsIntermediatesInF32(t *testing.T) {
 	fusion := &ir.Op{Code: ir.OpFusion, Operands: []*ir.Value{x}, Body: body, Results: []*ir.Value{val("r0"), val("r1")}}
 	in := arg{ir.F16, []int64{2, 2}, []float64{2048, 2048, 2048, 2050}}
 	got, err := runKernel(t, fusion, []arg{in}, []runtime.TensorShape{{DType: ir.F16, Shape: []int64{2, 2}}, {DType: ir.F16, Shape: []int64{2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []float64{1, 1, 1, 3}; !sameFloats(got[0], want) {
-		t.Errorf("fused: got %v, want %v", got[0], want)
-	}
-	if want := []float64{2, 4}; !sameFloats(got[1], want) {
-		t.Errorf("fused trailing sum: got %v, want %v", got[1], want)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{1, 1, 1, 3}, got[0]), "fused (-want +got)")
+	assert.Empty(t, floatsDiff([]float64{2, 4}, got[1]), "fused trailing sum (-want +got)")
 	// The same ops one at a time round after each: 2048+1 -> 2048, -2048 -> 0.
 	first, err := runKernel(t, mkOp(ir.OpAdd, x, ir.Float(1)), []arg{in}, out(ir.F16, 2, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	second, err := runKernel(t, mkOp(ir.OpSub, x, ir.Float(2048)), []arg{{ir.F16, []int64{2, 2}, first[0]}}, out(ir.F16, 2, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []float64{0, 0, 0, 4}; !sameFloats(second[0], want) {
-		t.Errorf("unfused: got %v, want %v", second[0], want)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{0, 0, 0, 4}, second[0]), "unfused (-want +got)")
 }
 
 func reduceOpNamed(x, res *ir.Value) *ir.Op {
@@ -318,47 +280,29 @@ func TestStridedTensors(t *testing.T) {
 	d := rt.devices[0]
 	k, err := d.Compile(&runtime.KernelSpec{Op: mkOp(ir.OpAdd, val("x"), ir.Float(100)),
 		Inputs: out(ir.F32, 2, 3), Outputs: out(ir.F32, 2, 3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// A 3x2 matrix [[1,2],[3,4],[5,6]] seen as its 2x3 transpose.
 	in, err := upload(d, ir.Global, ir.F32, []float64{1, 2, 3, 4, 5, 6}, 3, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Free(in.Buf)
 	ob, _ := d.Alloc(12*4, ir.Global)
 	defer d.Free(ob)
 	transposed := runtime.Tensor{Buf: in.Buf, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{1, 2}}
 	spread := runtime.Tensor{Buf: ob, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{6, 2}}
-	if err := d.Launch(k, []runtime.Tensor{transposed, spread}, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Launch(k, []runtime.Tensor{transposed, spread}, nil))
 	got, err := download(d, tensorOf(ob, ir.F32, 12))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []float64{101, 0, 103, 0, 105, 0, 102, 0, 104, 0, 106, 0}
-	if !sameFloats(got, want) {
-		t.Errorf("got %v, want %v", got, want)
-	}
+	assert.Empty(t, floatsDiff(want, got), "strided launch (-want +got)")
 	// Copy between strided tensors, and out of bounds strides refused.
 	cb, _ := d.Alloc(6*4, ir.Global)
 	defer d.Free(cb)
-	if err := d.Copy(tensorOf(cb, ir.F32, 2, 3), transposed, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Copy(tensorOf(cb, ir.F32, 2, 3), transposed, nil))
 	got, err = download(d, tensorOf(cb, ir.F32, 6))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []float64{1, 3, 5, 2, 4, 6}; !sameFloats(got, want) {
-		t.Errorf("strided copy: got %v, want %v", got, want)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{1, 3, 5, 2, 4, 6}, got), "strided copy (-want +got)")
 	bad := runtime.Tensor{Buf: in.Buf, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{3, 2}}
-	if err := d.Launch(k, []runtime.Tensor{bad, spread}, nil); err == nil || !strings.Contains(err.Error(), "reaches byte") {
-		t.Errorf("out-of-bounds strides: got %v", err)
-	}
+	assert.ErrorContains(t, d.Launch(k, []runtime.Tensor{bad, spread}, nil), "reaches byte", "out-of-bounds strides")
 }
 
 func TestCompileAndLaunchErrors(t *testing.T) {
@@ -383,20 +327,12 @@ func TestCompileAndLaunchErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := d.Compile(&c.spec)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want an error containing %q", c.spec.Op.Code, err, c.want)
-		}
+		assert.ErrorContains(t, err, c.want, "%s", c.spec.Op.Code)
 	}
 	k, err := d.Compile(&runtime.KernelSpec{Op: mkOp(ir.OpNeg, x), Inputs: out(ir.F32, 2), Outputs: out(ir.F32, 2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, _ := d.Alloc(8, ir.Global)
 	defer d.Free(b)
-	if err := d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2)}, nil); err == nil || !strings.Contains(err.Error(), "1 arguments") {
-		t.Errorf("wrong argument count: %v", err)
-	}
-	if err := d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2), tensorOf(b, ir.F32, 1)}, nil); err == nil || !strings.Contains(err.Error(), "compiled for") {
-		t.Errorf("wrong shape: %v", err)
-	}
+	assert.ErrorContains(t, d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2)}, nil), "1 arguments", "wrong argument count")
+	assert.ErrorContains(t, d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2), tensorOf(b, ir.F32, 1)}, nil), "compiled for", "wrong shape")
 }

@@ -5,6 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/numeric"
 	"github.com/hirlab/hir/runtime"
@@ -15,13 +20,9 @@ import (
 func newRuntime(t testing.TB, D int, timeout time.Duration) *Runtime {
 	t.Helper()
 	rt, err := New(runtime.Config{WorldSize: D, Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		if n := rt.LiveBuffers(); n != 0 {
-			t.Errorf("%d buffers still live at the end of the test", n)
-		}
+		assert.Equal(t, 0, rt.LiveBuffers(), "buffers still live at the end of the test")
 		rt.Close()
 	})
 	return rt
@@ -46,9 +47,7 @@ func onAll(rt *Runtime, fn func(d *Device) error) []error {
 func mustAll(t testing.TB, errs []error) {
 	t.Helper()
 	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+		require.NoError(t, err, "rank %d", r)
 	}
 }
 
@@ -98,16 +97,10 @@ func download(d *Device, t runtime.Tensor) ([]float64, error) {
 	return decode(t.DType, b), nil
 }
 
-func sameFloats(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] && !(a[i] != a[i] && b[i] != b[i]) {
-			return false
-		}
-	}
-	return true
+// floatsDiff is cmp.Diff(want, got) (empty when they are the same) with
+// NaN equal to NaN, -0 to 0, and nil to empty.
+func floatsDiff(want, got []float64) string {
+	return cmp.Diff(want, got, cmpopts.EquateNaNs(), cmpopts.EquateEmpty())
 }
 
 // nd is a host tensor for references.

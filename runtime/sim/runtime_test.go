@@ -2,9 +2,11 @@ package sim
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -12,19 +14,15 @@ import (
 
 func TestRegisteredAsSim(t *testing.T) {
 	rt, err := runtime.Open("sim", runtime.Config{WorldSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rt.Close()
-	if rt.Name() != "sim" || rt.WorldSize() != 2 || len(rt.Ranks()) != 2 {
-		t.Errorf("got %s with %d ranks %v", rt.Name(), rt.WorldSize(), rt.Ranks())
-	}
-	if _, err := rt.Device(2); err == nil {
-		t.Error("device 2 of 2 ranks should be an error")
-	}
-	if _, err := New(runtime.Config{WorldSize: 0}); err == nil {
-		t.Error("world size 0 should be an error")
-	}
+	assert.Equal(t, "sim", rt.Name())
+	assert.Equal(t, 2, rt.WorldSize())
+	assert.Len(t, rt.Ranks(), 2)
+	_, err = rt.Device(2)
+	assert.Error(t, err, "device 2 of 2 ranks should be an error")
+	_, err = New(runtime.Config{WorldSize: 0})
+	assert.Error(t, err, "world size 0 should be an error")
 }
 
 // The k-th symmetric alloc of every rank is one range; writes through a
@@ -38,68 +36,35 @@ func TestSymmetricAliasing(t *testing.T) {
 		bufs[d.rank], err = d.Alloc(8, ir.Symmetric) // two f32 per rank
 		return err
 	}))
-	if got := bufs[0].Size(); got != DefaultGranularity {
-		t.Errorf("symmetric shard size = %d, want it rounded up to %d", got, DefaultGranularity)
-	}
+	assert.Equal(t, int64(DefaultGranularity), bufs[0].Size(), "symmetric shard size, rounded up to the granularity")
 	d0 := rt.devices[0]
 	// Rank 0 writes into rank 2's shard through a peer buffer.
 	pb, err := d0.PeerBuffer(bufs[0], 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d0.CopyFromHost(tensorOf(pb, ir.F32, 2), encode(ir.F32, []float64{7, 8}), nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, d0.CopyFromHost(tensorOf(pb, ir.F32, 2), encode(ir.F32, []float64{7, 8}), nil))
 	// Rank 1 writes into rank 0's shard through its contiguous view.
 	d1 := rt.devices[1]
 	cv, err := d1.ContiguousView(bufs[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cv.Size() != D*bufs[1].Size() {
-		t.Errorf("contiguous view is %d bytes, want %d", cv.Size(), D*bufs[1].Size())
-	}
-	if err := d1.CopyFromHost(runtime.Tensor{Buf: cv, Offset: 4, DType: ir.F32, Shape: []int64{1}}, encode(ir.F32, []float64{5}), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := errors.Join(d0.DefaultStream().Synchronize(), d1.DefaultStream().Synchronize()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, D*bufs[1].Size(), cv.Size(), "contiguous view bytes")
+	require.NoError(t, d1.CopyFromHost(runtime.Tensor{Buf: cv, Offset: 4, DType: ir.F32, Shape: []int64{1}}, encode(ir.F32, []float64{5}), nil))
+	require.NoError(t, errors.Join(d0.DefaultStream().Synchronize(), d1.DefaultStream().Synchronize()))
 	got2, err := download(rt.devices[2], tensorOf(bufs[2], ir.F32, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameFloats(got2, []float64{7, 8}) {
-		t.Errorf("rank 2's shard = %v, want [7 8] written by rank 0", got2)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{7, 8}, got2), "rank 2's shard, written by rank 0 (-want +got)")
 	got0, err := download(d0, tensorOf(bufs[0], ir.F32, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameFloats(got0, []float64{0, 5}) {
-		t.Errorf("rank 0's shard = %v, want [0 5] written through rank 1's view", got0)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{0, 5}, got0), "rank 0's shard, written through rank 1's view (-want +got)")
 	// The view reads every shard, rank r at r × Size().
 	all, err := download(d1, runtime.Tensor{Buf: cv, DType: ir.F32, Shape: []int64{D, 2}, Strides: []int64{bufs[0].Size() / 4, 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameFloats(all, []float64{0, 5, 0, 0, 7, 8}) {
-		t.Errorf("contiguous view = %v", all)
-	}
-	if p, _ := d0.PeerBuffer(bufs[0], 2); p != pb {
-		t.Error("PeerBuffer should return the same mapping again")
-	}
-	if rt.LiveBuffers() != D+2 {
-		t.Errorf("live = %d, want %d shards and 2 views", rt.LiveBuffers(), D)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, floatsDiff([]float64{0, 5, 0, 0, 7, 8}, all), "contiguous view (-want +got)")
+	p, _ := d0.PeerBuffer(bufs[0], 2)
+	assert.Same(t, pb, p, "PeerBuffer should return the same mapping again")
+	assert.Equal(t, D+2, rt.LiveBuffers(), "live buffers: %d shards and 2 views", D)
 	mustAll(t, onAll(rt, func(d *Device) error { return d.Free(bufs[d.rank]) }))
-	if n := rt.LiveBuffers(); n != 0 {
-		t.Errorf("%d buffers live after the collective free", n)
-	}
-	if err := d0.CopyFromHost(tensorOf(pb, ir.F32, 2), make([]byte, 8), nil); err == nil || !strings.Contains(err.Error(), "after free") {
-		t.Errorf("a view used after free: got %v", err)
-	}
+	assert.Equal(t, 0, rt.LiveBuffers(), "buffers live after the collective free")
+	assert.ErrorContains(t, d0.CopyFromHost(tensorOf(pb, ir.F32, 2), make([]byte, 8), nil), "after free", "a view used after free")
 }
 
 func TestMemoryErrors(t *testing.T) {
@@ -115,9 +80,7 @@ func TestMemoryErrors(t *testing.T) {
 		return err
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "ranks 0, 2: 16; rank 1: 32") {
-			t.Errorf("rank %d: got %v, want the sizes with their ranks", r, err)
-		}
+		assert.ErrorContains(t, err, "ranks 0, 2: 16; rank 1: 32", "rank %d: want the sizes with their ranks", r)
 	}
 	// A rank that never arrives is named after the timeout.
 	errs = onAll(rt, func(d *Device) error {
@@ -128,27 +91,18 @@ func TestMemoryErrors(t *testing.T) {
 		return err
 	})
 	for _, r := range []int{1, 2} {
-		if errs[r] == nil || !strings.Contains(errs[r].Error(), "timed out") || !strings.Contains(errs[r].Error(), "waiting for rank 0") {
-			t.Errorf("rank %d: got %v, want a timeout naming rank 0", r, errs[r])
-		}
+		assert.ErrorContains(t, errs[r], "timed out", "rank %d: want a timeout naming rank 0", r)
+		assert.ErrorContains(t, errs[r], "waiting for rank 0", "rank %d: want a timeout naming rank 0", r)
 	}
 	d := rt.devices[0]
 	g, _ := d.Alloc(8, ir.Global)
-	if _, err := d.PeerBuffer(g, 1); err == nil || !strings.Contains(err.Error(), "symmetric") {
-		t.Errorf("peer buffer of global memory: %v", err)
-	}
-	if err := rt.devices[1].Free(g); err == nil || !strings.Contains(err.Error(), "owned by rank 0") {
-		t.Errorf("free by another rank: %v", err)
-	}
-	if err := d.Free(g); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Free(g); err == nil || !strings.Contains(err.Error(), "after free") {
-		t.Errorf("double free: %v", err)
-	}
-	if _, err := d.Alloc(-1, ir.Global); err == nil {
-		t.Error("negative alloc should fail")
-	}
+	_, err := d.PeerBuffer(g, 1)
+	assert.ErrorContains(t, err, "symmetric", "peer buffer of global memory")
+	assert.ErrorContains(t, rt.devices[1].Free(g), "owned by rank 0", "free by another rank")
+	require.NoError(t, d.Free(g))
+	assert.ErrorContains(t, d.Free(g), "after free", "double free")
+	_, err = d.Alloc(-1, ir.Global)
+	assert.Error(t, err, "negative alloc should fail")
 }
 
 // Work on two streams ordered by an event: the second stream's copy waits
@@ -165,48 +119,22 @@ func TestStreamEventOrdering(t *testing.T) {
 	defer d.Free(a)
 	defer d.Free(b)
 	e, _ := d.NewEvent()
-	if !e.Query() {
-		t.Error("a fresh event should be complete")
-	}
+	assert.True(t, e.Query(), "a fresh event should be complete")
 	gate := make(chan struct{})
-	if err := s1.(*stream).enqueue(work{run: func(*stream) error { <-gate; return nil }}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.CopyFromHost(tensorOf(a, ir.F32, 4), encode(ir.F32, []float64{1, 2, 3, 4}), s1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s1.Record(e); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.WaitEvent(e); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Copy(tensorOf(b, ir.F32, 4), tensorOf(a, ir.F32, 4), s2); err != nil {
-		t.Fatal(err)
-	}
-	if e.Query() {
-		t.Error("the event completed before its stream passed it")
-	}
+	require.NoError(t, s1.(*stream).enqueue(work{run: func(*stream) error { <-gate; return nil }}))
+	require.NoError(t, d.CopyFromHost(tensorOf(a, ir.F32, 4), encode(ir.F32, []float64{1, 2, 3, 4}), s1))
+	require.NoError(t, s1.Record(e))
+	require.NoError(t, s2.WaitEvent(e))
+	require.NoError(t, d.Copy(tensorOf(b, ir.F32, 4), tensorOf(a, ir.F32, 4), s2))
+	assert.False(t, e.Query(), "the event completed before its stream passed it")
 	close(gate)
-	if err := s2.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	if !e.Query() {
-		t.Error("the event is not complete after the stream waiting on it finished")
-	}
+	require.NoError(t, s2.Synchronize())
+	assert.True(t, e.Query(), "the event is not complete after the stream waiting on it finished")
 	got := make([]byte, 16)
-	if err := d.CopyToHost(got, tensorOf(b, ir.F32, 4), s2); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	if !sameFloats(decode(ir.F32, got), []float64{1, 2, 3, 4}) {
-		t.Errorf("b = %v, want the values written on s1 before the event", decode(ir.F32, got))
-	}
-	if err := e.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyToHost(got, tensorOf(b, ir.F32, 4), s2))
+	require.NoError(t, s2.Synchronize())
+	assert.Empty(t, floatsDiff([]float64{1, 2, 3, 4}, decode(ir.F32, got)), "b, want the values written on s1 before the event (-want +got)")
+	require.NoError(t, e.Synchronize())
 }
 
 // The first error on a stream is what Synchronize returns; later work is
@@ -221,30 +149,17 @@ func TestStreamErrors(t *testing.T) {
 	s.enqueue(work{run: func(*stream) error { ran = true; return second }})
 	e, _ := d.NewEvent()
 	s.Record(e)
-	if err := s.Synchronize(); err != first {
-		t.Errorf("Synchronize = %v, want the first error", err)
-	}
-	if ran {
-		t.Error("work after an error ran")
-	}
-	if !e.Query() {
-		t.Error("an event recorded after an error never completed")
-	}
-	if err := s.Synchronize(); err != nil {
-		t.Errorf("the error was not cleared: %v", err)
-	}
+	// Same: the very error, not one with the same text
+	assert.Same(t, first, s.Synchronize(), "Synchronize, want the first error")
+	assert.False(t, ran, "work after an error ran")
+	assert.True(t, e.Query(), "an event recorded after an error never completed")
+	assert.NoError(t, s.Synchronize(), "the error was not cleared")
 	s.enqueue(work{run: func(*stream) error { panic("boom") }})
-	if err := s.Synchronize(); err == nil || !strings.Contains(err.Error(), "boom") {
-		t.Errorf("a panic in work should become the stream's error, got %v", err)
-	}
+	assert.ErrorContains(t, s.Synchronize(), "boom", "a panic in work should become the stream's error")
 	ns, _ := d.NewStream()
 	ns.(*stream).enqueue(work{run: func(*stream) error { return first }})
-	if err := ns.Close(); err != first {
-		t.Errorf("Close = %v, want the pending error", err)
-	}
-	if err := ns.(*stream).enqueue(work{run: func(*stream) error { return nil }}); err == nil {
-		t.Error("enqueue on a closed stream should fail")
-	}
+	assert.Same(t, first, ns.Close(), "Close, want the pending error")
+	assert.Error(t, ns.(*stream).enqueue(work{run: func(*stream) error { return nil }}), "enqueue on a closed stream should fail")
 }
 
 func TestSendRecv(t *testing.T) {
@@ -282,7 +197,7 @@ func TestSendRecv(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if want := []float64{float64(left), 1, float64(left), 2}; !sameFloats(got, want) {
+		if want := []float64{float64(left), 1, float64(left), 2}; floatsDiff(want, got) != "" {
 			return errorf(d.rank, "received %v, want %v", got, want)
 		}
 		return nil
@@ -302,9 +217,8 @@ func TestSendRecv(t *testing.T) {
 		return d.DefaultStream().Synchronize()
 	})
 	for _, r := range []int{0, 1} {
-		if errs[r] == nil || !strings.Contains(errs[r].Error(), "16 bytes") || !strings.Contains(errs[r].Error(), "12 bytes") {
-			t.Errorf("rank %d: got %v, want a size mismatch", r, errs[r])
-		}
+		assert.ErrorContains(t, errs[r], "16 bytes", "rank %d: want a size mismatch", r)
+		assert.ErrorContains(t, errs[r], "12 bytes", "rank %d: want a size mismatch", r)
 	}
 }
 
@@ -315,37 +229,27 @@ func TestSendWithoutRecvTimesOut(t *testing.T) {
 	defer d.Free(b)
 	d.Send(tensorOf(b, ir.F32, 1), 1, nil)
 	err := d.DefaultStream().Synchronize()
-	if err == nil || !strings.Contains(err.Error(), "waiting for rank 1") {
-		t.Errorf("got %v, want a timeout naming rank 1", err)
-	}
+	assert.ErrorContains(t, err, "waiting for rank 1", "want a timeout naming rank 1")
 	d.Barrier(nil)
 	err = d.DefaultStream().Synchronize()
-	if err == nil || !strings.Contains(err.Error(), "barrier #0") || !strings.Contains(err.Error(), "rank 1") {
-		t.Errorf("got %v, want a barrier timeout naming rank 1", err)
-	}
+	assert.ErrorContains(t, err, "barrier #0", "want a barrier timeout naming rank 1")
+	assert.ErrorContains(t, err, "rank 1", "want a barrier timeout naming rank 1")
 }
 
 // Close interrupts work waiting on a peer that never comes and frees
 // everything.
 func TestCloseInterruptsAndFrees(t *testing.T) {
 	rt, err := New(runtime.Config{WorldSize: 2, Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d := rt.devices[0]
 	b, _ := d.Alloc(4, ir.Global)
 	d.Barrier(nil)
 	done := make(chan error)
 	go func() { done <- rt.closeWithin(50 * time.Millisecond) }()
-	if err := <-done; err == nil {
-		t.Error("Close should report the stream it had to interrupt")
-	}
-	if rt.LiveBuffers() != 0 {
-		t.Errorf("%d buffers live after Close", rt.LiveBuffers())
-	}
-	if _, err := d.Alloc(4, ir.Global); err == nil {
-		t.Error("alloc after Close should fail")
-	}
+	assert.Error(t, <-done, "Close should report the stream it had to interrupt")
+	assert.Equal(t, 0, rt.LiveBuffers(), "buffers live after Close")
+	_, err = d.Alloc(4, ir.Global)
+	assert.Error(t, err, "alloc after Close should fail")
 	_ = b
 }
 
@@ -363,26 +267,12 @@ func TestSymmetricFreeIsPerRankRefcounted(t *testing.T) {
 	}))
 	d0, d1 := rt.devices[0], rt.devices[1]
 	view, err := d0.PeerBuffer(bufs[0], 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d1.Free(bufs[1]); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, d1.Free(bufs[1]))
 	// Rank 0 still maps rank 1's shard.
-	if err := d0.CopyFromHost(tensorOf(view, ir.F32, 1), encode(ir.F32, []float64{3}), nil); err != nil {
-		t.Fatalf("rank 0's mapping died with rank 1's free: %v", err)
-	}
-	if err := d0.DefaultStream().Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	if err := d1.Free(bufs[1]); err == nil || !strings.Contains(err.Error(), "after free") {
-		t.Errorf("double free: %v", err)
-	}
-	if err := d0.Free(bufs[0]); err != nil {
-		t.Fatal(err)
-	}
-	if n := rt.LiveBuffers(); n != 0 {
-		t.Errorf("%d buffers live after every rank freed", n)
-	}
+	require.NoError(t, d0.CopyFromHost(tensorOf(view, ir.F32, 1), encode(ir.F32, []float64{3}), nil), "rank 0's mapping died with rank 1's free")
+	require.NoError(t, d0.DefaultStream().Synchronize())
+	assert.ErrorContains(t, d1.Free(bufs[1]), "after free", "double free")
+	require.NoError(t, d0.Free(bufs[0]))
+	assert.Equal(t, 0, rt.LiveBuffers(), "buffers live after every rank freed")
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 )
@@ -21,9 +24,7 @@ func meshFootprint(t testing.TB, D int, algos ...ir.Algo) (int64, time.Duration)
 	goruntime.ReadMemStats(&before)
 	start := time.Now()
 	rt, err := New(runtime.Config{WorldSize: D, Timeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	x, y := val("x"), val("y")
 	addOp := &ir.Op{Code: ir.OpAdd, Operands: []*ir.Value{x, ir.Float(1)}, Results: []*ir.Value{y}}
 	mustAll(t, onAll(rt, func(d *Device) error {
@@ -75,9 +76,7 @@ func meshFootprint(t testing.TB, D int, algos ...ir.Algo) (int64, time.Duration)
 		}
 		return d.Free(s)
 	}))
-	if err := rt.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rt.Close())
 	elapsed := time.Since(start)
 	goruntime.ReadMemStats(&after)
 	return int64(after.TotalAlloc - before.TotalAlloc), elapsed
@@ -97,9 +96,7 @@ func TestMeshMemoryGrowsLinearly(t *testing.T) {
 	b512, _ := meshFootprint(t, 512, ir.AlgoTwoShot)
 	per64, per512 := b64/64, b512/512
 	t.Logf("bytes per rank: %d at 64 ranks, %d at 512", per64, per512)
-	if per512 > 2*per64 {
-		t.Errorf("bytes per rank grew from %d at 64 ranks to %d at 512: not linear in the mesh", per64, per512)
-	}
+	assert.LessOrEqual(t, per512, 2*per64, "bytes per rank grew from %d at 64 ranks to %d at 512: not linear in the mesh", per64, per512)
 }
 
 // BenchmarkMeshScaling reports the bytes and time per rank of the tiny
