@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
@@ -45,20 +47,14 @@ func seedPrograms(tb testing.TB) [][]byte {
 	var out [][]byte
 	for _, pattern := range []string{"../testdata/*.hir", "../testdata/cuda/*.hir", "../examples/*.hir", "../passes/testdata/*/*.hir", "../parser/testdata/*.hir", "../testdata/contract/*.hir"} {
 		files, err := filepath.Glob(pattern)
-		if err != nil {
-			tb.Fatal(err)
-		}
+		require.NoError(tb, err)
 		for _, file := range files {
 			src, err := os.ReadFile(file)
-			if err != nil {
-				tb.Fatal(err)
-			}
+			require.NoError(tb, err)
 			out = append(out, src)
 		}
 	}
-	if len(out) < 50 {
-		tb.Fatalf("only %d seed programs", len(out))
-	}
+	require.GreaterOrEqual(tb, len(out), 50, "only %d seed programs", len(out))
 	return out
 }
 
@@ -88,14 +84,10 @@ func checkThenRun(t *testing.T, src []byte) {
 		return
 	}
 	rt, err := sim.NewWithOptions(runtime.Config{WorldSize: prog.Mesh.Size(), Timeout: fuzzPeerTimeout}, sim.Options{MemoryLimit: fuzzMemoryLimit})
-	if err != nil {
-		t.Fatalf("opening the CPU runtime for a checked program: %v\n%s", err, src)
-	}
+	require.NoError(t, err, "opening the CPU runtime for a checked program\n%s", src)
 	defer rt.Close()
 	job, err := evaluator.NewJob(prog, rt, evaluator.Options{})
-	if err != nil {
-		t.Fatalf("NewJob of a checked program: %v\n%s", err, src)
-	}
+	require.NoError(t, err, "NewJob of a checked program\n%s", src)
 	defer job.Close()
 	inputs := map[string]*host.Array{}
 	for i, in := range prog.Inputs {
@@ -107,15 +99,12 @@ func checkThenRun(t *testing.T, src []byte) {
 		go func() { _, err := job.Run(inputs); done <- err }()
 		select {
 		case err := <-done:
-			if err == nil {
-				continue
-			}
-			if isResourceError(err) {
+			if err != nil && isResourceError(err) {
 				return
 			}
-			t.Fatalf("run %d of a checked program failed: %v\n%s", run, err, src)
+			require.NoError(t, err, "run %d of a checked program failed\n%s", run, src)
 		case <-time.After(fuzzHang):
-			t.Fatalf("run %d of a checked program hangs (no end after %v)\n%s", run, fuzzHang, src)
+			require.FailNow(t, "a checked program hangs", "run %d: no end after %v\n%s", run, fuzzHang, src)
 		}
 	}
 }
@@ -265,29 +254,20 @@ func mutateLine(s string, where, how int) string {
 // through checkThenRun, and checks that each is still accepted.
 func TestContractCorpus(t *testing.T) {
 	files, err := filepath.Glob("../testdata/contract/*.hir")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			src, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			prog, err := parser.Parse(file, src)
-			if err != nil {
-				t.Fatal(err)
+			require.NoError(t, err)
+			err = passes.Lower(prog, &passes.Context{})
+			if err != nil && strings.Contains(string(src), "// rejected:") {
+				want := strings.TrimSpace(strings.SplitN(strings.SplitN(string(src), "// rejected:", 2)[1], "\n", 2)[0])
+				require.ErrorContains(t, err, want, "rejected, with the message of its // rejected: line")
+				return
 			}
-			if err := passes.Lower(prog, &passes.Context{}); err != nil {
-				if strings.Contains(string(src), "// rejected:") {
-					want := strings.TrimSpace(strings.SplitN(strings.SplitN(string(src), "// rejected:", 2)[1], "\n", 2)[0])
-					if !strings.Contains(err.Error(), want) {
-						t.Fatalf("rejected with %q, want a message holding %q", err, want)
-					}
-					return
-				}
-				t.Fatalf("the checker rejects it: %v", err)
-			}
+			require.NoError(t, err, "the checker rejects it")
 			checkThenRun(t, src)
 		})
 	}

@@ -39,9 +39,7 @@ func TestInputsVisibleOnEveryStream(t *testing.T) {
 			require.NoError(t, err)
 			got := rr.Outputs["y"]
 			for i := int64(0); i < shard.Len(); i++ {
-				if got.At(i) != -shard.At(i) {
-					t.Fatalf("run %d, rank %d, element %d: got %v, want %v (the stream ran before the input was bound)", run, rr.Rank, i, got.At(i), -shard.At(i))
-				}
+				require.Equal(t, -shard.At(i), got.At(i), "run %d, rank %d, element %d (the stream ran before the input was bound)", run, rr.Rank, i)
 			}
 		}
 	}

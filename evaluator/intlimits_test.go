@@ -58,6 +58,6 @@ output %m
 			require.Equal(t, []float64{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0}, floats(rr.Outputs["m"]), "rank %d", rr.Rank)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatal("the loops did not end")
+		require.FailNow(t, "the loops did not end")
 	}
 }

@@ -1,9 +1,11 @@
 package evaluator_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
@@ -21,26 +23,24 @@ func TestOutOfMemoryIsTypedEndToEnd(t *testing.T) {
 	_, _, job := simJob(t, "oom.hir", src, runtime.Config{}, sim.Options{MemoryLimit: limit})
 	_, err := job.Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{1024, 256}, 1)})
 	var oom *runtime.OutOfMemoryError
-	if !errors.As(err, &oom) {
-		t.Fatalf("want a *runtime.OutOfMemoryError, got %v", err)
-	}
-	if oom.Limit != limit || oom.Asked <= oom.Free || oom.Where != "the CPU runtime" {
-		t.Errorf("fields: %+v", oom)
-	}
-	if !strings.Contains(err.Error(), "out of memory: ") || !strings.Contains(err.Error(), "free of its 2.00 MiB limit") {
-		t.Errorf("message: %v", err)
-	}
+	require.ErrorAs(t, err, &oom)
+	assert.Equal(t, int64(limit), oom.Limit, "fields: %+v", oom)
+	assert.Greater(t, oom.Asked, oom.Free, "fields: %+v", oom)
+	assert.Equal(t, "the CPU runtime", oom.Where, "fields: %+v", oom)
+	assert.ErrorContains(t, err, "out of memory: ", "message")
+	assert.ErrorContains(t, err, "free of its 2.00 MiB limit", "message")
 	// A kernel fails when its stream runs it, after the host has moved
 	// on: the error still names the op that enqueued it. (Which allocation
 	// fails first depends on how the ranks interleave: a rank that runs
 	// ahead may leave its peer no room for its input or outputs, which
 	// name the input or output instead.)
 	var re *evaluator.RunError
-	if !errors.As(err, &re) || !re.Pos.IsValid() {
-		t.Fatalf("want a RunError with a position, got %v", err)
-	}
-	if re.Op != nil && (re.Op.Code != ir.OpFusion || re.Pos.Line != 3 || !strings.HasPrefix(err.Error(), "oom.hir:3:")) {
-		t.Errorf("want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
+	require.ErrorAs(t, err, &re, "want a RunError with a position")
+	require.True(t, re.Pos.IsValid(), "want a RunError with a position, got %v", err)
+	if re.Op != nil {
+		assert.Equal(t, ir.OpFusion, re.Op.Code, "want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
+		assert.Equal(t, 3, re.Pos.Line, "want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
+		assert.True(t, strings.HasPrefix(err.Error(), "oom.hir:3:"), "want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
 	}
 }
 
@@ -58,8 +58,8 @@ func TestOutputsReadBackAreBudgeted(t *testing.T) {
 	for run := 1; run <= 2; run++ {
 		_, err := job.Run(in)
 		var oom *runtime.OutOfMemoryError
-		if !errors.As(err, &oom) || !strings.Contains(err.Error(), "output %y read back to the host") || oom.Asked != 256<<10 {
-			t.Fatalf("run %d: want an out-of-memory error reading %%y back, got %v", run, err)
-		}
+		require.ErrorAs(t, err, &oom, "run %d: want an out-of-memory error reading %%y back", run)
+		require.ErrorContains(t, err, "output %y read back to the host", "run %d", run)
+		require.Equal(t, int64(256<<10), oom.Asked, "run %d: bytes asked to read %%y back", run)
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReadmeGoExample runs the README's Go block verbatim, imports
@@ -17,49 +20,27 @@ func TestReadmeGoExample(t *testing.T) {
 		t.Skip("builds and runs a program")
 	}
 	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(readme), "\n## The Go API\n")
-	if !ok {
-		t.Fatal(`README.md has no "## The Go API" section`)
-	}
+	require.True(t, ok, `README.md has no "## The Go API" section`)
 	_, block, ok := strings.Cut(section, "\n```go\n")
-	if !ok {
-		t.Fatal("the Go API section has no ```go block")
-	}
+	require.True(t, ok, "the Go API section has no ```go block")
 	block, _, ok = strings.Cut(block, "\n```\n")
-	if !ok {
-		t.Fatal("the ```go block is not closed")
-	}
-	if !strings.HasPrefix(block, "package main\n") {
-		t.Fatalf("the README's Go block is not a whole program (it must start with package main):\n%s", block)
-	}
+	require.True(t, ok, "the ```go block is not closed")
+	require.True(t, strings.HasPrefix(block, "package main\n"), "the README's Go block is not a whole program (it must start with package main):\n%s", block)
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go tool:", err)
 	}
-	if err := os.MkdirAll("testdata", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll("testdata", 0o755))
 	dir, err := os.MkdirTemp("testdata", "readme-example-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(block+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(block+"\n"), 0o644))
 	cmd := exec.Command(goTool, "run", "./"+filepath.ToSlash(dir))
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go run of the README's example: %v\n%s\nthe program:\n%s", err, out, block)
-	}
+	require.NoError(t, err, "go run of the README's example\n%s\nthe program:\n%s", out, block)
 	const want = "[8 4] relu(x) on every rank: true\n"
-	if string(out) != want {
-		t.Errorf("the README's example printed %q, want %q", out, want)
-	}
-	if !strings.Contains(section, "It prints `"+strings.TrimSuffix(want, "\n")+"`") {
-		t.Errorf("the README does not say what its example prints (%q)", strings.TrimSuffix(want, "\n"))
-	}
+	assert.Equal(t, want, string(out), "what the README's example printed")
+	assert.True(t, strings.Contains(section, "It prints `"+strings.TrimSuffix(want, "\n")+"`"), "the README does not say what its example prints (%q)", strings.TrimSuffix(want, "\n"))
 }

@@ -40,9 +40,7 @@ output %y
 		out := res.Ranks[0].Outputs[prog.Outputs[0].Name]
 		for i := int64(0); i < in.Len(); i++ {
 			want := float64(float32(float32(in.At(i))*3) + 1)
-			if out.At(i) != want {
-				t.Fatalf("run %d element %d: got %v, want %v", run, i, out.At(i), want)
-			}
+			require.Equal(t, want, out.At(i), "run %d element %d", run, i)
 		}
 	}
 }
