@@ -264,19 +264,24 @@ func (v *verifier) op(s *scope, op *Op) {
 }
 
 func (v *verifier) attrs(op *Op, info *OpInfo) {
-	seen := map[string]bool{}
+	// given[i]: info.Attrs[i] was given (schemas are short: no map per op).
+	given := append(make([]bool, 0, 8), make([]bool, len(info.Attrs))...)
+	var unknown map[string]bool // keys the op does not take, given so far: errors already
 	for _, a := range op.Attrs {
 		pos := a.Pos
 		if !pos.IsValid() {
 			pos = op.Pos
 		}
-		if seen[a.Key] {
-			v.errs.Add(pos, "%s: attribute %s is given twice", info.Name, a.Key)
-			continue
-		}
-		seen[a.Key] = true
-		spec, ok := info.Attr(a.Key)
-		if !ok {
+		i := attrIndex(info, a.Key)
+		if i < 0 {
+			if unknown[a.Key] {
+				v.errs.Add(pos, "%s: attribute %s is given twice", info.Name, a.Key)
+				continue
+			}
+			if unknown == nil {
+				unknown = map[string]bool{}
+			}
+			unknown[a.Key] = true
 			if len(info.Attrs) == 0 {
 				v.errs.Add(pos, "%s takes no attributes, got %s", info.Name, a.Key)
 			} else {
@@ -284,6 +289,12 @@ func (v *verifier) attrs(op *Op, info *OpInfo) {
 			}
 			continue
 		}
+		if given[i] {
+			v.errs.Add(pos, "%s: attribute %s is given twice", info.Name, a.Key)
+			continue
+		}
+		given[i] = true
+		spec := info.Attrs[i]
 		// A plain integer is a valid absolute peer.
 		if spec.Kind == KindPeer && a.Value.Kind == KindInt {
 			continue
@@ -296,11 +307,22 @@ func (v *verifier) attrs(op *Op, info *OpInfo) {
 			v.errs.Add(pos, "%s: %s=%s is not one of %s", info.Name, a.Key, a.Value.Word, joinWords(spec.Words))
 		}
 	}
-	for _, spec := range info.Attrs {
-		if spec.Required && !seen[spec.Key] {
+	for i, spec := range info.Attrs {
+		if spec.Required && !given[i] {
 			v.errs.Add(op.Pos, "%s needs attribute %s (%s)", info.Name, spec.Key, spec.Kind)
 		}
 	}
+}
+
+// attrIndex is the index of key in info.Attrs, or -1 (OpInfo.Attr's
+// search, giving the index).
+func attrIndex(info *OpInfo, key string) int {
+	for i, spec := range info.Attrs {
+		if spec.Key == key {
+			return i
+		}
+	}
+	return -1
 }
 
 func attrKeys(info *OpInfo) string {
