@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -23,67 +24,62 @@ func TestParseAutoTableDropsWhatItCannotUse(t *testing.T) {
 		{"collective": "all_gather", "world": 2, "dtype_class": "16bit", "bytes": 8192, "ranked": ["two_shot"]},
 		{"collective": "all_gather", "world": 0, "dtype_class": "16bit", "bytes": 8192, "ranked": ["one_shot"]}
 	]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tb.Entries) != 1 || !reflect.DeepEqual(tb.Entries[0].Ranked, []string{"two_shot"}) {
-		t.Errorf("entries %+v", tb.Entries)
+	require.NoError(t, err)
+	if assert.Len(t, tb.Entries, 1, "entries %+v", tb.Entries) {
+		assert.Equal(t, []string{"two_shot"}, tb.Entries[0].Ranked, "entries %+v", tb.Entries)
 	}
 	for _, bad := range []string{`{"version": 2, "entries": []}`, `not json`} {
-		if _, err := ParseAutoTable([]byte(bad)); err == nil {
-			t.Errorf("%s: no error", bad)
-		}
+		_, err = ParseAutoTable([]byte(bad))
+		assert.Error(t, err, "%s: no error", bad)
 	}
 }
 
 func TestAutoTablePath(t *testing.T) {
 	t.Setenv(AutoTableEnv, "/x/y.json")
-	if p, err := AutoTablePath(); p != "/x/y.json" || err != nil {
-		t.Errorf("%q %v", p, err)
-	}
+	p, err := AutoTablePath()
+	assert.NoError(t, err)
+	assert.Equal(t, "/x/y.json", p)
 	t.Setenv(AutoTableEnv, "off")
-	if p, err := AutoTablePath(); p != "" || err != nil {
-		t.Errorf("off: %q %v", p, err)
-	}
+	p, err = AutoTablePath()
+	assert.NoError(t, err, "off")
+	assert.Equal(t, "", p, "off")
 	t.Setenv(AutoTableEnv, "")
 	t.Setenv("XDG_CACHE_HOME", "/cache")
-	if p, err := AutoTablePath(); p != "/cache/hir/collectives.json" || err != nil {
-		t.Errorf("default: %q %v", p, err)
-	}
+	p, err = AutoTablePath()
+	assert.NoError(t, err, "default")
+	assert.Equal(t, "/cache/hir/collectives.json", p, "default")
 }
 
 func TestLoadAutoTableFor(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "t.json")
 	t.Setenv(AutoTableEnv, path)
-	if tb, dg, note := loadAutoTableFor("GPU X"); tb != nil || dg != "none" || !strings.Contains(note, "hirrun bench") {
-		t.Errorf("no file: %v %q %q", tb, dg, note)
-	}
+	tb, dg, note := loadAutoTableFor("GPU X")
+	assert.Nil(t, tb, "no file")
+	assert.Equal(t, "none", dg, "no file")
+	assert.Contains(t, note, "hirrun bench", "no file")
 	// A table as hirrun bench saves it (cudabench builds and saves them).
 	saved, err := json.MarshalIndent(&AutoTable{Version: AutoTableVersion, Device: "GPU X", Entries: []AutoEntry{
 		{Op: "all_reduce", World: 2, Class: "16bit", Bytes: 8 << 10, Ranked: []string{"one_shot", "nccl"}},
 	}}, "", " ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, append(saved, '\n'), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tb, dg, note := loadAutoTableFor("GPU X")
-	if tb == nil || len(dg) != 16 || !strings.Contains(note, path) {
-		t.Errorf("same device: %v %q %q", tb, dg, note)
-	}
-	if tb, dg, note := loadAutoTableFor("GPU Y"); tb != nil || dg != "none" || !strings.Contains(note, "measured on GPU X") {
-		t.Errorf("other device: %v %q %q", tb, dg, note)
-	}
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(saved, '\n'), 0o600))
+	tb, dg, note = loadAutoTableFor("GPU X")
+	assert.NotNil(t, tb, "same device")
+	assert.Len(t, dg, 16, "same device")
+	assert.Contains(t, note, path, "same device")
+	tb, dg, note = loadAutoTableFor("GPU Y")
+	assert.Nil(t, tb, "other device")
+	assert.Equal(t, "none", dg, "other device")
+	assert.Contains(t, note, "measured on GPU X", "other device")
 	os.WriteFile(path, []byte("{"), 0o600)
-	if tb, _, note := loadAutoTableFor("GPU X"); tb != nil || !strings.Contains(note, "auto table") {
-		t.Errorf("corrupt: %v %q", tb, note)
-	}
+	tb, _, note = loadAutoTableFor("GPU X")
+	assert.Nil(t, tb, "corrupt")
+	assert.Contains(t, note, "auto table", "corrupt")
 	t.Setenv(AutoTableEnv, "off")
-	if tb, _, note := loadAutoTableFor("GPU X"); tb != nil || !strings.Contains(note, "turned off") {
-		t.Errorf("off: %v %q", tb, note)
-	}
+	tb, _, note = loadAutoTableFor("GPU X")
+	assert.Nil(t, tb, "off")
+	assert.Contains(t, note, "turned off", "off")
 }
 
 // auto follows the table where the operands allow, else the next ranked
@@ -106,9 +102,7 @@ func TestAutoFollowsTable(t *testing.T) {
 	plan := func(op ir.Opcode, in, out *buffer, nIn, nOut int64) string {
 		t.Helper()
 		p, err := d.planCollective(&runtime.CollectiveCall{Op: op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return p.impl.String()
 	}
 	for _, c := range []struct {
@@ -133,24 +127,14 @@ func TestAutoFollowsTable(t *testing.T) {
 		case ir.OpReduceScatter:
 			nOut = c.nIn / 2
 		}
-		if got := plan(c.op, c.in, c.out, c.nIn, nOut); got != c.want {
-			t.Errorf("%s: %s, want %s", c.name, got, c.want)
-		}
+		assert.Equal(t, c.want, plan(c.op, c.in, c.out, c.nIn, nOut), c.name)
 	}
 	// Without a table: the compiled-in choices.
 	d.comm.table = nil
-	if got := plan(ir.OpAllReduce, sym, sym2, 1024, 1024); got != "one_shot" {
-		t.Errorf("no table, small all_reduce: %s", got)
-	}
-	if got := plan(ir.OpAllReduce, sym, sym2, 4<<20, 4<<20); got != "two_shot" {
-		t.Errorf("no table, large all_reduce: %s", got)
-	}
-	if got := plan(ir.OpAllGather, sym, sym2, 16<<20, 32<<20); got != "copy_engine" {
-		t.Errorf("no table, large all_gather of a symmetric input: %s", got)
-	}
-	if got := plan(ir.OpAllGather, glob, sym2, 16<<20, 32<<20); got != "one_shot" {
-		t.Errorf("no table, large all_gather of a global input: %s", got)
-	}
+	assert.Equal(t, "one_shot", plan(ir.OpAllReduce, sym, sym2, 1024, 1024), "no table, small all_reduce")
+	assert.Equal(t, "two_shot", plan(ir.OpAllReduce, sym, sym2, 4<<20, 4<<20), "no table, large all_reduce")
+	assert.Equal(t, "copy_engine", plan(ir.OpAllGather, sym, sym2, 16<<20, 32<<20), "no table, large all_gather of a symmetric input")
+	assert.Equal(t, "one_shot", plan(ir.OpAllGather, glob, sym2, 16<<20, 32<<20), "no table, large all_gather of a global input")
 }
 
 func TestBenchCallShapes(t *testing.T) {
@@ -158,20 +142,14 @@ func TestBenchCallShapes(t *testing.T) {
 	in, out := fakeBuf(d, 1<<20, ir.Symmetric), fakeBuf(d, 1<<20, ir.Symmetric)
 	for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpAllGather, ir.OpReduceScatter, ir.OpAllToAll} {
 		c, ok := BenchCall(op, ir.BF16, 4096, 4, in, out)
-		if !ok {
-			t.Fatalf("%s: no call", op)
-		}
+		require.True(t, ok, "%s: no call", op)
 		for _, algo := range ir.Algorithms(op) {
 			c.Algo = algo
-			if _, err := d.planCollective(&c); err != nil {
-				t.Errorf("%s algo=%s: %v", op, algo, err)
-			}
+			_, err := d.planCollective(&c)
+			assert.NoError(t, err, "%s algo=%s", op, algo)
 		}
-		if got := benchBytes(op, c.In, c.Out); got != 8192 {
-			t.Errorf("%s: files under %d bytes, want 8192", op, got)
-		}
+		assert.Equal(t, int64(8192), benchBytes(op, c.In, c.Out), "%s: files under the wrong size", op)
 	}
-	if _, ok := BenchCall(ir.OpAllGather, ir.BF16, 3, 4, in, out); ok {
-		t.Errorf("a size smaller than the world made a call")
-	}
+	_, ok := BenchCall(ir.OpAllGather, ir.BF16, 3, 4, in, out)
+	assert.False(t, ok, "a size smaller than the world made a call")
 }

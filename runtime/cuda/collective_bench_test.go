@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 )
@@ -370,16 +372,12 @@ func TestCollBenchTableFormat(t *testing.T) {
 	runs := []rankRun{{rank: 0, output: "COLLBENCH all_reduce two_shot 8192 0 9.5\nCOLLBENCH all_reduce two_shot 1073741824 0 6000\n"},
 		{rank: 1, output: "COLLBENCH all_reduce two_shot 8192 1 10.5\nCOLLBENCH all_reduce nccl 1073741824 1 7000\n"}}
 	table, m := collBenchTable(runs, 2)
-	if !strings.Contains(table, "| all_reduce | 8KiB | - | 10.5 µs | - | - |") {
-		t.Errorf("table:\n%s", table)
-	}
-	if v := m["us_x2_allreduce_8KiB_ours_two_shot"]; v != 10.5 {
-		t.Errorf("metrics %v", m)
-	}
+	assert.Contains(t, table, "| all_reduce | 8KiB | - | 10.5 µs | - | - |", "table")
+	assert.Equal(t, 10.5, m["us_x2_allreduce_8KiB_ours_two_shot"], "metrics %v", m)
 	// 1 GiB in 6000 µs: 178.96 GB/s algorithm bandwidth, ×2×1/2 for D=2.
-	if v := m["GB/s_x2_allreduce_1GiB_ours_two_shot"]; v < 178 || v > 180 {
-		t.Errorf("busbw %v", v)
-	}
+	v := m["GB/s_x2_allreduce_1GiB_ours_two_shot"]
+	assert.GreaterOrEqual(t, v, 178.0, "busbw")
+	assert.LessOrEqual(t, v, 180.0, "busbw")
 }
 
 // TestCollectiveLatency (HIR_COLL_LATENCY=1, on the GPU machine) separates
@@ -396,9 +394,7 @@ func TestCollectiveLatency(t *testing.T) {
 	runs := runRanks(t, 2, "coll-latency")
 	for _, r := range runs {
 		t.Logf("rank %d (exit %d):\n%s", r.rank, r.code, r.output)
-		if r.code != 0 {
-			t.Errorf("rank %d exited with %d", r.rank, r.code)
-		}
+		assert.Zero(t, r.code, "rank %d exited with %d", r.rank, r.code)
 	}
 }
 

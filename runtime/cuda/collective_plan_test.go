@@ -1,9 +1,11 @@
 package cuda
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -60,13 +62,10 @@ func TestPlanRejectsBadCalls(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := d.planCollective(&c.call)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want an error with %q", c.name, err, c.want)
+		if !assert.ErrorContains(t, err, c.want, c.name) {
 			continue
 		}
-		if !strings.Contains(err.Error(), "rank 1") {
-			t.Errorf("%s: the error does not name the rank: %v", c.name, err)
-		}
+		assert.ErrorContains(t, err, "rank 1", "%s: the error does not name the rank", c.name)
 	}
 }
 
@@ -85,12 +84,8 @@ func TestPlanAuto(t *testing.T) {
 		{glob, 4 << 20, "one_shot"},
 	} {
 		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.impl.String() != c.want {
-			t.Errorf("auto for bf16[%d] into %v: %s, want %s", c.n, c.out.mem, p.impl, c.want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, c.want, p.impl.String(), "auto for bf16[%d] into %v", c.n, c.out.mem)
 	}
 }
 
@@ -103,20 +98,12 @@ func TestPlanDescriptorIsRankIndependent(t *testing.T) {
 		glob := fakeBuf(d, 1<<20, ir.Global)
 		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceMax,
 			In: runtime.Tensor{Buf: sym, Offset: 64, DType: ir.F32, Shape: []int64{n}}, Out: tensor(glob, ir.F32, n)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return p.desc
 	}
-	if a, b := plan(0, 100), plan(1, 100); a != b {
-		t.Errorf("rank 0 says %q, rank 1 %q", a, b)
-	}
-	if a, b := plan(0, 100), plan(1, 101); a == b {
-		t.Errorf("different shapes, same descriptor %q", a)
-	}
-	if !strings.Contains(plan(0, 100), "@sym#3+64") {
-		t.Errorf("the descriptor does not place the remotely read input: %q", plan(0, 100))
-	}
+	assert.Equal(t, plan(0, 100), plan(1, 100), "rank 0's descriptor, rank 1's")
+	assert.NotEqual(t, plan(0, 100), plan(1, 101), "different shapes, same descriptor")
+	assert.Contains(t, plan(0, 100), "@sym#3+64", "the descriptor does not place the remotely read input")
 }
 
 // blockLayout's (first unit offset, run, pitch) must address block p along
@@ -152,9 +139,7 @@ func TestBlockLayoutMatchesIndexing(t *testing.T) {
 						if l.Run != 0 {
 							got = p*run + (i/l.Run)*l.Pitch + i%l.Run
 						}
-						if got != want {
-							t.Fatalf("shape %v axis %d D %d block %d element %d: offset %d, want %d", full, axis, D, p, i, got, want)
-						}
+						require.Equal(t, want, got, "shape %v axis %d D %d block %d element %d: offset", full, axis, D, p, i)
 					}
 				}
 			}
@@ -176,9 +161,10 @@ func TestRingSegmentsCoverChunks(t *testing.T) {
 					}
 					grid, seg, nseg := cs.ringLaunch(g, bounds, es)
 					G := int64(grid)
-					if G < 1 || G > g.blocks || G > 132 || seg*es != g.seg {
-						t.Fatalf("geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
-					}
+					require.GreaterOrEqual(t, G, int64(1), "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
+					require.LessOrEqual(t, G, g.blocks, "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
+					require.LessOrEqual(t, G, int64(132), "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
+					require.Equal(t, g.seg, seg*es, "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
 					seen := make([]int, n)
 					for c := int64(0); c < D; c++ {
 						c0, ln := bounds[c], bounds[c+1]-bounds[c]
@@ -188,8 +174,8 @@ func TestRingSegmentsCoverChunks(t *testing.T) {
 								lo := min(plo+k*seg, phi)
 								hi := min(lo+seg, phi)
 								// The segment fits its slot at its 16-byte phase.
-								if hi > lo && (hi-lo+lo%(16/es))*es > g.stride() {
-									t.Fatalf("segment [%d,%d) overflows a %d-byte slot", lo, hi, g.stride())
+								if hi > lo && (hi-lo+lo%(16/es))*es > g.stride() { // checked here, not by testify: it runs for each segment
+									require.Failf(t, "a segment overflows its slot", "segment [%d,%d) overflows a %d-byte slot", lo, hi, g.stride())
 								}
 								for i := lo; i < hi; i++ {
 									seen[i]++
@@ -198,8 +184,8 @@ func TestRingSegmentsCoverChunks(t *testing.T) {
 						}
 					}
 					for i, s := range seen {
-						if s != 1 {
-							t.Fatalf("geometry %v n=%d D=%d: element %d covered %d times", g, n, D, i, s)
+						if s != 1 { // checked here, not by testify: it runs for each of millions of elements
+							require.Failf(t, "an element not covered exactly once", "geometry %v n=%d D=%d: element %d covered %d times", g, n, D, i, s)
 						}
 					}
 				}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/numeric"
@@ -299,9 +302,7 @@ func TestCollectiveModulesCompile(t *testing.T) {
 	srcs := map[string]string{"hir_comm_move": moveModuleSource()}
 	for dt := range reduceDTypes {
 		s, err := reduceModuleSource(dt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		srcs["hir_comm_reduce_"+dt.String()] = s
 	}
 	start := time.Now()
@@ -315,14 +316,11 @@ func TestCollectiveModulesCompile(t *testing.T) {
 			m, err := d.loadCached(src, key+".cu")
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				t.Errorf("%s: %v", key, err)
+			if !assert.NoError(t, err, key) { // assert, not require: off the test's goroutine
 				return
 			}
 			t.Logf("%s: %v", key, time.Since(t0).Round(time.Millisecond))
-			if err := m.Unload(); err != nil {
-				t.Errorf("%s: unload: %v", key, err)
-			}
+			assert.NoError(t, m.Unload(), "%s: unload", key)
 		}()
 	}
 	wg.Wait()

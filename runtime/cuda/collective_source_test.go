@@ -9,23 +9,20 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 )
 
 func TestCollArgsLayout(t *testing.T) {
 	var a collArgs
-	if unsafe.Sizeof(a) != collArgsSize {
-		t.Fatalf("collArgs is %d bytes, want %d", unsafe.Sizeof(a), collArgsSize)
-	}
-	if got := len(a.bytes()); got != collArgsSize {
-		t.Fatalf("bytes() gives %d bytes", got)
-	}
-	if unsafe.Offsetof(a.Chunk) != 584 || unsafe.Offsetof(a.Rank) != 752 {
-		t.Errorf("offsets: chunk %d rank %d", unsafe.Offsetof(a.Chunk), unsafe.Offsetof(a.Rank))
-	}
-	if statusWords*8 > 1<<20 || maxChannels*channelPad > 2<<20 {
-		t.Errorf("status %d bytes, pads %d bytes", statusWords*8, maxChannels*channelPad)
-	}
+	require.Equal(t, uintptr(collArgsSize), unsafe.Sizeof(a), "collArgs bytes")
+	require.Len(t, a.bytes(), collArgsSize, "bytes()")
+	assert.Equal(t, uintptr(584), unsafe.Offsetof(a.Chunk), "offset of Chunk")
+	assert.Equal(t, uintptr(752), unsafe.Offsetof(a.Rank), "offset of Rank")
+	assert.LessOrEqual(t, statusWords*8, 1<<20, "status bytes")
+	assert.LessOrEqual(t, maxChannels*channelPad, 2<<20, "pads bytes")
 }
 
 // clangShim gives clang (CUDA mode, without a CUDA installation) what NVRTC
@@ -52,37 +49,29 @@ func TestCollectiveSourcesCompileWithClang(t *testing.T) {
 	}
 	dir := t.TempDir()
 	shim := filepath.Join(dir, "shim.h")
-	if err := os.WriteFile(shim, []byte(clangShim), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(shim, []byte(clangShim), 0o600))
 	srcs := map[string]string{"move": moveModuleSource()}
 	for dt := range reduceDTypes {
 		s, err := reduceModuleSource(dt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		srcs[dt.String()] = s
 	}
 	for name, src := range srcs {
 		src += collArgsOffsetAsserts()
 		path := filepath.Join(dir, name+".cu")
-		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(src), 0o600))
 		out, err := exec.Command(clang, "-x", "cuda", "--cuda-gpu-arch=sm_80", "-nocudainc", "-nocudalib",
 			"--cuda-device-only", "-std=c++17", "-include", shim, "-S", "-o", filepath.Join(dir, name+".ptx"), path).CombinedOutput()
-		if err != nil {
-			t.Errorf("%s: %v\n%s", name, err, out)
+		if !assert.NoError(t, err, "%s\n%s", name, out) {
 			continue
 		}
 		ptx, _ := os.ReadFile(filepath.Join(dir, name+".ptx"))
+		// assert.True, not assert.Contains: a failure would print the whole PTX.
 		for _, want := range []string{"ld.relaxed.sys.global.u64", "st.relaxed.sys.global.u64", "fence.acq_rel.sys", "%globaltimer"} {
-			if !strings.Contains(string(ptx), want) {
-				t.Errorf("%s: PTX lacks %s", name, want)
-			}
+			assert.True(t, strings.Contains(string(ptx), want), "%s: PTX lacks %s", name, want)
 		}
-		if name != "move" && !strings.Contains(string(ptx), ".entry hir_reduce_") {
-			t.Errorf("%s: PTX has no reduce entry", name)
+		if name != "move" {
+			assert.True(t, strings.Contains(string(ptx), ".entry hir_reduce_"), "%s: PTX has no reduce entry", name)
 		}
 	}
 	_ = ir.F32
@@ -117,9 +106,7 @@ func collArgsOffsetAsserts() string {
 // dtype's reducing kernels in its own module, and nothing else.
 func TestCollectiveKernelsFoundInSources(t *testing.T) {
 	index, err := commKernels()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[string]string{"hir_barrier": "hir_comm_move", "hir_copy_v16": "hir_comm_move", "hir_ag_ring_v16": "hir_comm_move",
 		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move"}
 	for _, es := range []int{1, 2, 4, 8} {
@@ -138,21 +125,19 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 		}
 	}
 	for name, mod := range want {
-		if got, ok := index[name]; !ok || got.key != mod {
-			t.Errorf("%s: in %q (found %v), want %s", name, got.key, ok, mod)
+		got, ok := index[name]
+		if assert.True(t, ok, "%s: not found, want it in %s", name, mod) {
+			assert.Equal(t, mod, got.key, "%s: in the wrong module", name)
 		}
 	}
 	if len(index) != len(want) {
 		for name, m := range index {
-			if _, ok := want[name]; !ok {
-				t.Errorf("unexpected kernel %s in %s", name, m.key)
-			}
+			_, ok := want[name]
+			assert.True(t, ok, "unexpected kernel %s in %s", name, m.key)
 		}
 	}
-	if _, ok := index["hir_strided_copy_4"]; ok {
-		t.Errorf("the strided copy is not a collective kernel")
-	}
-	if got := kernelEntries("extern \"C\" __global__ void __launch_bounds__(512) hir_a(const CollArgs a) {}\nextern \"C\" __global__ void hir_b(int x) {}\n__global__ void not_entry() {}"); strings.Join(got, ",") != "hir_a,hir_b" {
-		t.Errorf("kernelEntries: %v", got)
-	}
+	_, ok := index["hir_strided_copy_4"]
+	assert.False(t, ok, "the strided copy is not a collective kernel")
+	got := kernelEntries("extern \"C\" __global__ void __launch_bounds__(512) hir_a(const CollArgs a) {}\nextern \"C\" __global__ void hir_b(int x) {}\n__global__ void not_entry() {}")
+	assert.Equal(t, "hir_a,hir_b", strings.Join(got, ","), "kernelEntries: %v", got)
 }

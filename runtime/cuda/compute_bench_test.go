@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/codegen/codegentest"
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/host"
@@ -24,9 +27,7 @@ import (
 func chainCase(t testing.TB, dt ir.DType, n int64) gpuCase {
 	t.Helper()
 	c, err := chainOp(dt, n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -82,24 +83,19 @@ func TestKernelCacheAcrossProcesses(t *testing.T) {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), envScenario+"=kernelcache", EnvKernelCache+"="+dir)
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
+		require.NoError(t, err, "child\n%s", out)
 		m := re.FindStringSubmatch(string(out))
-		if m == nil {
-			t.Fatalf("child said:\n%s", out)
-		}
+		require.NotNil(t, m, "child said:\n%s", out)
 		return m
 	}
 	first, second := run(), run()
 	t.Logf("first process: %d compiles, %d disk writes, %ss; second: %d compiles, %d disk hits, %ss",
 		atoi(first[1]), atoi(first[3]), first[5], atoi(second[1]), atoi(second[2]), second[5])
-	if atoi(first[1]) != 2 || atoi(first[3]) != 2 {
-		t.Errorf("first process: %s", first[0])
-	}
-	if atoi(second[1]) != 0 || atoi(second[2]) != 2 || atoi(second[4]) != 0 {
-		t.Errorf("second process: %s (want no compile, 2 disk hits)", second[0])
-	}
+	assert.Equal(t, 2, atoi(first[1]), "first process: compiles: %s", first[0])
+	assert.Equal(t, 2, atoi(first[3]), "first process: disk writes: %s", first[0])
+	assert.Equal(t, 0, atoi(second[1]), "second process: compiles: %s (want no compile, 2 disk hits)", second[0])
+	assert.Equal(t, 2, atoi(second[2]), "second process: disk hits: %s (want no compile, 2 disk hits)", second[0])
+	assert.Equal(t, 0, atoi(second[4]), "second process: disk errors: %s (want no compile, 2 disk hits)", second[0])
 	fmt.Printf("METRIC kernel-cache-first-process %s s\nMETRIC kernel-cache-second-process %s s\n", first[5], second[5])
 }
 
@@ -201,33 +197,24 @@ const tinyLoopIterations = 1000
 // free): the best of 5 runs after 2 warm-ups.
 func evaluatorPerOp(tb testing.TB, rt runtime.Runtime) float64 {
 	prog, err := parser.Parse("tiny.hir", []byte(tinyLoop))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := passes.Lower(prog, &passes.Context{}); err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
+	require.NoError(tb, passes.Lower(prog, &passes.Context{}))
 	fusions := 0
 	prog.Walk(func(op *ir.Op) {
 		if op.Code == ir.OpFusion {
 			fusions++
 		}
 	})
-	if fusions != 1 {
-		tb.Fatalf("the loop holds %d fusions, want 1", fusions)
-	}
+	require.Equal(tb, 1, fusions, "fusions in the loop")
 	job, err := evaluator.NewJob(prog, rt, evaluator.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	defer job.Close()
 	in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{16}, 1)}
 	best := time.Duration(1 << 62)
 	for i := range 7 {
 		start := time.Now()
-		if _, err := job.Run(in); err != nil {
-			tb.Fatal(err)
-		}
+		_, err := job.Run(in)
+		require.NoError(tb, err)
 		if el := time.Since(start); i >= 2 && el < best {
 			best = el
 		}
@@ -302,9 +289,7 @@ func BenchmarkLaunchOverhead(b *testing.B) {
 // program is known to lower to one fusion per iteration.
 func TestTinyLoopOnCPU(t *testing.T) {
 	rt, err := sim.New(runtime.Config{WorldSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rt.Close()
 	us := evaluatorPerOp(t, rt)
 	t.Logf("CPU runtime: %.2f µs per tiny fusion", us)

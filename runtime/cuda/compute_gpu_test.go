@@ -3,14 +3,15 @@ package cuda
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/codegen"
 	"github.com/hirlab/hir/codegen/codegentest"
@@ -52,9 +53,7 @@ func (c gpuCase) elements() int64 {
 func builderCase(t testing.TB, name string, build func(b *ir.Builder) *ir.Op) gpuCase {
 	t.Helper()
 	c, err := makeCase(name, build)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -187,9 +186,7 @@ func programCases(t testing.TB) []gpuCase {
 	var cs []gpuCase
 	for _, f := range files {
 		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		prog, err := parser.Parse(filepath.Base(f), src)
 		if err != nil {
 			continue // the error programs
@@ -199,8 +196,7 @@ func programCases(t testing.TB) []gpuCase {
 		}
 		for _, op := range computeOps(prog) {
 			ins, outs, err := codegen.LocalShapes(op, prog.Mesh.Size())
-			if err != nil {
-				t.Errorf("%s: %s: %v", f, op.Pos, err)
+			if !assert.NoError(t, err, "%s: %s", f, op.Pos) {
 				continue
 			}
 			cs = append(cs, gpuCase{name: fmt.Sprintf("program/%s:%d/%s", filepath.Base(f), op.Pos.Line, op.Code), op: op, ins: ins, outs: outs})
@@ -385,14 +381,10 @@ func inputsFor(c gpuCase, seed uint64) []*host.Array {
 func openSim(t testing.TB) runtime.Device {
 	t.Helper()
 	rt, err := sim.New(runtime.Config{WorldSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close() })
 	dev, err := rt.Device(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return dev
 }
 
@@ -418,25 +410,19 @@ func TestComputeAgainstCPU(t *testing.T) {
 			}
 			inputs := inputsFor(c, uint64(1000+i))
 			want, _, err := runCase(ref, c, inputs, 0)
-			if err != nil {
-				t.Fatalf("cpu: %v", err)
-			}
+			require.NoError(t, err, "cpu")
 			runs, k, err := runCase(d, c, inputs, 0xFF, 0x55)
-			if err != nil {
-				t.Fatalf("gpu: %v", err)
-			}
+			require.NoError(t, err, "gpu")
 			impl, from, note := KernelImpl(k)
 			impls[impl]++
 			normwise := c.op.Code == ir.OpMatmul || hasReduction(c.op)
 			exact := impl == ImplTiled // the tiled kernel sums as the CPU does
 			for o := range want[0] {
-				if err := host.Equal(runs[1][o], runs[0][o]); err != nil && !bitsEqual(runs[0][o], runs[1][o]) {
-					t.Errorf("output %d: two runs over differently poisoned outputs differ (an element left unwritten?): %v", o, err)
+				if !bitsEqual(runs[0][o], runs[1][o]) {
+					assert.NoError(t, host.Equal(runs[1][o], runs[0][o]), "output %d: two runs over differently poisoned outputs differ (an element left unwritten?)", o)
 				}
 				maxErr, err := compareOutput(runs[0][o], want[0][o], normwise, exact)
-				if err != nil {
-					t.Errorf("output %d (%s, kernel %s, %s): %v", o, c.outs[o], k.Name(), impl, err)
-				} else {
+				if assert.NoError(t, err, "output %d (%s, kernel %s, %s)", o, c.outs[o], k.Name(), impl) {
 					t.Logf("output %d %s: max relative error %.3g (kernel %s, %s, image from %s%s)", o, c.outs[o], maxErr, k.Name(), impl, from, noteSuffix(note))
 				}
 			}
@@ -477,14 +463,10 @@ func TestLaunchStridedAndAliased(t *testing.T) {
 	op := b.Op(ir.OpMul, x, ir.Float(2)).Op()
 	spec := &runtime.KernelSpec{Op: op, Inputs: []runtime.TensorShape{{DType: ir.F32, Shape: []int64{4, 3}}}, Outputs: []runtime.TensorShape{{DType: ir.F32, Shape: []int64{4, 3}}}}
 	k, err := d.Compile(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// x is the transpose of a contiguous [3, 4]: strides [1, 4].
 	buf, err := d.Alloc(4*12, ir.Global)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Free(buf)
 	vals := make([]float32, 12)
 	raw := make([]byte, 48)
@@ -493,25 +475,17 @@ func TestLaunchStridedAndAliased(t *testing.T) {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(vals[i]))
 	}
 	whole := runtime.Tensor{Buf: buf, DType: ir.F32, Shape: []int64{12}}
-	if err := d.CopyFromHost(whole, raw, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyFromHost(whole, raw, nil))
 	xt := runtime.Tensor{Buf: buf, DType: ir.F32, Shape: []int64{4, 3}, Strides: []int64{1, 4}}
 	// In place: the output is the input itself.
-	if err := d.Launch(k, []runtime.Tensor{xt, xt}, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Launch(k, []runtime.Tensor{xt, xt}, nil))
 	got := toHost(t, d, whole)
 	for i, g := range got {
-		if w := 2 * vals[i]; math.Float32frombits(uint32(g)) != w {
-			t.Fatalf("element %d = %v, want %v", i, math.Float32frombits(uint32(g)), w)
-		}
+		require.Equal(t, 2*vals[i], math.Float32frombits(uint32(g)), "element %d", i)
 	}
 	// A shape the kernel was not compiled for is an error naming it.
 	err = d.Launch(k, []runtime.Tensor{whole, whole}, nil)
-	if err == nil || !strings.Contains(err.Error(), "the kernel was compiled for f32[4 3]") {
-		t.Errorf("launch with the wrong shape: %v", err)
-	}
+	assert.ErrorContains(t, err, "the kernel was compiled for f32[4 3]", "launch with the wrong shape")
 }
 
 // NVRTC failures carry the log and the path of the source.
@@ -519,16 +493,14 @@ func TestCompileFailureShowsLogAndSource(t *testing.T) {
 	d := openSingle(t)
 	_, err := d.loadKernel("extern \"C\" __global__ void hir_bad() { this is not C++; }\n", "hir_bad", nil)
 	var se *SourceError
-	if !errors.As(err, &se) {
-		t.Fatalf("got %v, want a *SourceError", err)
-	}
+	require.ErrorAs(t, err, &se, "want a *SourceError")
 	var ce *CompileError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "error") {
-		t.Errorf("no compile log in %v", err)
+	if assert.ErrorAs(t, err, &ce, "no compile log in %v", err) {
+		assert.Contains(t, ce.Log, "error", "no compile log in %v", err)
 	}
 	src, rerr := os.ReadFile(se.SourcePath)
-	if rerr != nil || !strings.Contains(string(src), "this is not C++") {
-		t.Errorf("source file %q: %v", se.SourcePath, rerr)
+	if assert.NoError(t, rerr, "source file %q", se.SourcePath) {
+		assert.Contains(t, string(src), "this is not C++", "source file %q", se.SourcePath)
 	}
 	os.Remove(se.SourcePath)
 	t.Logf("the error reads:\n%v", err)
@@ -543,12 +515,8 @@ func TestCompileRejectsBeforeNVRTC(t *testing.T) {
 	op.Pos = ir.Pos{File: "p.hir", Line: 3, Col: 1}
 	before := KernelCache().Compiles
 	_, err := d.Compile(&runtime.KernelSpec{Op: op, Inputs: []runtime.TensorShape{{DType: ir.I32, Shape: []int64{4}}}, Outputs: []runtime.TensorShape{{DType: ir.I32, Shape: []int64{4}}}})
-	if err == nil || !strings.Contains(err.Error(), "p.hir:3:1: exp does not take i32") {
-		t.Errorf("exp of i32: %v", err)
-	}
-	if KernelCache().Compiles != before {
-		t.Errorf("NVRTC ran for an op codegen rejects")
-	}
+	assert.ErrorContains(t, err, "p.hir:3:1: exp does not take i32", "exp of i32")
+	assert.Equal(t, before, KernelCache().Compiles, "NVRTC ran for an op codegen rejects")
 }
 
 // The cases build and the CPU runtime runs them, here too: the GPU test
@@ -560,9 +528,7 @@ func TestComputeCasesOnCPU(t *testing.T) {
 	cases = append(cases, sizeCases(t)...)
 	cases = append(cases, programCases(t)...)
 	cases = append(cases, matmulCases(t)...)
-	if len(cases) < 60 {
-		t.Errorf("only %d cases", len(cases))
-	}
+	assert.GreaterOrEqual(t, len(cases), 60, "only %d cases", len(cases))
 	ran := 0
 	for i, c := range cases {
 		if c.elements() > 1<<16 {
@@ -570,14 +536,12 @@ func TestComputeCasesOnCPU(t *testing.T) {
 		}
 		inputs := inputsFor(c, uint64(1000+i))
 		runs, _, err := runCase(ref, c, inputs, 0xFF, 0x55)
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
+		if !assert.NoError(t, err, c.name) {
 			continue
 		}
 		for o := range runs[0] {
-			if _, err := compareOutput(runs[1][o], runs[0][o], true, false); err != nil {
-				t.Errorf("%s: output %d: %v", c.name, o, err)
-			}
+			_, err := compareOutput(runs[1][o], runs[0][o], true, false)
+			assert.NoError(t, err, "%s: output %d", c.name, o)
 		}
 		ran++
 	}

@@ -2,11 +2,12 @@ package cuda
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -29,13 +30,9 @@ func openSingle(t *testing.T) *Device {
 	t.Helper()
 	needGPU(t)
 	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
+		assert.NoError(t, rt.Close(), "close")
 	})
 	return rt.dev
 }
@@ -67,25 +64,14 @@ func seqI32(n int, base int32) []int32 {
 func toHost(t *testing.T, d *Device, src runtime.Tensor) []int32 {
 	t.Helper()
 	out := make([]byte, src.Bytes())
-	if err := d.CopyToHost(out, src, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.DefaultStream().Synchronize(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyToHost(out, src, nil))
+	require.NoError(t, d.DefaultStream().Synchronize())
 	return bytesI32(out)
 }
 
 func eqI32(t *testing.T, what string, got, want []int32) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d elements, want %d", what, len(got), len(want))
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("%s: element %d = %d, want %d", what, i, got[i], want[i])
-		}
-	}
+	require.Equal(t, want, got, what)
 }
 
 func TestNVRTCCompileLoadLaunch(t *testing.T) {
@@ -95,18 +81,12 @@ func TestNVRTCCompileLoadLaunch(t *testing.T) {
   if (i < n) y[i] = a * x[i] + y[i];
 }`
 	cubin, err := CompileCUDA(src, "axpy.cu", d.Info().ComputeCapability)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mod, err := d.LoadModule(cubin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer mod.Unload()
 	fn, err := mod.Function("axpy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const n = 1000
 	xs, ys := make([]byte, 4*n), make([]byte, 4*n)
 	for i := 0; i < n; i++ {
@@ -117,35 +97,22 @@ func TestNVRTCCompileLoadLaunch(t *testing.T) {
 	y, _ := d.Alloc(4*n, ir.Global)
 	xt := runtime.Tensor{Buf: x, DType: ir.F32, Shape: []int64{n}}
 	yt := runtime.Tensor{Buf: y, DType: ir.F32, Shape: []int64{n}}
-	if err := d.CopyFromHost(xt, xs, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.CopyFromHost(yt, ys, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.LaunchFunction(fn, Dim3{X: (n + 127) / 128}, Dim3{X: 128}, 0, nil, float32(2), x, y, int32(n)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyFromHost(xt, xs, nil))
+	require.NoError(t, d.CopyFromHost(yt, ys, nil))
+	require.NoError(t, d.LaunchFunction(fn, Dim3{X: (n + 127) / 128}, Dim3{X: 128}, 0, nil, float32(2), x, y, int32(n)))
 	out := make([]byte, 4*n)
-	if err := d.CopyToHost(out, yt, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.DefaultStream().Synchronize(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyToHost(out, yt, nil))
+	require.NoError(t, d.DefaultStream().Synchronize())
 	for i := 0; i < n; i++ {
-		if got, want := math.Float32frombits(binary.LittleEndian.Uint32(out[4*i:])), float32(2*i+1); got != want {
-			t.Fatalf("y[%d] = %v, want %v", i, got, want)
-		}
+		require.Equal(t, float32(2*i+1), math.Float32frombits(binary.LittleEndian.Uint32(out[4*i:])), "y[%d]", i)
 	}
 	d.Free(x)
 	d.Free(y)
 
 	_, err = CompileCUDA(`extern "C" __global__ void broken() { undefined_thing(); }`, "broken.cu", d.Info().ComputeCapability)
 	var ce *CompileError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "undefined_thing") {
-		t.Fatalf("compile error: %v", err)
-	}
+	require.ErrorAs(t, err, &ce, "compile error")
+	require.Contains(t, ce.Log, "undefined_thing", "compile error: %v", err)
 }
 
 func TestSingleRankMemoryCopiesStreams(t *testing.T) {
@@ -155,37 +122,25 @@ func TestSingleRankMemoryCopiesStreams(t *testing.T) {
 	singleRankRound(t, d)
 	baseFD := openFDCount()
 	free0, _, err := d.MemInfo()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	singleRankRound(t, d)
-	if got := openFDCount(); got != baseFD {
-		t.Errorf("%d descriptors open, %d before", got, baseFD)
-	}
+	assert.Equal(t, baseFD, openFDCount(), "descriptors open, vs before")
 	free1, _, _ := d.MemInfo()
-	if free1+(64<<20) < free0 {
-		t.Errorf("device memory not returned: %d free before, %d after", free0, free1)
-	}
+	assert.GreaterOrEqual(t, free1+(64<<20), free0, "device memory not returned: %d free before, %d after", free0, free1)
 }
 
 func singleRankRound(t *testing.T, d *Device) {
 	const rows, cols = 64, 32
 	data := seqI32(rows*cols, 0)
 	g, err := d.Alloc(4*rows*cols, ir.Global)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	gt := runtime.Tensor{Buf: g, DType: ir.I32, Shape: []int64{rows, cols}}
-	if err := d.CopyFromHost(gt, i32Bytes(data), nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyFromHost(gt, i32Bytes(data), nil))
 	eqI32(t, "round trip", toHost(t, d, gt), data)
 
 	// Transpose through the strided-copy kernel.
 	tr, _ := d.Alloc(4*rows*cols, ir.Global)
-	if err := d.Copy(runtime.Tensor{Buf: tr, DType: ir.I32, Shape: []int64{rows, cols}, Strides: []int64{1, rows}}, gt, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Copy(runtime.Tensor{Buf: tr, DType: ir.I32, Shape: []int64{rows, cols}, Strides: []int64{1, rows}}, gt, nil))
 	want := make([]int32, rows*cols)
 	for i := 0; i < rows; i++ {
 		for j := 0; j < cols; j++ {
@@ -202,89 +157,53 @@ func singleRankRound(t *testing.T, d *Device) {
 	}
 	eqI32(t, "column", toHost(t, d, col), wantCol)
 	newCol := seqI32(rows, -1000)
-	if err := d.CopyFromHost(col, i32Bytes(newCol), nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyFromHost(col, i32Bytes(newCol), nil))
 	eqI32(t, "column written", toHost(t, d, col), newCol)
 
 	// Pinned host memory, copied into on a second stream after an event.
 	h, err := d.Alloc(4*rows*cols, ir.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s2, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ev, err := d.NewEvent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.DefaultStream().Record(ev); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.WaitEvent(ev); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, d.DefaultStream().Record(ev))
+	require.NoError(t, s2.WaitEvent(ev))
 	ht := runtime.Tensor{Buf: h, DType: ir.I32, Shape: []int64{rows * cols}}
-	if err := d.Copy(ht, runtime.Tensor{Buf: tr, DType: ir.I32, Shape: []int64{rows * cols}}, s2); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	if !ev.Query() {
-		t.Error("event not passed after the stream that waited on it finished")
-	}
+	require.NoError(t, d.Copy(ht, runtime.Tensor{Buf: tr, DType: ir.I32, Shape: []int64{rows * cols}}, s2))
+	require.NoError(t, s2.Synchronize())
+	assert.True(t, ev.Query(), "event not passed after the stream that waited on it finished")
 	eqI32(t, "pinned host", bytesI32(unsafeHostBytes(h)), want)
 
 	// Symmetric with one rank: the view is the shard.
 	sym, err := d.Alloc(1000, ir.Symmetric)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sym.Size() < 1000 || uint64(sym.Size())%d.granularity != 0 {
-		t.Errorf("symmetric size %d is not 1000 rounded up to %d", sym.Size(), d.granularity)
-	}
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, sym.Size(), int64(1000), "symmetric size %d is not 1000 rounded up to %d", sym.Size(), d.granularity)
+	assert.Zero(t, uint64(sym.Size())%d.granularity, "symmetric size %d is not 1000 rounded up to %d", sym.Size(), d.granularity)
 	view, err := d.ContiguousView(sym)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := d.ContiguousView(sym); again != view {
-		t.Error("second ContiguousView did not come from the cache")
-	}
-	if err := d.CopyFromHost(runtime.Tensor{Buf: view, Offset: 40, DType: ir.I32, Shape: []int64{3}}, i32Bytes([]int32{7, 8, 9}), nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	again, _ := d.ContiguousView(sym)
+	assert.Same(t, view, again, "second ContiguousView did not come from the cache")
+	require.NoError(t, d.CopyFromHost(runtime.Tensor{Buf: view, Offset: 40, DType: ir.I32, Shape: []int64{3}}, i32Bytes([]int32{7, 8, 9}), nil))
 	eqI32(t, "through the view", toHost(t, d, runtime.Tensor{Buf: sym, DType: ir.I32, Shape: []int64{13}}), []int32{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 8, 9})
-	if err := d.Free(view); err == nil {
-		t.Error("freeing a view worked")
-	}
-	if err := d.Barrier(nil); err != nil {
-		t.Fatal(err)
-	}
+	assert.Error(t, d.Free(view), "freeing a view worked")
+	require.NoError(t, d.Barrier(nil))
 
 	// Out-of-range tensors and unsupported ops are errors, not crashes.
-	if err := d.CopyToHost(make([]byte, 8), runtime.Tensor{Buf: g, Offset: 4*rows*cols - 4, DType: ir.I32, Shape: []int64{2}}, nil); err == nil {
-		t.Error("copy past the end of a buffer worked")
-	}
-	if _, err := d.Compile(&runtime.KernelSpec{}); err == nil || !strings.Contains(err.Error(), "no op") {
-		t.Errorf("Compile of an empty spec: %v, want an error saying there is no op", err)
-	}
+	assert.Error(t, d.CopyToHost(make([]byte, 8), runtime.Tensor{Buf: g, Offset: 4*rows*cols - 4, DType: ir.I32, Shape: []int64{2}}, nil), "copy past the end of a buffer worked")
+	_, err = d.Compile(&runtime.KernelSpec{})
+	assert.ErrorContains(t, err, "no op", "Compile of an empty spec: want an error saying there is no op")
 
 	for _, b := range []runtime.Buffer{g, tr, h, sym} {
-		if err := d.Free(b); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.Free(b))
 	}
-	if err := d.Free(g); err == nil {
-		t.Error("double free worked")
-	}
+	assert.Error(t, d.Free(g), "double free worked")
 	s2.Close()
 	ev.Close()
-	if st := d.Stats(); st.Allocations != 0 || st.Handles != 0 || st.Mappings != 0 || st.Reservations != 0 || st.OpenFDs != 0 || st.Streams != 1 || st.Events != 0 {
-		t.Errorf("after freeing everything: %+v", st)
-	}
+	st := d.Stats()
+	wantSt := st // what is not checked here, as it is
+	wantSt.Allocations, wantSt.Handles, wantSt.Mappings, wantSt.Reservations, wantSt.OpenFDs, wantSt.Streams, wantSt.Events = 0, 0, 0, 0, 0, 1, 0
+	assert.Equal(t, wantSt, st, "after freeing everything")
 }
 
 func unsafeHostBytes(b runtime.Buffer) []byte {
@@ -296,11 +215,11 @@ func TestTooLargeIsAClearError(t *testing.T) {
 	d := openSingle(t)
 	for _, mem := range []ir.MemoryType{ir.Global, ir.Symmetric} {
 		_, err := d.Alloc(1<<50, mem)
-		if err == nil || !strings.Contains(err.Error(), "does not fit: device 0") || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
-			t.Errorf("%v alloc of 1 PiB: %v", mem, err)
-		}
+		assert.ErrorContains(t, err, "does not fit: device 0", "%v alloc of 1 PiB", mem)
+		assert.ErrorContains(t, err, "CUDA_ERROR_OUT_OF_MEMORY", "%v alloc of 1 PiB", mem)
 	}
-	if st := d.Stats(); st.Allocations != 0 || st.Handles != 0 || st.Mappings != 0 || st.Reservations != 0 {
-		t.Errorf("after failed allocations: %+v", st)
-	}
+	st := d.Stats()
+	wantSt := st // what is not checked here, as it is
+	wantSt.Allocations, wantSt.Handles, wantSt.Mappings, wantSt.Reservations = 0, 0, 0, 0
+	assert.Equal(t, wantSt, st, "after failed allocations")
 }
