@@ -3,18 +3,17 @@ package cuda
 import (
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func touch(t *testing.T, path string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
 }
 
 func TestBLASCandidates(t *testing.T) {
@@ -28,40 +27,32 @@ func TestBLASCandidates(t *testing.T) {
 	getenv := func(k string) string { return env[k] }
 
 	got := blasCandidates(getenv, filepath.Glob)
-	if len(got) < 5 || got[0] != "libcublas.so.13" || got[1] != "libcublas.so.12" {
-		t.Fatalf("candidates %v: the sonames come first", got)
-	}
+	require.GreaterOrEqual(t, len(got), 5, "candidates %v: the sonames come first", got)
+	require.Equal(t, "libcublas.so.13", got[0], "candidates %v: the sonames come first", got)
+	require.Equal(t, "libcublas.so.12", got[1], "candidates %v: the sonames come first", got)
 	idx := func(s string) int {
-		for i, g := range got {
-			if g == s {
-				return i
-			}
-		}
-		t.Fatalf("%s is not among %v", s, got)
-		return -1
+		i := slices.Index(got, s)
+		require.NotEqual(t, -1, i, "%s is not among %v", s, got)
+		return i
 	}
 	cu13 := idx(filepath.Join(site, "nvidia/cu13/lib/libcublas.so.13"))
 	full := idx(filepath.Join(site, "nvidia/cu13/lib/libcublas.so.13.0.2"))
 	cu12 := idx(filepath.Join(site, "nvidia/cublas/lib/libcublas.so.12"))
-	if !(cu13 < full && full < cu12) {
-		t.Errorf("order: so.13 %d, so.13.0.2 %d, cublas/so.12 %d", cu13, full, cu12)
-	}
+	assert.Less(t, cu13, full, "order: so.13 %d, so.13.0.2 %d, cublas/so.12 %d", cu13, full, cu12)
+	assert.Less(t, full, cu12, "order: so.13 %d, so.13.0.2 %d, cublas/so.12 %d", cu13, full, cu12)
 	for _, g := range got {
-		if strings.Contains(g, "libcublasLt") {
-			t.Errorf("%s is a candidate", g)
-		}
+		assert.NotContains(t, g, "libcublasLt", "%s is a candidate", g)
 	}
 
 	// HIR_CUDA_LIBCUBLAS alone: a directory, or a file.
 	env[envLibCUBLAS] = filepath.Join(site, "nvidia/cu13/lib")
 	got = blasCandidates(getenv, filepath.Glob)
-	if len(got) != 2 || got[0] != filepath.Join(site, "nvidia/cu13/lib/libcublas.so.13") {
-		t.Errorf("with a directory: %v", got)
+	if assert.Len(t, got, 2, "with a directory: %v", got) {
+		assert.Equal(t, filepath.Join(site, "nvidia/cu13/lib/libcublas.so.13"), got[0], "with a directory: %v", got)
 	}
 	env[envLibCUBLAS] = "/opt/x/libcublas.so.13"
-	if got = blasCandidates(getenv, filepath.Glob); len(got) != 1 || got[0] != "/opt/x/libcublas.so.13" {
-		t.Errorf("with a file: %v", got)
-	}
+	got = blasCandidates(getenv, filepath.Glob)
+	assert.Equal(t, []string{"/opt/x/libcublas.so.13"}, got, "with a file")
 }
 
 // Without a library, CUBLAS says what it tried and how to point at one.
@@ -69,18 +60,16 @@ func TestCUBLASReport(t *testing.T) {
 	info := CUBLAS()
 	t.Logf("%s; tried %d", info, len(info.Tried))
 	if info.Err == nil {
-		if info.Path == "" || info.Version == "" {
-			t.Errorf("loaded without a path or version: %+v", info)
-		}
+		assert.NotEmpty(t, info.Path, "loaded without a path: %+v", info)
+		assert.NotEmpty(t, info.Version, "loaded without a version: %+v", info)
 		return
 	}
-	if !strings.Contains(info.Err.Error(), envLibCUBLAS) || len(info.Tried) == 0 {
-		t.Errorf("report %v, tried %v", info.Err, info.Tried)
-	}
+	assert.ErrorContains(t, info.Err, envLibCUBLAS, "report, tried %v", info.Tried)
+	assert.NotEmpty(t, info.Tried, "report %v, tried %v", info.Err, info.Tried)
 }
 
 func TestBLASFits(t *testing.T) {
-	if !blasFits(4, 1024, 1024, 1024, false) || blasFits(1<<20, 1<<12, 8, 8, false) || !blasFits(1<<20, 1<<12, 8, 8, true) {
-		t.Errorf("blasFits")
-	}
+	assert.True(t, blasFits(4, 1024, 1024, 1024, false), "blasFits")
+	assert.False(t, blasFits(1<<20, 1<<12, 8, 8, false), "blasFits")
+	assert.True(t, blasFits(1<<20, 1<<12, 8, 8, true), "blasFits")
 }

@@ -1,9 +1,10 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestErrorNames(t *testing.T) {
@@ -12,23 +13,17 @@ func TestErrorNames(t *testing.T) {
 		600: "CUDA_ERROR_NOT_READY", 801: "CUDA_ERROR_NOT_SUPPORTED", 12345: "CUresult(12345)",
 	}
 	for code, want := range cases {
-		if got := resultName(code); got != want {
-			t.Errorf("resultName(%d) = %q, want %q", code, got, want)
-		}
+		assert.Equal(t, want, resultName(code), "resultName(%d)", code)
 	}
 }
 
 func TestErrorMessageNamesCallAndCode(t *testing.T) {
 	e := &Error{Call: "cuMemCreate", Code: errOutOfMemory, Name: "CUDA_ERROR_OUT_OF_MEMORY", Desc: "out of memory"}
-	if got, want := e.Error(), "cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	assert.Equal(t, "cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)", e.Error())
 	wrapped := fmt.Errorf("alloc: %w", e)
-	if !IsResult(wrapped, errOutOfMemory) || IsResult(wrapped, errNoDevice) {
-		t.Error("IsResult does not see through wrapping")
-	}
-	if err := unsupported("collectives (all_gather)"); !errors.Is(err, ErrUnsupported) ||
-		err.Error() != "unsupported on cuda yet: collectives (all_gather)" {
-		t.Errorf("unsupported: %v", err)
-	}
+	assert.True(t, IsResult(wrapped, errOutOfMemory), "IsResult does not see through wrapping")
+	assert.False(t, IsResult(wrapped, errNoDevice), "IsResult does not see through wrapping")
+	err := unsupported("collectives (all_gather)")
+	assert.ErrorIs(t, err, ErrUnsupported, "unsupported")
+	assert.EqualError(t, err, "unsupported on cuda yet: collectives (all_gather)", "unsupported")
 }

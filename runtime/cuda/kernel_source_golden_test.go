@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -42,16 +45,10 @@ func TestKernelSourcesGolden(t *testing.T) {
 	// From the repository root too: the GPU machine runs the test binary there.
 	path := repoFile(filepath.Join("runtime", "cuda", "testdata", "kernel_sources.golden"))
 	if *update {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
 		return
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := b.String(); got != string(want) {
-		t.Errorf("generated kernel sources changed (go test -run TestKernelSourcesGolden -update after a deliberate change):\ngot:\n%swant:\n%s", got, want)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, string(want), b.String(), "generated kernel sources changed (go test -run TestKernelSourcesGolden -update after a deliberate change)")
 }

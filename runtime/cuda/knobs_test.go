@@ -1,6 +1,10 @@
 package cuda
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 // TestTuningFromEnv: the defaults are the compiled-in values, and each
 // variable parses and clamps as documented (docs/RUNTIME-CUDA.md).
@@ -12,9 +16,8 @@ func TestTuningFromEnv(t *testing.T) {
 	}
 	def := Tuning{AutoOneShotMax: 256 << 10, LLMax: 256 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AutoCEMin: 64 << 20,
 		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true}
-	if got := TuningFromEnv(); got != def || DefaultTuning() != def {
-		t.Fatalf("defaults: %+v", got)
-	}
+	require.Equal(t, def, TuningFromEnv(), "defaults")
+	require.Equal(t, def, DefaultTuning(), "defaults")
 	t.Setenv("HIR_COLL_AUTO_ONESHOT_MAX", "0")
 	t.Setenv("HIR_COLL_LL_MAX", "999999999")
 	t.Setenv("HIR_COLL_BLOCKS", "7")
@@ -31,10 +34,6 @@ func TestTuningFromEnv(t *testing.T) {
 	want.AutoOneShotMax, want.LLMax, want.Blocks, want.CEPush = 0, 256<<10, 7, false
 	want.RingBlocks, want.RingSeg, want.RingSlots, want.RingWave = maxBlocks, 4096, 2, false
 	want.Matmul, want.CheckLaunches = "tiled", true
-	if got := TuningFromEnv(); got != want {
-		t.Fatalf("got %+v\nwant %+v", got, want)
-	}
-	if g := want.ring(); g != (ringGeom{blocks: maxBlocks, seg: 4096, slots: 2}) {
-		t.Fatalf("ring %v", g)
-	}
+	require.Equal(t, want, TuningFromEnv())
+	require.Equal(t, ringGeom{blocks: maxBlocks, seg: 4096, slots: 2}, want.ring(), "ring")
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 )
@@ -31,9 +33,7 @@ func checkRanks(t testing.TB, runs []rankRun) {
 	t.Helper()
 	for _, r := range runs {
 		t.Logf("rank %d (exit %d):\n%s", r.rank, r.code, strings.TrimSpace(r.output))
-		if r.code != 0 {
-			t.Errorf("rank %d exited with %d", r.rank, r.code)
-		}
+		assert.Zero(t, r.code, "rank %d exited with %d", r.rank, r.code)
 	}
 }
 
@@ -56,12 +56,8 @@ func TestPeerDiesDuringHandleExchange(t *testing.T) {
 	needGPUs(t, 2)
 	runs := runRanks(t, 2, "peer-dies", "HIR_CUDA_FABRIC=0")
 	t.Logf("rank 0:\n%s\nrank 1:\n%s", runs[0].output, runs[1].output)
-	if runs[1].code != 3 {
-		t.Errorf("rank 1 exited with %d, want the 3 it died with", runs[1].code)
-	}
-	if runs[0].code != 0 {
-		t.Errorf("rank 0 exited with %d", runs[0].code)
-	}
+	assert.Equal(t, 3, runs[1].code, "rank 1's exit code: want the 3 it died with")
+	assert.Zero(t, runs[0].code, "rank 0 exited with %d", runs[0].code)
 }
 
 // openFromEnv opens the backend the way hirrun does in each rank.
