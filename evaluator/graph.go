@@ -3,6 +3,7 @@ package evaluator
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
@@ -33,6 +34,9 @@ func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
 		if _, ok := dev.(runtime.Capturer); !ok {
 			return fmt.Errorf("the %s runtime cannot capture graphs yet: run without graph mode", rt.Name())
 		}
+		if l, ok := dev.(runtime.CaptureLimiter); ok {
+			return checkCaptureLimits(prog, rt.Name(), l)
+		}
 	}
 	return nil
 }
@@ -46,9 +50,15 @@ func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
 	if err := c.BeginCapture(origin); err != nil {
 		return nil, err
 	}
-	err := r.block(f, r.job.plan.body)
+	// The program's other streams (made by the warm-up) join the capture
+	// first, so the work the program puts on them is captured too.
+	forks := r.otherStreams(origin)
+	err := r.forkJoin(f, forks, origin, true)
 	if err == nil {
-		err = r.joinForks(f, c, origin)
+		err = r.block(f, r.job.plan.body)
+	}
+	if err == nil {
+		err = r.forkJoin(f, forks, origin, false)
 	}
 	f.setCurrent(origin) // the outputs are read after the graph, on its stream
 	var ts []runtime.Tensor
@@ -70,29 +80,35 @@ func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
 	return r.replay(f)
 }
 
-// joinForks makes the capturing stream wait for every stream the capture
-// forked to, so the graph's end is the end of all of its work.
-func (r *rank) joinForks(f *frame, c runtime.Capturer, origin runtime.Stream) error {
-	for _, s := range f.used {
-		if s == origin {
-			continue
+// otherStreams are the rank's streams other than origin: the program's
+// and the one async collectives and transfers run on.
+func (r *rank) otherStreams(origin runtime.Stream) []runtime.Stream {
+	var out []runtime.Stream
+	for _, s := range append(r.streams, r.comm) {
+		if s != nil && s != origin && !slices.Contains(out, s) {
+			out = append(out, s)
 		}
-		on, err := c.IsCapturing(s)
-		if err != nil || !on {
-			if err != nil {
-				return err
-			}
-			continue
-		}
+	}
+	return out
+}
+
+// forkJoin forks (fork true: each stream waits for origin) or joins
+// (origin waits for each stream) the streams of a capture, through events.
+func (r *rank) forkJoin(f *frame, streams []runtime.Stream, origin runtime.Stream, fork bool) error {
+	for _, s := range streams {
 		ev, err := r.pool.takeEvent()
 		if err != nil {
 			return err
 		}
 		f.events = append(f.events, ev)
-		if err := s.Record(ev); err != nil {
+		from, to := s, origin
+		if fork {
+			from, to = origin, s
+		}
+		if err := from.Record(ev); err != nil {
 			return err
 		}
-		if err := origin.WaitEvent(ev); err != nil {
+		if err := to.WaitEvent(ev); err != nil {
 			return err
 		}
 	}
@@ -117,4 +133,23 @@ func (r *rank) closeGraph() error {
 		return nil
 	}
 	return g.Close()
+}
+
+// checkCaptureLimits names, with their positions, the ops the runtime
+// cannot capture yet (fusion bodies are one kernel: not walked).
+func checkCaptureLimits(prog *ir.Program, name string, l runtime.CaptureLimiter) error {
+	var errs ir.ErrorList
+	var walk func(b *ir.Block)
+	walk = func(b *ir.Block) {
+		for _, op := range b.Ops {
+			if why := l.CaptureUnsupported(op); why != "" {
+				errs.Add(op.Pos, "%s cannot be captured in a graph on the %s runtime: %s", op.Code, name, why)
+			}
+			if op.Code == ir.OpFor {
+				walk(op.Body)
+			}
+		}
+	}
+	walk(prog.Body)
+	return errs.Err()
 }

@@ -605,6 +605,18 @@ var references = map[string]reference{
 			return map[string]tens{"a": chunk(e, 0, r, c.D), "g": e, "b": nb}
 		})
 	},
+	"streams_join": func(c *refCtx) []map[string]tens {
+		b := c.in["b"]
+		var prods []tens
+		for r := range c.D {
+			prods = append(prods, matmul(c.local("a", r), b))
+		}
+		f := pw(ir.F32, func(v ...float64) float64 { return math.Max(v[0], 0) }, overRanks(prods, add))
+		return c.each(func(r int) map[string]tens {
+			g := pw(ir.F32, func(v ...float64) float64 { return math.Exp(v[0]) * 0.5 }, c.local("a", r))
+			return map[string]tens{"f": f, "g": g}
+		})
+	},
 	"for_pipeline": func(c *refCtx) []map[string]tens {
 		x, w := c.in["x"], c.in["w"]
 		var parts, accs []tens

@@ -1,6 +1,9 @@
 package cuda
 
-import "github.com/hirlab/hir/runtime"
+import (
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
 
 // Collectives run as symmetric-memory kernels (collective.go; the kernels
 // in kernels/*.cu, assembled by collective_kernels.go; the signal pads in
@@ -9,16 +12,27 @@ import "github.com/hirlab/hir/runtime"
 
 // Collective runs c on stream s; see docs/COLLECTIVES.md.
 func (d *Device) Collective(c *runtime.CollectiveCall, s runtime.Stream) error {
+	if c != nil && c.Algo != ir.AlgoNCCL {
+		if err := d.refuseInCapture("Collective", whyEpochs); err != nil {
+			return err
+		}
+	}
 	return d.collective(c, s)
 }
 
 // Send sends t to peer, ordered on s: matched with peer's k-th Recv from
 // this rank.
 func (d *Device) Send(t runtime.Tensor, peer int, s runtime.Stream) error {
+	if err := d.refuseInCapture("Send", whyInboxes); err != nil {
+		return err
+	}
 	return d.p2pTransfer(t, peer, s, true)
 }
 
 // Recv receives into t the next tensor peer sent to this rank.
 func (d *Device) Recv(t runtime.Tensor, peer int, s runtime.Stream) error {
+	if err := d.refuseInCapture("Recv", whyInboxes); err != nil {
+		return err
+	}
 	return d.p2pTransfer(t, peer, s, false)
 }

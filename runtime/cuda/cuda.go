@@ -226,6 +226,7 @@ type Device struct {
 	streams map[*stream]bool
 	events  map[*event]bool
 	closed  bool
+	capture *captureState // an open graph capture (graph.go)
 
 	copyOnce   sync.Once
 	copyKernel *copyKernels
@@ -240,6 +241,7 @@ type Device struct {
 	liveReservations atomic.Int64 // cuMemAddressReserve, not yet freed
 	openFDs          atomic.Int64 // exported or received fds not yet closed
 	liveModules      atomic.Int64
+	liveGraphs       atomic.Int64 // instantiated graphs not yet closed
 }
 
 var _ runtime.Device = (*Device)(nil)
@@ -344,6 +346,7 @@ type Stats struct {
 	Reservations int64
 	OpenFDs      int64 // exported/received descriptors not yet closed, incl. unclaimed ones
 	Modules      int64
+	Graphs       int64 // instantiated graphs not yet closed
 	Streams      int
 	Events       int
 }
@@ -355,7 +358,7 @@ func (d *Device) Stats() Stats {
 	s := Stats{Allocations: len(d.live), Streams: len(d.streams), Events: len(d.events)}
 	d.mu.Unlock()
 	s.Handles, s.Mappings, s.Reservations = d.liveHandles.Load(), d.liveMappings.Load(), d.liveReservations.Load()
-	s.OpenFDs, s.Modules = d.openFDs.Load(), d.liveModules.Load()
+	s.OpenFDs, s.Modules, s.Graphs = d.openFDs.Load(), d.liveModules.Load(), d.liveGraphs.Load()
 	if d.fdx != nil {
 		s.OpenFDs += int64(d.fdx.Pending())
 	}
@@ -373,6 +376,9 @@ func (d *Device) MemInfo() (free, total uint64, err error) {
 
 // Barrier waits for the stream's work, then for every rank.
 func (d *Device) Barrier(s runtime.Stream) error {
+	if err := d.refuseInCapture("Barrier", whyHost); err != nil {
+		return err
+	}
 	if s == nil {
 		s = d.def
 	}

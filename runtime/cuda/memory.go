@@ -100,6 +100,9 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
+	if err := d.refuseInCapture("Alloc", whyHost); err != nil {
+		return nil, err
+	}
 	if bytes < 0 {
 		return nil, fmt.Errorf("cuda: rank %d: alloc of %d bytes", d.opts.Rank, bytes)
 	}
@@ -156,6 +159,9 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 
 // Free releases a buffer; freeing a symmetric buffer is collective.
 func (d *Device) Free(rb runtime.Buffer) error {
+	if err := d.refuseInCapture("Free", whyHost); err != nil {
+		return err
+	}
 	b, err := d.own(rb)
 	if err != nil {
 		return err

@@ -63,6 +63,9 @@ func (d *Device) stream(rs runtime.Stream) (*stream, error) {
 // Synchronize waits for the stream; a collective that timed out on this
 // device (its kernel gave up waiting for a peer) is reported here.
 func (s *stream) Synchronize() error {
+	if err := s.dev.refuseInCapture("Stream.Synchronize", whyWaits); err != nil {
+		return err
+	}
 	return s.dev.commCheck(s.dev.withCtx(func() error { return s.dev.drv.StreamSynchronize.Call1(s.h) }))
 }
 
@@ -151,6 +154,9 @@ func (d *Device) event(re runtime.Event) (*event, error) {
 }
 
 func (e *event) Synchronize() error {
+	if err := e.dev.refuseInCapture("Event.Synchronize", whyWaits); err != nil {
+		return err
+	}
 	return e.dev.commCheck(e.dev.withCtx(func() error { return e.dev.drv.EventSynchronize.Call1(e.h) }))
 }
 

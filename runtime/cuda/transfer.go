@@ -48,6 +48,9 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
+	if err := d.refuseInCapture("Exchange", whyHost); err != nil {
+		return nil, err
+	}
 	if d.opts.WorldSize == 1 {
 		return [][]byte{append([]byte(nil), value...)}, nil
 	}

@@ -1,0 +1,206 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
+)
+
+// Graph mode (runtime.Capturer) through CUDA stream capture: BeginCapture
+// puts the stream in relaxed capture mode (the rank's calls may come from
+// any OS thread), every launch, copy, memset, event record and wait the
+// evaluator enqueues becomes a node, streams that wait on a captured event
+// join as forks, and EndCapture instantiates the graph. A replay is one
+// cuGraphLaunch.
+//
+// What is not captured yet is refused while a capture is open, with a
+// *runtime.CaptureError, and named before a run by CaptureUnsupported:
+// the symmetric-memory collectives and send/recv hand their kernels signal
+// values counted on the host (signal.go, p2p.go), which a replay would
+// repeat; NCCL's collectives (algo=nccl) capture as NCCL supports.
+
+const (
+	captureModeRelaxed  = 2 // CU_STREAM_CAPTURE_MODE_RELAXED
+	captureStatusActive = 1 // CU_STREAM_CAPTURE_STATUS_ACTIVE
+)
+
+var (
+	_ runtime.Capturer       = (*Device)(nil)
+	_ runtime.CaptureLimiter = (*Device)(nil)
+)
+
+// captureState is the device's open capture, if any (under Device.mu).
+type captureState struct {
+	origin *stream
+	err    error // the first refused call: the capture fails with it
+}
+
+// BeginCapture starts capturing the work enqueued on rs.
+func (d *Device) BeginCapture(rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	if d.capture != nil {
+		d.mu.Unlock()
+		return fmt.Errorf("cuda: rank %d: begin capture: a capture is already open on this rank", d.opts.Rank)
+	}
+	d.capture = &captureState{origin: s}
+	d.mu.Unlock()
+	if err := d.withCtx(func() error { return d.drv.StreamBeginCapture.Call2(s.h, captureModeRelaxed) }); err != nil {
+		d.mu.Lock()
+		d.capture = nil
+		d.mu.Unlock()
+		return fmt.Errorf("cuda: rank %d: begin capture: %w", d.opts.Rank, err)
+	}
+	return nil
+}
+
+// EndCapture ends the capture begun on rs and instantiates its graph.
+func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
+	s, err := d.stream(rs)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	c := d.capture
+	if c == nil || c.origin != s {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("cuda: rank %d: end capture: no capture was begun on this stream", d.opts.Rank)
+	}
+	d.capture = nil
+	d.mu.Unlock()
+	g := &graph{dev: d}
+	err = d.withCtx(func() error {
+		endErr := d.drv.StreamEndCapture.Call2(s.h, uintptr(unsafe.Pointer(&g.graph)))
+		if endErr != nil || c.err != nil {
+			return errors.Join(c.err, endErr)
+		}
+		if err := d.drv.GraphInstantiate.Call3(uintptr(unsafe.Pointer(&g.exec)), g.graph, 0); err != nil {
+			return err
+		}
+		var n uintptr
+		if err := d.drv.GraphGetNodes.Call3(g.graph, 0, uintptr(unsafe.Pointer(&n))); err != nil {
+			return err
+		}
+		g.nodes = int(n)
+		return nil
+	})
+	if err != nil {
+		g.destroy()
+		if c.err != nil {
+			return nil, c.err
+		}
+		return nil, fmt.Errorf("cuda: rank %d: end capture: %w", d.opts.Rank, err)
+	}
+	d.liveGraphs.Add(1)
+	return g, nil
+}
+
+// IsCapturing reports whether rs records into an open capture.
+func (d *Device) IsCapturing(rs runtime.Stream) (bool, error) {
+	s, err := d.stream(rs)
+	if err != nil {
+		return false, err
+	}
+	var status int32
+	err = d.withCtx(func() error { return d.drv.StreamIsCapturing.Call2(s.h, uintptr(unsafe.Pointer(&status))) })
+	return status == captureStatusActive, err
+}
+
+// refuseInCapture fails call while a capture is open on this device, and
+// makes the capture fail with the same error.
+func (d *Device) refuseInCapture(call, why string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.capture
+	if c == nil {
+		return nil
+	}
+	err := &runtime.CaptureError{Rank: d.opts.Rank, Call: call, Why: why}
+	if c.err == nil {
+		c.err = err
+	}
+	return err
+}
+
+const (
+	whyHost    = "it runs on the host, not on a stream"
+	whyWaits   = "the captured work runs only when the graph is launched"
+	whyEpochs  = "the cuda runtime cannot capture its symmetric-memory collectives yet: their kernels get signal values counted on the host, which a replay would repeat (algo=nccl can be captured)"
+	whyInboxes = "the cuda runtime cannot capture send and recv yet: their inbox transfers are counted on the host"
+)
+
+// CaptureUnsupported says why this runtime cannot capture op yet ("" when
+// it can); evaluator.NewJob asks it in graph mode, so such a program is
+// refused before it runs, with the op's position.
+func (d *Device) CaptureUnsupported(op *ir.Op) string {
+	switch info := op.Code.Info(); {
+	case info.Class == ir.ClassCollective && op.Algo() != ir.AlgoNCCL:
+		return whyEpochs
+	case info.Class == ir.ClassP2P:
+		return whyInboxes
+	}
+	return ""
+}
+
+// graph is an instantiated capture.
+type graph struct {
+	dev         *Device
+	graph, exec uintptr
+	nodes       int
+	closed      bool
+}
+
+var _ runtime.Graph = (*graph)(nil)
+
+// Launch replays the graph on rs.
+func (g *graph) Launch(rs runtime.Stream) error {
+	d := g.dev
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	if g.closed {
+		return fmt.Errorf("cuda: rank %d: graph launch: the graph is closed", d.opts.Rank)
+	}
+	if err := d.withCtx(func() error { return d.drv.GraphLaunch.Call2(g.exec, s.h) }); err != nil {
+		return fmt.Errorf("cuda: rank %d: graph launch: %w", d.opts.Rank, err)
+	}
+	return nil
+}
+
+// Nodes is the number of nodes of the captured graph.
+func (g *graph) Nodes() int { return g.nodes }
+
+// Close destroys the graph; replays already launched finish first (the
+// driver defers the release).
+func (g *graph) Close() error {
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	err := g.destroy()
+	g.dev.liveGraphs.Add(-1)
+	return err
+}
+
+func (g *graph) destroy() error {
+	d := g.dev
+	return d.withCtx(func() error {
+		var errs []error
+		if g.exec != 0 {
+			errs = append(errs, d.drv.GraphExecDestroy.Call1(g.exec))
+			g.exec = 0
+		}
+		if g.graph != 0 {
+			errs = append(errs, d.drv.GraphDestroy.Call1(g.graph))
+			g.graph = 0
+		}
+		return errors.Join(errs...)
+	})
+}
