@@ -185,6 +185,41 @@ if [ $have_hirrun = 1 ]; then
 fi
 row "testdata on --backend cuda, exact" "$programs_status"
 
+# Graph mode: every program the exact step ran to success, again with
+# --graph --repeat 3 (warm-up, capture, replay), against that eager cuda
+# output; programs with an op the cuda runtime cannot capture yet must be
+# refused before they run ("cannot be captured in a graph").
+if [ $have_hirrun = 1 ] && [ "${HIR_GRAPH_SECS:-120}" != 0 ]; then
+  declare -A graph_count=()
+  graph_fails=""
+  deadline=$(( $(date +%s) + ${HIR_GRAPH_SECS:-120} ))
+  for f in testdata/*.hir testdata/cuda/*.hir testdata/contract/*.hir; do
+    name=${f#testdata/}
+    name=${name%.hir}
+    log="$out/programs/${name//\//_}"
+    [ -f "$log.out" ] && [ -s "$log.out" ] || continue
+    [ "$(date +%s)" -ge "$deadline" ] && { graph_count[skip]=$(( ${graph_count[skip]:-0} + 1 )); continue; }
+    mesh=$(mesh_size "$f")
+    share=0
+    [ "$mesh" -gt "$gpus" ] && share=1
+    read -r -a args <<<"$(sed -n '1s#^// args:##p' "$f")"
+    HIR_CUDA_SHARE_GPUS=$share timeout 30 "$bin/hirrun" run --backend cuda --graph --repeat 3 --nproc "$mesh" "${args[@]}" "$f" >"$log.graph.out" 2>"$log.graph.err"
+    rc=$?
+    if [ "$rc" = 0 ] && cmp -s "$log.graph.out" "$log.out"; then
+      status=same
+    elif [ "$rc" != 0 ] && grep -q 'cannot be captured in a graph' "$log.graph.err"; then
+      status=refused
+    elif [ "$rc" = 0 ]; then
+      status=differs graph_fails+="$name (differs) "
+    else
+      status=fail graph_fails+="$name (exit $rc: $(grep -v '^$' "$log.graph.err" | head -1 | cut -c1-100 | tr '|' '/')) "
+    fi
+    graph_count[$status]=$(( ${graph_count[$status]:-0} + 1 ))
+  done
+  row "testdata on cuda, --graph vs eager" "${graph_count[same]:-0} same, ${graph_count[refused]:-0} refused before running, ${graph_count[differs]:-0} differ, ${graph_count[fail]:-0} fail, ${graph_count[skip]:-0} out of time"
+  [ -n "$graph_fails" ] && row "graph-mode failures" "$graph_fails"
+fi
+
 # Bad input: a tensor larger than the device is a clear error on every
 # rank (size asked, device, free memory), exit 1.
 large_status="not built"
