@@ -3,22 +3,20 @@ package cuda
 import (
 	"errors"
 	"os"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/runtime"
 )
 
 func TestProbeWithoutDriverSaysWhy(t *testing.T) {
 	_, err := openDriver("/nonexistent/libcuda.so.1")
-	if err == nil {
-		t.Fatal("a missing library loaded")
-	}
+	require.Error(t, err, "a missing library loaded")
 	msg := noDriverReason(err)
 	for _, want := range []string{"/nonexistent/libcuda.so.1", "no usable NVIDIA driver", "--backend sim"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("reason %q lacks %q", msg, want)
-		}
+		assert.Contains(t, msg, want, "reason")
 	}
 }
 
@@ -28,9 +26,7 @@ func TestOpenWithoutGPUIsAClearError(t *testing.T) {
 		t.Skip("this machine has a usable GPU")
 	}
 	_, err := runtime.Open("cuda", runtime.Config{WorldSize: 2, Rank: -1})
-	if err == nil || !strings.Contains(err.Error(), "cuda backend unavailable: ") {
-		t.Fatalf("Open: %v", err)
-	}
+	require.ErrorContains(t, err, "cuda backend unavailable: ", "Open")
 }
 
 type fakeDriver struct {
@@ -80,14 +76,12 @@ func TestProbeMessages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			res := probeWith(c.drv, "fake")
 			if c.want == "" {
-				if !res.Available || len(res.Devices) != c.drv.devices {
-					t.Fatalf("want available with %d devices, got %+v", c.drv.devices, res)
-				}
+				require.True(t, res.Available, "want available with %d devices, got %+v", c.drv.devices, res)
+				require.Len(t, res.Devices, c.drv.devices, "want available with %d devices, got %+v", c.drv.devices, res)
 				return
 			}
-			if res.Available || !strings.Contains(res.Reason, c.want) {
-				t.Fatalf("reason %q, want it to contain %q", res.Reason, c.want)
-			}
+			require.False(t, res.Available, "reason %q, want it to contain %q", res.Reason, c.want)
+			require.Contains(t, res.Reason, c.want, "reason")
 		})
 	}
 }
@@ -97,20 +91,18 @@ func TestOptionsFromEnv(t *testing.T) {
 		t.Setenv(v, "")
 		os.Unsetenv(v)
 	}
-	if _, _, err := optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1}); err == nil ||
-		!strings.Contains(err.Error(), "one rank per process") {
-		t.Errorf("two ranks with no launcher: %v", err)
-	}
+	_, _, err := optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1})
+	assert.ErrorContains(t, err, "one rank per process", "two ranks with no launcher")
 	o, rv, err := optionsFromEnv(runtime.Config{WorldSize: 1, Rank: -1, Devices: []int{3}})
-	if err != nil || rv != nil || o.Rank != 0 || o.WorldSize != 1 || o.Device != 3 {
-		t.Errorf("single process: %+v, %v, %v", o, rv, err)
-	}
+	assert.NoError(t, err, "single process")
+	assert.Nil(t, rv, "single process")
+	assert.Equal(t, 0, o.Rank, "single process: %+v", o)
+	assert.Equal(t, 1, o.WorldSize, "single process: %+v", o)
+	assert.Equal(t, 3, o.Device, "single process: %+v", o)
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "4")
 	t.Setenv("MASTER_ADDR", "127.0.0.1")
 	t.Setenv("MASTER_PORT", "1")
-	if _, _, err := optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1}); err == nil ||
-		!strings.Contains(err.Error(), "mesh has 2 ranks but the launcher started 4") {
-		t.Errorf("mesh/world mismatch: %v", err)
-	}
+	_, _, err = optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1})
+	assert.ErrorContains(t, err, "mesh has 2 ranks but the launcher started 4", "mesh/world mismatch")
 }

@@ -6,6 +6,9 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/numeric"
 )
 
@@ -164,16 +167,12 @@ func runRingModel(t *testing.T, rng *rand.Rand, g ringGeom, D int, n int64, gath
 		var in, out []float32
 		if recv {
 			q := int(x.rx % uint64(K))
-			if !full[r][b][q] {
-				t.Fatalf("rank %d block %d reads slot %d before it was written", r, b, q)
-			}
+			require.True(t, full[r][b][q], "rank %d block %d reads slot %d before it was written", r, b, q)
 			in = staging[r][b][q]
 		}
 		if send {
 			q := int(x.tx % uint64(K))
-			if full[right][b][q] {
-				t.Fatalf("rank %d block %d overwrites slot %d of rank %d before its ack", r, b, q, right)
-			}
+			require.False(t, full[right][b][q], "rank %d block %d overwrites slot %d of rank %d before its ack", r, b, q, right)
 			out = staging[right][b][q]
 		}
 		for i := lo; i < hi; i++ {
@@ -193,8 +192,8 @@ func runRingModel(t *testing.T, rng *rand.Rand, g ringGeom, D int, n int64, gath
 				out[i-phase] = v
 			}
 			if op.f&rpStore != 0 {
-				if !gather && (op.c != r || i < chunk[r] || i >= chunk[r+1]) {
-					t.Fatalf("reduce_scatter stores element %d outside chunk %d", i, r)
+				if !gather && (op.c != r || i < chunk[r] || i >= chunk[r+1]) { // checked here, not by testify: it runs for every element
+					require.Failf(t, "a store outside the rank's chunk", "reduce_scatter stores element %d outside chunk %d", i, r)
 				}
 				dst[r][i] = v
 			}
@@ -265,9 +264,7 @@ func TestRingProtocolModel(t *testing.T) {
 							}
 						}
 						outs, err := runRingModel(t, rng, g, D, nn, gather, avg, g.useWave(D, gather), src)
-						if err != nil {
-							t.Fatal(err)
-						}
+						require.NoError(t, err)
 						// The reference: chunk c in ring order c+1, ..., c.
 						want := make([]float32, nn)
 						for c := 0; c < D; c++ {
@@ -294,8 +291,8 @@ func TestRingProtocolModel(t *testing.T) {
 								w = want[n*int64(r) : n*int64(r+1)]
 							}
 							for i := range w {
-								if math.Float32bits(outs[r][i]) != math.Float32bits(w[i]) {
-									t.Fatalf("%s: rank %d element %d: got %v want %v", name, r, i, outs[r][i], w[i])
+								if math.Float32bits(outs[r][i]) != math.Float32bits(w[i]) { // checked here, not by testify: it runs for every element
+									require.Failf(t, "an element differs from the reference", "%s: rank %d element %d: got %v want %v", name, r, i, outs[r][i], w[i])
 								}
 							}
 						}
@@ -331,9 +328,9 @@ func TestRingWaveSlots(t *testing.T) {
 					least = int(K)
 				}
 			}
-			if want := ringWaveSlots(D, gather); least == 0 || want < least {
-				t.Errorf("D=%d gather=%v: the wave order needs %d slots; ringWaveSlots says %d", D, gather, least, want)
-			} else {
+			want := ringWaveSlots(D, gather)
+			if assert.NotZero(t, least, "D=%d gather=%v: the wave order needs %d slots; ringWaveSlots says %d", D, gather, least, want) &&
+				assert.GreaterOrEqual(t, want, least, "D=%d gather=%v: the wave order needs %d slots; ringWaveSlots says %d", D, gather, least, want) {
 				t.Logf("D=%d gather=%v: wave needs %d slots, ringWaveSlots %d", D, gather, least, want)
 			}
 		}

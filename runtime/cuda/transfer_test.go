@@ -3,9 +3,11 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -25,57 +27,32 @@ func init() {
 func TestTransferLoopback(t *testing.T) {
 	d := openSingle(t)
 	a, err := transfer.New(d) // the probe itself is a loopback read
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer a.Close()
 	const n = 4099
 	buf, err := d.Alloc(n*4, ir.Symmetric)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Free(buf)
 	lbuf, err := d.Alloc(n*4, ir.Global)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Free(lbuf)
 	shard := runtime.Tensor{Buf: buf, DType: ir.I32, Shape: []int64{n}}
 	local := runtime.Tensor{Buf: lbuf, DType: ir.I32, Shape: []int64{n}}
-	if err := d.CopyFromHost(local, i32Bytes(pattern(7, n)), nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.CopyFromHost(local, i32Bytes(pattern(7, n)), nil))
 	reg, err := a.Register(shard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w, err := reg.Prepare(transfer.Write, []runtime.Tensor{local}, 0, []transfer.Desc{transfer.Whole(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Wait(); !errors.Is(err, transfer.ErrNotPosted) {
-		t.Errorf("wait before post: %v, want ErrNotPosted", err)
-	}
-	if err := w.Post(nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Wait(); err != nil {
-		t.Errorf("second wait: %v", err)
-	}
+	require.NoError(t, err)
+	assert.ErrorIs(t, w.Wait(), transfer.ErrNotPosted, "wait before post")
+	require.NoError(t, w.Post(nil))
+	require.NoError(t, w.Wait())
+	assert.NoError(t, w.Wait(), "second wait")
 	eqI32(t, "the registered shard after a loopback write", toHost(t, d, shard), pattern(7, n))
-	if err := reg.Deregister(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Post(nil); !errors.Is(err, transfer.ErrDeregistered) {
-		t.Errorf("post after deregister: %v, want ErrDeregistered", err)
-	}
+	require.NoError(t, reg.Deregister())
+	assert.ErrorIs(t, w.Post(nil), transfer.ErrDeregistered, "post after deregister")
 	// A registration must be symmetric.
-	if _, err := a.Register(local); err == nil || !strings.Contains(err.Error(), "must be symmetric") {
-		t.Errorf("registering global memory: %v", err)
-	}
+	_, err = a.Register(local)
+	assert.ErrorContains(t, err, "must be symmetric", "registering global memory")
 }
 
 func TestTransferRing2(t *testing.T) {

@@ -3,6 +3,9 @@ package cuda
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The sizes and offsets cuda.h gives these structs on 64-bit Linux.
@@ -26,23 +29,18 @@ func TestStructLayoutsMatchCudaH(t *testing.T) {
 		{"sizeof(CUmemGenericAllocationHandle)", unsafe.Sizeof(uint64(0)), 8},
 	}
 	for _, c := range cases {
-		if c.got != c.want {
-			t.Errorf("%s = %d, cuda.h says %d", c.name, c.got, c.want)
-		}
+		assert.Equal(t, c.want, c.got, "%s, as cuda.h says", c.name)
 	}
-	if handleTypePosix != 0x1 || handleTypeFabric != 0x8 {
-		t.Errorf("handle types %#x %#x, cuda.h says 0x1 and 0x8", handleTypePosix, handleTypeFabric)
-	}
+	assert.Equal(t, 0x1, handleTypePosix, "handle type posix, as cuda.h says")
+	assert.Equal(t, 0x8, handleTypeFabric, "handle type fabric, as cuda.h says")
 }
 
 func TestHandleInfoRoundTrip(t *testing.T) {
 	in := handleInfo{OK: true, Fabric: true, Size: 1000, Rounded: 2 << 20, Err: "none"}
 	in.Handle.Data[0], in.Handle.Data[63] = 7, 9
 	out, err := decodeHandleInfo(in.encode())
-	if err != nil || out != in {
-		t.Fatalf("round trip: got %+v, %v; want %+v", out, err, in)
-	}
-	if _, err := decodeHandleInfo([]byte{1, 2}); err == nil {
-		t.Fatal("short record decoded")
-	}
+	require.NoError(t, err, "round trip")
+	require.Equal(t, in, out, "round trip")
+	_, err = decodeHandleInfo([]byte{1, 2})
+	require.Error(t, err, "short record decoded")
 }
