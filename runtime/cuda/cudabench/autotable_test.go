@@ -3,8 +3,10 @@ package cudabench
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime/cuda"
@@ -36,9 +38,9 @@ func benchFigs() []CollFigure {
 
 func TestBuildAutoTableRanksFastestFirst(t *testing.T) {
 	tb := BuildAutoTable("GPU X", "now", benchFigs())
-	if tb.Version != cuda.AutoTableVersion || tb.Device != "GPU X" || len(tb.Entries) != 3 {
-		t.Fatalf("table %+v", tb)
-	}
+	require.Equal(t, cuda.AutoTableVersion, tb.Version, "table %+v", tb)
+	require.Equal(t, "GPU X", tb.Device, "table %+v", tb)
+	require.Len(t, tb.Entries, 3, "table %+v", tb)
 	for _, c := range []struct {
 		op    ir.Opcode
 		bytes int64
@@ -48,13 +50,9 @@ func TestBuildAutoTableRanksFastestFirst(t *testing.T) {
 		{ir.OpAllReduce, 1 << 20, []string{"two_shot", "nccl", "one_shot", "ring"}},
 		{ir.OpAllGather, 1 << 30, []string{"copy_engine", "one_shot", "nccl"}},
 	} {
-		if got := ir.Words(tb.Ranked(c.op, 2, ir.BF16, c.bytes)); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%s %d: %v, want %v", c.op, c.bytes, got, c.want)
-		}
+		assert.Equal(t, c.want, ir.Words(tb.Ranked(c.op, 2, ir.BF16, c.bytes)), "%s %d", c.op, c.bytes)
 	}
-	if tb.Ranked(ir.OpAllToAll, 2, ir.BF16, 1<<30) != nil {
-		t.Errorf("a failed figure made an entry")
-	}
+	assert.Nil(t, tb.Ranked(ir.OpAllToAll, 2, ir.BF16, 1<<30), "a failed figure made an entry")
 }
 
 func TestAutoTableBuckets(t *testing.T) {
@@ -76,24 +74,14 @@ func TestAutoTableBuckets(t *testing.T) {
 		{1 << 20, "two_shot"},
 		{1 << 34, "two_shot"}, // above the largest: the largest
 	} {
-		if got := first(c.bytes, ir.BF16, 2); got != c.want {
-			t.Errorf("%d bytes: %q, want %q", c.bytes, got, c.want)
-		}
+		assert.Equal(t, c.want, first(c.bytes, ir.BF16, 2), "%d bytes", c.bytes)
 	}
 	// f16 is bf16's class; f32, another world size: no entry.
-	if got := first(8<<10, ir.F16, 2); got != "one_shot" {
-		t.Errorf("f16: %q", got)
-	}
-	if got := first(8<<10, ir.F32, 2); got != "" {
-		t.Errorf("f32: %q, want no entry", got)
-	}
-	if got := first(8<<10, ir.BF16, 4); got != "" {
-		t.Errorf("world 4: %q, want no entry", got)
-	}
+	assert.Equal(t, "one_shot", first(8<<10, ir.F16, 2), "f16")
+	assert.Equal(t, "", first(8<<10, ir.F32, 2), "f32: want no entry")
+	assert.Equal(t, "", first(8<<10, ir.BF16, 4), "world 4: want no entry")
 	var nilTable *cuda.AutoTable
-	if nilTable.Ranked(ir.OpAllReduce, 2, ir.BF16, 8) != nil {
-		t.Errorf("a nil table ranks")
-	}
+	assert.Nil(t, nilTable.Ranked(ir.OpAllReduce, 2, ir.BF16, 8), "a nil table ranks")
 }
 
 func TestAutoTableSaveLoadMerge(t *testing.T) {
@@ -102,51 +90,37 @@ func TestAutoTableSaveLoadMerge(t *testing.T) {
 	old := BuildAutoTable("GPU X", "", append(benchFigs(),
 		CollFigure{Op: "all_reduce", Algo: "ring", DType: "f32", World: 2, Bytes: 8 << 10, Micros: 3},
 		CollFigure{Op: "all_reduce", Algo: "one_shot", DType: "bf16", World: 4, Bytes: 8 << 10, Micros: 9}))
-	if err := SaveAutoTable(old, path); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := os.Stat(filepath.Dir(path)); err != nil || st.Mode().Perm() != 0o700 {
-		t.Errorf("directory: %v %v", st.Mode(), err)
+	require.NoError(t, SaveAutoTable(old, path))
+	st, err := os.Stat(filepath.Dir(path))
+	if assert.NoError(t, err, "directory") {
+		assert.Equal(t, os.FileMode(0o700), st.Mode().Perm(), "directory mode")
 	}
 	back, err := cuda.LoadAutoTable(path)
-	if err != nil || !reflect.DeepEqual(back, old) {
-		t.Fatalf("loaded %+v, %v; saved %+v", back, err, old)
-	}
+	require.NoError(t, err, "loaded")
+	require.Equal(t, old, back, "loaded")
 	// A new bf16 run on 2 ranks replaces the bf16/2-rank all_reduce
 	// entries, and keeps f32's and 4 ranks'.
 	fresh := BuildAutoTable("GPU X", "", []CollFigure{{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Micros: 1}})
 	m := MergeAutoTable(fresh, back)
-	if got := ir.Words(m.Ranked(ir.OpAllReduce, 2, ir.BF16, 1<<20)); !reflect.DeepEqual(got, []string{"nccl"}) {
-		t.Errorf("bf16 after the merge: %v", got)
-	}
-	if got := ir.Words(m.Ranked(ir.OpAllReduce, 2, ir.F32, 8<<10)); !reflect.DeepEqual(got, []string{"ring"}) {
-		t.Errorf("f32 lost in the merge: %v", got)
-	}
-	if got := ir.Words(m.Ranked(ir.OpAllReduce, 4, ir.BF16, 8<<10)); !reflect.DeepEqual(got, []string{"one_shot"}) {
-		t.Errorf("4 ranks lost in the merge: %v", got)
-	}
-	if got := m.Ranked(ir.OpAllGather, 2, ir.BF16, 1<<30); len(got) == 0 {
-		t.Errorf("all_gather lost in the merge")
-	}
+	assert.Equal(t, []string{"nccl"}, ir.Words(m.Ranked(ir.OpAllReduce, 2, ir.BF16, 1<<20)), "bf16 after the merge")
+	assert.Equal(t, []string{"ring"}, ir.Words(m.Ranked(ir.OpAllReduce, 2, ir.F32, 8<<10)), "f32 lost in the merge")
+	assert.Equal(t, []string{"one_shot"}, ir.Words(m.Ranked(ir.OpAllReduce, 4, ir.BF16, 8<<10)), "4 ranks lost in the merge")
+	assert.NotEmpty(t, m.Ranked(ir.OpAllGather, 2, ir.BF16, 1<<30), "all_gather lost in the merge")
 	other := MergeAutoTable(BuildAutoTable("GPU Y", "", nil), back)
-	if len(other.Entries) != 0 {
-		t.Errorf("another device's entries were kept: %v", other.Entries)
-	}
-	if tb, err := cuda.LoadAutoTable(filepath.Join(dir, "missing.json")); tb != nil || err != nil {
-		t.Errorf("missing file: %v %v", tb, err)
-	}
+	assert.Empty(t, other.Entries, "another device's entries were kept")
+	missing, err := cuda.LoadAutoTable(filepath.Join(dir, "missing.json"))
+	assert.NoError(t, err, "missing file")
+	assert.Nil(t, missing, "missing file")
 }
 
 func TestCollFigureBusBandwidth(t *testing.T) {
 	ar := CollFigure{Op: "all_reduce", World: 2, Bytes: 1 << 30, Micros: 3000}
-	if g := ar.BusGBps(); g < 357 || g > 358 { // 1 GiB / 3 ms × 2·1/2
-		t.Errorf("all_reduce: %v", g)
-	}
+	g := ar.BusGBps() // 1 GiB / 3 ms × 2·1/2
+	assert.GreaterOrEqual(t, g, 357.0, "all_reduce")
+	assert.LessOrEqual(t, g, 358.0, "all_reduce")
 	ag := CollFigure{Op: "all_gather", World: 4, Bytes: 1 << 30, Micros: 3000}
-	if g := ag.BusGBps(); g < 268 || g > 269 { // × 3/4
-		t.Errorf("all_gather: %v", g)
-	}
-	if (CollFigure{Op: "all_gather", World: 2, Bytes: 1}).BusGBps() != 0 {
-		t.Errorf("no time, some bandwidth")
-	}
+	g = ag.BusGBps() // × 3/4
+	assert.GreaterOrEqual(t, g, 268.0, "all_gather")
+	assert.LessOrEqual(t, g, 269.0, "all_gather")
+	assert.Zero(t, (CollFigure{Op: "all_gather", World: 2, Bytes: 1}).BusGBps(), "no time, some bandwidth")
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/cuda"
 	"github.com/hirlab/hir/runtime/cuda/internal/ranktest"
@@ -42,13 +45,9 @@ func openSingle(t *testing.T) *cuda.Runtime {
 	t.Helper()
 	needGPU(t)
 	rt, err := cuda.New(cuda.Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
+		assert.NoError(t, rt.Close(), "close")
 	})
 	return rt
 }

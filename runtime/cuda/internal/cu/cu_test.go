@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // libc stands in for a CUDA library on machines without one: its
@@ -35,27 +38,22 @@ func TestProcsResolveOnceAndNameTheirSymbol(t *testing.T) {
 	lib := openLibc(t)
 	tb := &fakeTable{library: *lib}
 	tb.resolve(tb)
-	if !tb.Yield.Resolved() || tb.Yield.Name() != "sched_yield" {
-		t.Fatalf("sched_yield: %+v", tb.Yield)
-	}
-	if !tb.Fallback.Resolved() || tb.Fallback.Name() != "sched_yield" || tb.Fallback.addr != tb.Yield.addr {
-		t.Errorf("fallback name not used: %+v", tb.Fallback)
-	}
-	if err := tb.Yield.Call(); err != nil {
-		t.Errorf("call: %v", err)
-	}
-	if tb.Missing.Resolved() {
-		t.Fatal("a symbol nobody exports resolved")
-	}
+	require.True(t, tb.Yield.Resolved(), "sched_yield: %+v", tb.Yield)
+	require.Equal(t, "sched_yield", tb.Yield.Name(), "sched_yield: %+v", tb.Yield)
+	assert.True(t, tb.Fallback.Resolved(), "fallback name not used: %+v", tb.Fallback)
+	assert.Equal(t, "sched_yield", tb.Fallback.Name(), "fallback name not used: %+v", tb.Fallback)
+	assert.Equal(t, tb.Yield.addr, tb.Fallback.addr, "fallback name not used: %+v", tb.Fallback)
+	assert.NoError(t, tb.Yield.Call(), "call")
+	require.False(t, tb.Missing.Resolved(), "a symbol nobody exports resolved")
 	err := tb.Missing.Call(1, 2)
 	var e *Error
-	if !asError(err, &e) || e.Call != "cuNoSuchEntryPoint" || e.Code != ErrNotSupported || e.Name != "symbol not found" ||
-		e.Desc != "libc.so.6 does not export cuNoSuchEntryPoint_v2" {
-		t.Errorf("missing entry point: %#v", err)
+	if assert.True(t, asError(err, &e), "missing entry point: %#v", err) {
+		assert.Equal(t, "cuNoSuchEntryPoint", e.Call, "missing entry point")
+		assert.Equal(t, ErrNotSupported, e.Code, "missing entry point")
+		assert.Equal(t, "symbol not found", e.Name, "missing entry point")
+		assert.Equal(t, "libc.so.6 does not export cuNoSuchEntryPoint_v2", e.Desc, "missing entry point")
 	}
-	if got := len(procs(tb)); got != 3 {
-		t.Errorf("procs: %d", got)
-	}
+	assert.Len(t, procs(tb), 3, "procs")
 }
 
 func asError(err error, e **Error) bool {
@@ -81,16 +79,10 @@ func TestFixedArityCallsDoNotAllocate(t *testing.T) {
 		"Call4":  func() error { return p.Call4(1, 2, 3, 4) },
 		"Call11": func() error { return p.Call11(1, 2, 3, 4, 5, 6, 7, 8, 9, uintptr(unsafe.Pointer(&params[0])), 0) },
 	} {
-		if err := call(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if allocs := testing.AllocsPerRun(1000, func() { call() }); allocs != 0 {
-			t.Errorf("%s allocates %v times per call", name, allocs)
-		}
+		require.NoError(t, call(), "%s", name)
+		assert.Zero(t, testing.AllocsPerRun(1000, func() { call() }), "%s: allocations per call", name)
 	}
-	if err := tb.Missing.Call11(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11); err == nil || !strings.Contains(err.Error(), "symbol not found") {
-		t.Errorf("missing: %v", err)
-	}
+	assert.ErrorContains(t, tb.Missing.Call11(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), "symbol not found", "missing")
 }
 
 // A failing call (a non-zero status in the low 32 bits) is the library's
@@ -104,8 +96,9 @@ func TestFailingCallIsTheLibrarysError(t *testing.T) {
 	tb.resolve(tb)
 	for _, err := range []error{tb.Getpid.Call(), tb.Getpid.Call1(0), tb.Getpid.Call4(0, 0, 0, 0)} {
 		var e *Error
-		if !asError(err, &e) || e.Call != "getpid" || e.Code == 0 {
-			t.Errorf("getpid: %#v", err)
+		if assert.True(t, asError(err, &e), "getpid: %#v", err) {
+			assert.Equal(t, "getpid", e.Call, "getpid: %#v", err)
+			assert.NotZero(t, e.Code, "getpid: %#v", err)
 		}
 	}
 }
@@ -122,16 +115,17 @@ func TestTablesTags(t *testing.T) {
 				continue
 			}
 			names := strings.Fields(tag)
-			if !ok || len(names) == 0 || len(names) > 2 {
-				t.Errorf("%s.%s: tag %q", ty.Name(), f.Name, tag)
+			if !assert.True(t, ok, "%s.%s: tag %q", ty.Name(), f.Name, tag) ||
+				!assert.NotEmpty(t, names, "%s.%s: tag %q", ty.Name(), f.Name, tag) ||
+				!assert.LessOrEqual(t, len(names), 2, "%s.%s: tag %q", ty.Name(), f.Name, tag) {
 				continue
 			}
-			if len(names) == 2 && names[0] != names[1]+"_v2" {
-				t.Errorf("%s.%s: %q is not %q's _v2", ty.Name(), f.Name, names[0], names[1])
+			if len(names) == 2 {
+				assert.Equal(t, names[1]+"_v2", names[0], "%s.%s: %q is not %q's _v2", ty.Name(), f.Name, names[0], names[1])
 			}
 			plain := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(names[len(names)-1], "cublas"), "nvrtc"), "cu"), "_v2")
-			if plain != f.Name && !(ty.Name() == "CUBLAS" && strings.HasSuffix(names[0], plain)) {
-				t.Errorf("%s.%s: field names %s", ty.Name(), f.Name, names[len(names)-1])
+			if !(ty.Name() == "CUBLAS" && strings.HasSuffix(names[0], plain)) {
+				assert.Equal(t, f.Name, plain, "%s.%s: field names %s", ty.Name(), f.Name, names[len(names)-1])
 			}
 		}
 	}
@@ -143,20 +137,15 @@ func TestErrorNames(t *testing.T) {
 		600: "CUDA_ERROR_NOT_READY", 801: "CUDA_ERROR_NOT_SUPPORTED", 12345: "CUresult(12345)",
 	}
 	for code, want := range cases {
-		if got := ResultName(code); got != want {
-			t.Errorf("ResultName(%d) = %q, want %q", code, got, want)
-		}
+		assert.Equal(t, want, ResultName(code), "ResultName(%d)", code)
 	}
 }
 
 func TestMissingLibrary(t *testing.T) {
-	if _, err := OpenDriver("/nonexistent/libcuda.so.1"); err == nil || !strings.Contains(err.Error(), "cannot load /nonexistent/libcuda.so.1") {
-		t.Errorf("driver: %v", err)
-	}
-	if _, err := OpenNVRTC("/nonexistent/libnvrtc.so.13"); err == nil || !strings.Contains(err.Error(), "cannot load /nonexistent/libnvrtc.so.13") {
-		t.Errorf("nvrtc: %v", err)
-	}
-	if _, err := OpenCUBLAS("/nonexistent/libcublas.so.13"); err == nil {
-		t.Errorf("cublas loaded")
-	}
+	_, err := OpenDriver("/nonexistent/libcuda.so.1")
+	assert.ErrorContains(t, err, "cannot load /nonexistent/libcuda.so.1", "driver")
+	_, err = OpenNVRTC("/nonexistent/libnvrtc.so.13")
+	assert.ErrorContains(t, err, "cannot load /nonexistent/libnvrtc.so.13", "nvrtc")
+	_, err = OpenCUBLAS("/nonexistent/libcublas.so.13")
+	assert.Error(t, err, "cublas loaded")
 }
