@@ -80,7 +80,7 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 		if endErr != nil || c.err != nil {
 			return errors.Join(c.err, endErr)
 		}
-		if err := d.drv.GraphInstantiate.Call3(uintptr(unsafe.Pointer(&g.exec)), g.graph, 0); err != nil {
+		if err := d.drv.GraphInstantiateWithFlags.Call3(uintptr(unsafe.Pointer(&g.exec)), g.graph, 0); err != nil {
 			return err
 		}
 		var n uintptr

@@ -120,7 +120,7 @@ func TestCaptureRefusalsOnGPU(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, passes.Lower(prog, &passes.Context{}))
 	_, err = evaluator.NewJob(prog, rt, evaluator.Options{Graph: true})
-	require.ErrorContains(t, err, "ar.hir:3:1: all_reduce cannot be captured in a graph on the cuda runtime")
+	require.ErrorContains(t, err, "ar.hir:3:6: all_reduce cannot be captured in a graph on the cuda runtime")
 }
 
 // BenchmarkGraphLaunchOverhead: the tiny loop in graph mode, µs per loop

@@ -76,14 +76,14 @@ type Driver struct {
 	LaunchKernel      Proc `cu:"cuLaunchKernel"`
 
 	// Graphs: stream capture, instantiation, launch.
-	StreamBeginCapture Proc `cu:"cuStreamBeginCapture_v2 cuStreamBeginCapture"`
-	StreamEndCapture   Proc `cu:"cuStreamEndCapture"`
-	StreamIsCapturing  Proc `cu:"cuStreamIsCapturing"`
-	GraphInstantiate   Proc `cu:"cuGraphInstantiateWithFlags"`
-	GraphLaunch        Proc `cu:"cuGraphLaunch"`
-	GraphGetNodes      Proc `cu:"cuGraphGetNodes"`
-	GraphExecDestroy   Proc `cu:"cuGraphExecDestroy"`
-	GraphDestroy       Proc `cu:"cuGraphDestroy"`
+	StreamBeginCapture        Proc `cu:"cuStreamBeginCapture_v2 cuStreamBeginCapture"`
+	StreamEndCapture          Proc `cu:"cuStreamEndCapture"`
+	StreamIsCapturing         Proc `cu:"cuStreamIsCapturing"`
+	GraphInstantiateWithFlags Proc `cu:"cuGraphInstantiateWithFlags"`
+	GraphLaunch               Proc `cu:"cuGraphLaunch"`
+	GraphGetNodes             Proc `cu:"cuGraphGetNodes"`
+	GraphExecDestroy          Proc `cu:"cuGraphExecDestroy"`
+	GraphDestroy              Proc `cu:"cuGraphDestroy"`
 }
 
 // OpenDriver opens the driver library at path and resolves its entry
