@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"strconv"
@@ -56,9 +58,7 @@ func Ranks(t testing.TB, world int, scenario string, env ...string) []Run {
 	defer cancel()
 	const token = "cuda-test-token"
 	srv, err := store.Serve(ctx, "127.0.0.1:0", token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer srv.Close()
 	cmds := make([]*exec.Cmd, world)
 	outs := make([]*bytes.Buffer, world)
@@ -70,9 +70,7 @@ func Ranks(t testing.TB, world int, scenario string, env ...string) []Run {
 		cmd.Env = append(cmd.Env, env...)
 		outs[r] = &bytes.Buffer{}
 		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		cmds[r] = cmd
 	}
 	runs := make([]Run, world)
@@ -89,9 +87,7 @@ func Check(t testing.TB, runs []Run) {
 	t.Helper()
 	for _, r := range runs {
 		t.Logf("rank %d (exit %d):\n%s", r.Rank, r.Code, strings.TrimSpace(r.Output))
-		if r.Code != 0 {
-			t.Errorf("rank %d exited with %d", r.Rank, r.Code)
-		}
+		assert.Zero(t, r.Code, "rank %d exited with %d", r.Rank, r.Code)
 	}
 }
 
