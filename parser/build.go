@@ -49,7 +49,7 @@ func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 // get is the value name means in this scope itself (not its parents).
 func (s *scope) get(name string) *ir.Value {
 	if s.table != nil {
-		if e := s.table.m[name]; e != nil {
+		if e := s.table.lookup(name); e != nil {
 			return e.v
 		}
 		return nil
@@ -69,41 +69,16 @@ func (s *scope) set(name string, v *ir.Value) {
 // each calls f with every name this scope defines (not its parents').
 func (s *scope) each(f func(string)) {
 	if s.table != nil {
-		for n, e := range s.table.m {
+		s.table.each(func(e *nameEntry) {
 			if e.v != nil {
-				f(n)
+				f(e.name)
 			}
-		}
+		})
 		return
 	}
 	for n := range s.names {
 		f(n)
 	}
-}
-
-// nameTable is the program's one map of names: where each name was first
-// defined (names are unique program-wide) and what it means at the top
-// level. One map and one lookup per name replace a map of definitions plus
-// the top scope's map of values.
-type nameTable struct {
-	m    map[string]*nameEntry
-	slab []nameEntry
-}
-
-type nameEntry struct {
-	line, col int       // the definition's position, when defined
-	defined   bool      // claimed (or poisoned) somewhere in the program
-	v         *ir.Value // the value at the top level, nil if none
-}
-
-// entry is name's entry, made if there is none.
-func (t *nameTable) entry(name string) *nameEntry {
-	e := t.m[name]
-	if e == nil {
-		e = take(&t.slab)
-		t.m[name] = e
-	}
-	return e
 }
 
 func (s *scope) isLenient() bool {
@@ -196,7 +171,7 @@ func newBuilder(file string) *builder {
 	b := &builder{
 		file:     file,
 		prog:     prog,
-		names:    nameTable{m: map[string]*nameEntry{}},
+		names:    newNameTable(0),
 		poisoned: map[string]bool{},
 	}
 	b.stack = []*frame{{block: prog.Body, scope: &scope{table: &b.names}}}
@@ -205,7 +180,7 @@ func newBuilder(file string) *builder {
 
 // defined reports where name was defined, if it was.
 func (b *builder) defined(name string) (ir.Pos, bool) {
-	if e := b.names.m[name]; e != nil && e.defined {
+	if e := b.names.lookup(name); e != nil && e.defined {
 		return ir.Pos{File: b.file, Line: e.line, Col: e.col}, true
 	}
 	return ir.Pos{}, false

@@ -576,8 +576,8 @@ func (b *builder) parsedLines() []line {
 
 // presize sizes the builder's table of names for a program of n lines.
 func (b *builder) presize(n int) {
-	if len(b.names.m) == 0 {
-		b.names.m = make(map[string]*nameEntry, n)
+	if b.names.n == 0 {
+		b.names.resize(n)
 	}
 	if body := b.prog.Body; body != nil && len(body.Ops) == 0 {
 		body.Ops = make([]*ir.Op, 0, n)
