@@ -194,7 +194,8 @@ func (d *Device) peerPtrs(b *buffer, t runtime.Tensor, remote bool) (out [maxRan
 
 func (d *Device) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs {
 	return collArgs{Pad: cs.padsFor(ch), Status: cs.status.ptr, Base: base, TimeoutNS: uint64(d.opts.Timeout.Nanoseconds()),
-		Rank: int32(d.opts.Rank), World: int32(d.opts.WorldSize), Channel: int32(ch.idx)}
+		Epochs: cs.epochs.ptr + uint64(ch.idx*epochWords*8),
+		Rank:   int32(d.opts.Rank), World: int32(d.opts.WorldSize), Channel: int32(ch.idx)}
 }
 
 // launchColl launches collective kernel name (compiled on first use, in
@@ -245,7 +246,7 @@ func overlaps(a runtime.Tensor, ab *buffer, b runtime.Tensor, bb *buffer) bool {
 func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *stream) error {
 	a := d.baseArgs(cs, ch, 0)
 	cs.mu.Lock()
-	a.Base = ch.reserve(1, what)
+	ch.take(&a, 1, what)
 	cs.mu.Unlock()
 	return d.launchColl(cs, "hir_barrier", 1, &a, s)
 }

@@ -35,8 +35,12 @@ const (
 	maxBlocks   = 256 // blocks per collective launch (signal slots per plane)
 	numPlanes   = 3   // barrier, data, ack
 	maxChannels = 16  // streams that may run collectives concurrently
-	planeBytes  = maxBlocks * maxRanks * 8
-	channelPad  = numPlanes * planeBytes
+	// epochWords: per channel, each block's signal count, then each
+	// block's count of LL launches (all blocks' equal: kernels/collective.cu's
+	// take_count); kept on the device so a graph replay advances them.
+	epochWords = 2 * maxBlocks
+	planeBytes = maxBlocks * maxRanks * 8
+	channelPad = numPlanes * planeBytes
 	// Status words: [0] any fault; then one word per (channel, block, peer)
 	// for the collective channels and two p2p channels (send, recv).
 	statusChannels = maxChannels + 2
@@ -90,7 +94,9 @@ type collArgs struct {
 	Stage     [maxRanks]uint64 // ring: each rank's staging for this channel
 	Status    uint64           // host-mapped status words
 	Work      uint64           // local scratch (modeTmp)
-	Base      uint64           // signal values base+1.. are this launch's
+	Base      uint64           // signal values base+1.. are this launch's (where Epochs is 0)
+	Epochs    uint64           // the channel's device-side counters (epochWords): the kernel takes its base there
+	NSig      uint64           // signal values the launch takes (the counters advance by it)
 	TimeoutNS uint64
 	N         int64 // units per task (per block for the all_gather ring); ring: bytes per staging slot
 	TailStart int64 // copy kernels: bytes; reduce kernel: elements
@@ -106,10 +112,10 @@ type collArgs struct {
 	Mode      int32
 	NOut      int32 // targets; ring: staging slots per block
 	Peer      int32
-	Xtra      int32 // LL: the staging slot; ring: 1 where src and dst allow 16-byte vectors
+	Xtra      int32 // ring: 1 where src and dst allow 16-byte vectors
 }
 
-const collArgsSize = 784
+const collArgsSize = 800
 
 func (a *collArgs) bytes() []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))...)

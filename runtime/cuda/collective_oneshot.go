@@ -61,7 +61,7 @@ func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduc
 	grid := cs.grid(max(1, (sp.gridN*es+15)/16))
 	launch := func() error {
 		cs.mu.Lock()
-		a.Base = ch.reserve(2, p.what)
+		ch.take(&a, 2, p.what)
 		cs.mu.Unlock()
 		return d.launchReduce(cs, p, vec, grid, &a, s)
 	}
@@ -112,7 +112,7 @@ func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpe
 		a.Ls, a.Ld = sp.ls, sp.ld
 	}
 	cs.mu.Lock()
-	a.Base = ch.reserve(2, p.what)
+	ch.take(&a, 2, p.what)
 	cs.mu.Unlock()
 	return d.launchColl(cs, name, cs.grid(max(gridUnits, 1)), &a, s)
 }
@@ -275,9 +275,7 @@ func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) e
 		return err
 	}
 	cs.mu.Lock()
-	a.Base = ch.reserve(1, p.what)
-	a.Xtra = int32(ch.llSeq & 1)
-	ch.llSeq++
+	ch.take(&a, 1, p.what) // the staging slot alternates on the device (take_count)
 	cs.mu.Unlock()
 	return d.launchArgs(f, grid, llThreads, s, &a)
 }

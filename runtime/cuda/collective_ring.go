@@ -44,7 +44,7 @@ func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s
 	}
 	grid := cs.grid(max(nIn*es/16, 1))
 	cs.mu.Lock()
-	a.Base = ch.reserve(uint64(max(2, D)), p.what)
+	ch.take(&a, uint64(max(2, D)), p.what)
 	cs.mu.Unlock()
 	return d.launchColl(cs, name, grid, &a, s)
 }
@@ -182,7 +182,7 @@ func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream)
 			a.Xtra = 1
 		}
 		cs.mu.Lock()
-		a.Base = ch.reserve(transfers+1, p.what)
+		ch.take(&a, transfers+1, p.what)
 		cs.mu.Unlock()
 		return d.launchColl(cs, ringKernelName(dt, p.reduce), grid, &a, s)
 	}

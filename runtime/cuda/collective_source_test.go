@@ -19,8 +19,8 @@ func TestCollArgsLayout(t *testing.T) {
 	var a collArgs
 	require.Equal(t, uintptr(collArgsSize), unsafe.Sizeof(a), "collArgs bytes")
 	require.Len(t, a.bytes(), collArgsSize, "bytes()")
-	assert.Equal(t, uintptr(584), unsafe.Offsetof(a.Chunk), "offset of Chunk")
-	assert.Equal(t, uintptr(752), unsafe.Offsetof(a.Rank), "offset of Rank")
+	assert.Equal(t, uintptr(600), unsafe.Offsetof(a.Chunk), "offset of Chunk")
+	assert.Equal(t, uintptr(768), unsafe.Offsetof(a.Rank), "offset of Rank")
 	assert.LessOrEqual(t, statusWords*8, 1<<20, "status bytes")
 	assert.LessOrEqual(t, maxChannels*channelPad, 2<<20, "pads bytes")
 }
@@ -88,7 +88,8 @@ func collArgsOffsetAsserts() string {
 	}{
 		{"src", unsafe.Offsetof(a.Src)}, {"dst", unsafe.Offsetof(a.Dst)}, {"pad", unsafe.Offsetof(a.Pad)},
 		{"stage", unsafe.Offsetof(a.Stage)}, {"status", unsafe.Offsetof(a.Status)}, {"work", unsafe.Offsetof(a.Work)},
-		{"base", unsafe.Offsetof(a.Base)}, {"timeout_ns", unsafe.Offsetof(a.TimeoutNS)}, {"n", unsafe.Offsetof(a.N)},
+		{"base", unsafe.Offsetof(a.Base)}, {"epochs", unsafe.Offsetof(a.Epochs)}, {"nsig", unsafe.Offsetof(a.NSig)},
+		{"timeout_ns", unsafe.Offsetof(a.TimeoutNS)}, {"n", unsafe.Offsetof(a.N)},
 		{"tail_start", unsafe.Offsetof(a.TailStart)}, {"tail_end", unsafe.Offsetof(a.TailEnd)}, {"seg", unsafe.Offsetof(a.Seg)},
 		{"nseg", unsafe.Offsetof(a.NSeg)}, {"chunk", unsafe.Offsetof(a.Chunk)}, {"ls", unsafe.Offsetof(a.Ls)},
 		{"ld", unsafe.Offsetof(a.Ld)}, {"rank", unsafe.Offsetof(a.Rank)}, {"world", unsafe.Offsetof(a.World)},

@@ -1,9 +1,6 @@
 package cuda
 
-import (
-	"github.com/hirlab/hir/ir"
-	"github.com/hirlab/hir/runtime"
-)
+import "github.com/hirlab/hir/runtime"
 
 // Collectives run as symmetric-memory kernels (collective.go; the kernels
 // in kernels/*.cu, assembled by collective_kernels.go; the signal pads in
@@ -12,11 +9,6 @@ import (
 
 // Collective runs c on stream s; see docs/COLLECTIVES.md.
 func (d *Device) Collective(c *runtime.CollectiveCall, s runtime.Stream) error {
-	if c != nil && c.Algo != ir.AlgoNCCL {
-		if err := d.refuseInCapture("Collective", whyEpochs); err != nil {
-			return err
-		}
-	}
 	return d.collective(c, s)
 }
 

@@ -16,11 +16,13 @@ import (
 // join as forks, and EndCapture instantiates the graph. A replay is one
 // cuGraphLaunch.
 //
-// What is not captured yet is refused while a capture is open, with a
-// *runtime.CaptureError, and named before a run by CaptureUnsupported:
-// the symmetric-memory collectives and send/recv hand their kernels signal
-// values counted on the host (signal.go, p2p.go), which a replay would
-// repeat; NCCL's collectives (algo=nccl) capture as NCCL supports.
+// The symmetric-memory collectives take their signal values from counters
+// on the device (take_count in kernels/collective.cu), so every replay
+// synchronises with fresh values; NCCL's collectives (algo=nccl) capture
+// as NCCL supports. What is not captured yet is refused while a capture is
+// open, with a *runtime.CaptureError, and named before a run by
+// CaptureUnsupported: send and recv, whose inbox transfers are counted on
+// the host (p2p.go), which a replay would repeat.
 
 const (
 	captureModeRelaxed  = 2 // CU_STREAM_CAPTURE_MODE_RELAXED
@@ -131,7 +133,6 @@ func (d *Device) refuseInCapture(call, why string) error {
 const (
 	whyHost    = "it runs on the host, not on a stream"
 	whyWaits   = "the captured work runs only when the graph is launched"
-	whyEpochs  = "the cuda runtime cannot capture its symmetric-memory collectives yet: their kernels get signal values counted on the host, which a replay would repeat (algo=nccl can be captured)"
 	whyInboxes = "the cuda runtime cannot capture send and recv yet: their inbox transfers are counted on the host"
 )
 
@@ -139,10 +140,7 @@ const (
 // it can); evaluator.NewJob asks it in graph mode, so such a program is
 // refused before it runs, with the op's position.
 func (d *Device) CaptureUnsupported(op *ir.Op) string {
-	switch info := op.Code.Info(); {
-	case info.Class == ir.ClassCollective && op.Algo() != ir.AlgoNCCL:
-		return whyEpochs
-	case info.Class == ir.ClassP2P:
+	if op.Code.Class() == ir.ClassP2P {
 		return whyInboxes
 	}
 	return ""

@@ -27,6 +27,7 @@ type commState struct {
 	ready   bool
 	pad     *buffer  // maxChannels × channelPad bytes per rank
 	padPtrs []uint64 // each rank's pad as mapped here
+	epochs  *buffer  // maxChannels × epochWords counters, this rank's (device memory)
 	status  *buffer  // statusWords words of pinned, device-mapped host memory
 	words   []uint64 // the same words as the host sees them
 
@@ -70,7 +71,6 @@ type commChannel struct {
 	stagePtrs []uint64
 	ll        *buffer // LL staging, symmetric, made on the channel's first LL all_reduce
 	llPtrs    []uint64
-	llSeq     uint64 // LL launches so far: the slot is llSeq % 2
 
 	// copy_engine: a second stream for the local copy, and the events
 	// that fork it from and join it to the collective's stream.
@@ -114,6 +114,11 @@ func (d *Device) commReady() (*commState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: allocating the collectives' signal pads: %w", d.opts.Rank, err)
 	}
+	eb, err := d.Alloc(maxChannels*epochWords*8, ir.Global) // zero-filled
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("cuda: rank %d: allocating the collectives' signal counters: %w", d.opts.Rank, err), d.Free(pad))
+	}
+	c.epochs = eb.(*buffer)
 	ptrs := make([]uint64, len(pad.sym.maps))
 	for r, m := range pad.sym.maps {
 		ptrs[r] = m.ptr
@@ -207,8 +212,18 @@ func (c *commState) padsFor(ch *commChannel) (out [maxRanks]uint64) {
 	return out
 }
 
+// take gives launch a the next k signal values of ch (a.Base, a.NSig).
+// Called with c.mu held.
+func (ch *commChannel) take(a *collArgs, k uint64, what string) {
+	a.Base, a.NSig = ch.reserve(k, what), k
+}
+
 // reserve hands a launch the signal values base+1..base+k of ch and
-// records them. Called with c.mu held.
+// records them. The kernel takes the same values from the channel's
+// device-side counters (a.Epochs), which advance by k on the device:
+// ch.epoch mirrors them for eager launches, to name a launch whose wait
+// timed out; graph replays advance only the device's. Called with c.mu
+// held.
 func (ch *commChannel) reserve(k uint64, what string) uint64 {
 	base := ch.epoch
 	ch.epoch += k
@@ -381,6 +396,9 @@ func (d *Device) releaseComm(collective bool) error {
 	if c.pad != nil {
 		errs = append(errs, free(c.pad))
 	}
+	if c.epochs != nil {
+		errs = append(errs, d.release(c.epochs))
+	}
 	if c.status != nil {
 		errs = append(errs, d.release(c.status))
 	}
@@ -388,7 +406,7 @@ func (d *Device) releaseComm(collective bool) error {
 		errs = append(errs, m.Unload())
 	}
 	// Back to the state before the first collective (the locks stay).
-	c.ready, c.pad, c.padPtrs, c.status, c.words = false, nil, nil, nil, nil
+	c.ready, c.pad, c.padPtrs, c.epochs, c.status, c.words = false, nil, nil, nil, nil, nil
 	c.chans, c.chanList, c.checked, c.nchecks, c.plans = nil, nil, nil, 0, nil
 	c.blocks, c.table, c.tableNote = 0, nil, ""
 	c.mods = commModules{}

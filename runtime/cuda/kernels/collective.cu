@@ -25,6 +25,8 @@ struct CollArgs {
   u64 status;
   u64 work;
   u64 base;
+  u64 epochs;
+  u64 nsig;
   u64 timeout_ns;
   i64 n;
   i64 tail_start;
@@ -142,6 +144,30 @@ __device__ bool barrier(const CollArgs& a, u64 v) {
   return block_and(ok);
 }
 
+// take_count returns this block's counter among words[0, MAXB) and
+// advances it by `by`; block 0 advances the counters of the blocks this
+// launch does not run, so all MAXB stay equal: one count per channel, kept
+// and advanced on the device, so a launch replayed from a CUDA graph takes
+// new values as an eager launch does. Only block b touches word b during
+// a launch, and launches on a channel are ordered by its stream.
+__device__ u64 take_count(u64* words, u64 by) {
+  __shared__ u64 v;
+  __syncthreads();
+  if (threadIdx.x == 0) v = words[blockIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) words[blockIdx.x] = v + by;
+  if (blockIdx.x == 0)
+    for (unsigned i = gridDim.x + threadIdx.x; i < MAXB; i += blockDim.x) words[i] += by;
+  return v;
+}
+
+// take_epoch is the launch's signal base: the values base+1..base+nsig are
+// its own. From the channel's counters where the host gave them (the
+// host's base mirrors them), else the host's (point-to-point pairs).
+__device__ __forceinline__ u64 take_epoch(const CollArgs& a) {
+  return a.epochs ? take_count((u64*)a.epochs, a.nsig) : a.base;
+}
+
 // signal_peer / wait_peer: one thread of the block, point to point.
 __device__ bool wait_peer(const CollArgs& a, int plane, int from, u64 v) {
   __syncthreads();
@@ -216,14 +242,15 @@ __device__ __forceinline__ void copy_bytes2(u64 dst0, u64 dst1, u64 src, i64 lo,
 // used at once.
 template <typename U>
 __device__ void copy_kernel(const CollArgs& a) {
-  if (!barrier(a, a.base + 1)) return;
+  const u64 base = take_epoch(a);
+  if (!barrier(a, base + 1)) return;
   i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   for (int k = 0; k < a.ntask; k++) {
     int t = (blockIdx.x + k) % a.ntask;
     copy_units<U>(a.dst[t], a.ld, a.src[t], a.ls, 0, a.n, tid, nthr);
     copy_bytes(a.dst[t], a.src[t], a.tail_start, a.tail_end, tid, nthr);
   }
-  barrier(a, a.base + 2);
+  barrier(a, base + 2);
 }
 
 // hir_ag_ring: all_gather around the ring into the peers' outputs. Each
@@ -235,7 +262,8 @@ __device__ void copy_kernel(const CollArgs& a) {
 // neighbour wrote, signalling the right neighbour after each block.
 template <typename U>
 __device__ void ag_ring_kernel(const CollArgs& a) {
-  if (!barrier(a, a.base + 1)) return;
+  const u64 base = take_epoch(a);
+  if (!barrier(a, base + 1)) return;
   int D = a.world, r = a.rank, right = (r + 1) % D, left = (r + D - 1) % D;
   i64 G = gridDim.x, b = blockIdx.x;
   i64 lo = a.n * b / G, hi = a.n * (b + 1) / G;
@@ -250,18 +278,18 @@ __device__ void ag_ring_kernel(const CollArgs& a) {
   }
   copy_units2<U>(mine + r * stride, next + r * stride, a.ld, a.src[0], lo, hi, threadIdx.x, blockDim.x);
   if (tail) copy_bytes2(mine + r * stride, next + r * stride, a.src[0], a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
-  signal_peer(a, PL_DATA, right, a.base + 1);
+  signal_peer(a, PL_DATA, right, base + 1);
   for (int s = 1; s < D - 1; s++) {
-    if (!wait_peer(a, PL_DATA, left, a.base + s)) return;
+    if (!wait_peer(a, PL_DATA, left, base + s)) return;
     int c = (r - s + D) % D;
     copy_units<U>(next + c * stride, a.ld, mine + c * stride, a.ld, lo, hi, threadIdx.x, blockDim.x);
     if (tail) copy_bytes(next + c * stride, mine + c * stride, a.tail_start, a.tail_end, threadIdx.x, blockDim.x);
-    signal_peer(a, PL_DATA, right, a.base + s + 1);
+    signal_peer(a, PL_DATA, right, base + s + 1);
   }
-  wait_peer(a, PL_DATA, left, a.base + D - 1);
+  wait_peer(a, PL_DATA, left, base + D - 1);
 }
 
-extern "C" __global__ void hir_barrier(const __grid_constant__ CollArgs a) { barrier(a, a.base + 1); }
+extern "C" __global__ void hir_barrier(const __grid_constant__ CollArgs a) { barrier(a, take_epoch(a) + 1); }
 
 extern "C" __global__ void __launch_bounds__(512) hir_copy_v16(const __grid_constant__ CollArgs a) { copy_kernel<vec16>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_copy_s1(const __grid_constant__ CollArgs a) { copy_kernel<unsigned char>(a); }

@@ -195,13 +195,14 @@ __device__ __forceinline__ void reduce_batch(const CollArgs& a, i64 i0, i64 step
 // rank's chunk r, dst = chunk r of every rank's output.
 template <typename T, typename CT, int OP, int V>
 __device__ void reduce_kernel(const CollArgs& a) {
-  if (!barrier(a, a.base + 1)) return;
+  const u64 base = take_epoch(a);
+  if (!barrier(a, base + 1)) return;
   i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   i64 i = tid;
   for (; i + (REDUCE_UN - 1) * nthr < a.n; i += REDUCE_UN * nthr) reduce_batch<T, CT, OP, V, REDUCE_UN>(a, i, nthr);
   for (; i < a.n; i += nthr) reduce_batch<T, CT, OP, V, 1>(a, i, nthr);
   for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) reduce_batch<T, CT, OP, 1, 1>(a, e, nthr);
-  if (!barrier(a, a.base + 2)) return;
+  if (!barrier(a, base + 2)) return;
   if (a.mode & MODE_TMP) {
     typedef VecT<T, V> U;
     for (i64 j = tid; j < a.n; j += nthr) {
@@ -236,7 +237,7 @@ __device__ __forceinline__ void st_ll(u64 p, unsigned d0, unsigned d1, unsigned 
 // another wait of this rank failed?) is rare and made by one lane per
 // warp: thousands of threads reading host memory over PCIe at once would
 // slow every poll down.
-__device__ bool ll_wait(const CollArgs& a, u64 p, unsigned flag, int peer, unsigned* d0, unsigned* d1) {
+__device__ bool ll_wait(const CollArgs& a, u64 p, unsigned flag, u64 want, int peer, unsigned* d0, unsigned* d1) {
   u64 t0 = 0, tcheck = 0;
   const bool lead = (threadIdx.x & 31) == 0;
   for (unsigned spin = 0;; spin++) {
@@ -247,7 +248,7 @@ __device__ bool ll_wait(const CollArgs& a, u64 p, unsigned flag, int peer, unsig
       t0 = tcheck = gtimer();
     } else if ((spin & 127) == 0) {
       u64 now = gtimer();
-      if (now - t0 > a.timeout_ns) { report(a, a.channel, PL_DATA, peer, a.base + 1); return false; }
+      if (now - t0 > a.timeout_ns) { report(a, a.channel, PL_DATA, peer, want); return false; }
       if (lead && now - tcheck > 2000000) {
         tcheck = now;
         if (*(volatile u64*)a.status != 0) return false;
@@ -260,9 +261,12 @@ template <typename T, typename CT, int OP>
 __device__ void ll_kernel(const CollArgs& a) {
   const int E = 8 / (int)sizeof(T);
   union Line { u64 u; unsigned w[2]; T e[8 / sizeof(T)]; };
-  const unsigned flag = (unsigned)(a.base + 1);
+  const u64 base = take_epoch(a);
+  const unsigned flag = (unsigned)(base + 1);
   const int D = a.world, r = a.rank;
-  const u64 slot = (u64)a.xtra * D;
+  // Launches alternate staging slots by their count, kept beside the
+  // signal counters (take_count), so replays alternate too.
+  const u64 slot = (a.epochs ? take_count((u64*)a.epochs + MAXB, 1) & 1 : 0) * D;
   const bool aligned = ((a.src[0] | a.dst[0]) & 7) == 0;
   i64 nthr = (i64)gridDim.x * blockDim.x;
   for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < a.n; l += nthr) {
@@ -284,7 +288,7 @@ __device__ void ll_kernel(const CollArgs& a) {
       Line v;
       if (q == r) {
         v.u = m.u;
-      } else if (!ll_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 16 * (u64)l, flag, q, &v.w[0], &v.w[1])) {
+      } else if (!ll_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 16 * (u64)l, flag, base + 1, q, &v.w[0], &v.w[1])) {
         return;
       }
 #pragma unroll
@@ -407,6 +411,7 @@ __device__ __forceinline__ void ring_pass(const CollArgs& a, int f, i64 lo, i64 
 struct RingState {
   int D, r, right, left, b, G, K;
   bool gather;
+  u64 base; // the launch's signal base (take_epoch)
   u64 tx, rx; // transfers sent to the right, received from the left (this block)
 };
 
@@ -435,14 +440,14 @@ __device__ __noinline__ bool ring_op(const CollArgs& a, RingState& s, int j, i64
   i64 plo = c0 + len * s.b / s.G, phi = c0 + len * (s.b + 1) / s.G;
   i64 lo = imin(plo + k * a.seg, phi), hi = imin(lo + a.seg, phi);
   bool ok = true;
-  if (threadIdx.x == 0 && recv) ok = wait_ge(a, slot(a.pad[r], PL_DATA, s.b, s.left), a.base + s.rx + 1, a.channel, PL_DATA, s.left);
+  if (threadIdx.x == 0 && recv) ok = wait_ge(a, slot(a.pad[r], PL_DATA, s.b, s.left), s.base + s.rx + 1, a.channel, PL_DATA, s.left);
   if (threadIdx.x == 32 && send && s.tx >= (u64)s.K)
-    ok = wait_ge(a, slot(a.pad[r], PL_ACK, s.b, s.right), a.base + s.tx - s.K + 1, a.channel, PL_ACK, s.right);
+    ok = wait_ge(a, slot(a.pad[r], PL_ACK, s.b, s.right), s.base + s.tx - s.K + 1, a.channel, PL_ACK, s.right);
   if (!block_and(ok)) return false;
   ring_pass<T, CT, OP>(a, f, lo, hi, recv ? ring_slot(a, a.stage[r], s, s.rx) : 0, send ? ring_slot(a, a.stage[s.right], s, s.tx) : 0);
   __syncthreads();
-  if (threadIdx.x == 0 && send) put_signal(slot(a.pad[s.right], PL_DATA, s.b, r), a.base + s.tx + 1);
-  if (threadIdx.x == 32 && recv) put_signal(slot(a.pad[s.left], PL_ACK, s.b, r), a.base + s.rx + 1);
+  if (threadIdx.x == 0 && send) put_signal(slot(a.pad[s.right], PL_DATA, s.b, r), s.base + s.tx + 1);
+  if (threadIdx.x == 32 && recv) put_signal(slot(a.pad[s.left], PL_ACK, s.b, r), s.base + s.rx + 1);
   s.tx += send;
   s.rx += recv;
   return true;
@@ -460,6 +465,7 @@ __device__ void ring_kernel(const CollArgs& a) {
   s.K = a.nout;
   s.gather = (a.mode & MODE_ALLGATHER) != 0;
   s.tx = s.rx = 0;
+  s.base = take_epoch(a);
   const int J = s.gather ? 2 * s.D - 1 : s.D; // steps per segment
   if (a.mode & MODE_WAVE) {
     for (i64 w = 0; w < a.nseg + J - 1; w++)
@@ -473,6 +479,6 @@ __device__ void ring_kernel(const CollArgs& a) {
   // Every slot of the right neighbour is free again before the next launch.
   __syncthreads();
   bool ok = true;
-  if (threadIdx.x == 0 && s.tx > 0) ok = wait_ge(a, slot(a.pad[s.r], PL_ACK, s.b, s.right), a.base + s.tx, a.channel, PL_ACK, s.right);
+  if (threadIdx.x == 0 && s.tx > 0) ok = wait_ge(a, slot(a.pad[s.r], PL_ACK, s.b, s.right), s.base + s.tx, a.channel, PL_ACK, s.right);
   block_and(ok);
 }
