@@ -277,3 +277,93 @@ func f32Bytes(xs []float32) []byte {
 }
 
 func f32At(b []byte, i int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])) }
+
+func init() { scenarios["graph-allreduce-bench"] = graphAllReduceBenchScenario }
+
+// BenchmarkGraphAllReduce: an 8 KiB bf16 all_reduce on 2 ranks, per call,
+// eager and replayed from a graph of 100 calls, for one_shot, two_shot and
+// NCCL (captured through our capture); rank 0 prints the table. Run it
+// next to scripts/allreduce_peer.py (PyTorch: NCCL and symmetric memory,
+// eager and in a CUDA graph) in the same device call.
+func BenchmarkGraphAllReduce(b *testing.B) {
+	needGPUs(b, 2)
+	for _, r := range runRanks(b, 2, "graph-allreduce-bench") {
+		require.Zero(b, r.code, "rank %d:\n%s", r.rank, r.output)
+		if r.rank == 0 {
+			fmt.Print(r.output)
+		}
+	}
+}
+
+func graphAllReduceBenchScenario() error {
+	rt, d, err := openFromEnv()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	const elems, calls, replays = 4096, 100, 20
+	bufs := make([]runtime.Tensor, 2)
+	for i := range bufs {
+		buf, err := d.Alloc(elems*2, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		defer d.Free(buf)
+		bufs[i] = runtime.Tensor{Buf: buf, DType: ir.BF16, Shape: []int64{elems}}
+	}
+	def := d.DefaultStream()
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot, ir.AlgoNCCL} {
+		c := &runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: algo, In: bufs[0], Out: bufs[1]}
+		loop := func() error {
+			for range calls {
+				if err := d.Collective(c, def); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := errors.Join(loop(), def.Synchronize(), d.Barrier(def)); err != nil { // warm-up
+			return err
+		}
+		t0 := time.Now()
+		for range replays {
+			if err := loop(); err != nil {
+				return err
+			}
+		}
+		if err := def.Synchronize(); err != nil {
+			return err
+		}
+		eager := time.Since(t0)
+		if err := d.BeginCapture(def); err != nil {
+			return err
+		}
+		if err := loop(); err != nil {
+			d.EndCapture(def)
+			return err
+		}
+		g, err := d.EndCapture(def)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(g.Launch(def), def.Synchronize(), d.Barrier(def)); err != nil {
+			g.Close()
+			return err
+		}
+		t0 = time.Now()
+		for range replays {
+			if err := g.Launch(def); err != nil {
+				g.Close()
+				return err
+			}
+		}
+		err = def.Synchronize()
+		graphed := time.Since(t0)
+		if err := errors.Join(err, g.Close(), d.Barrier(def)); err != nil {
+			return err
+		}
+		per := func(t time.Duration) float64 { return float64(t.Nanoseconds()) / 1e3 / (calls * replays) }
+		fmt.Printf("graph-allreduce-8KiB %s eager %.2f us graph %.2f us\n", algo, per(eager), per(graphed))
+	}
+	return nil
+}
