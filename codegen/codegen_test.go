@@ -175,7 +175,7 @@ func TestSourceSharing(t *testing.T) {
 }
 
 func TestUnsupported(t *testing.T) {
-	pos := ir.Pos{File: "t.hir", Line: 3, Col: 5}
+	pos := ir.NewPos("t.hir", 3, 5)
 	at := func(op *ir.Op) *ir.Op { op.Pos = pos; return op }
 	tests := []struct {
 		name  string

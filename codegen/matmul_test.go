@@ -84,7 +84,7 @@ func TestCheckKernel(t *testing.T) {
 	// A mesh that does not divide the sharded extent.
 	assert.Error(t, CheckKernel(e, 3), "CheckKernel on a mesh of 3 accepted an extent of 8")
 	bad := b.Op(ir.OpExp, b.Input("i", ir.Tensor(ir.I32, 4))).Type(ir.Tensor(ir.I32, 4)).Op()
-	bad.Pos = ir.Pos{File: "p.hir", Line: 2, Col: 3}
+	bad.Pos = ir.NewPos("p.hir", 2, 3)
 	assert.ErrorContains(t, CheckKernel(bad, 2), "p.hir:2:3: exp does not take i32", "exp of i32")
 	untyped := b.Op(ir.OpNeg, x).Op()
 	untyped.Results[0].Type = nil

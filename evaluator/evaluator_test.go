@@ -194,7 +194,7 @@ func TestErrorsNameTheOpAndPlace(t *testing.T) {
 	b := ir.NewBuilder(ir.LinearMesh(2))
 	x := b.Input("x", ir.Tensor(ir.F32, 4))
 	idx := b.Op(ir.OpSelect, x, ir.Int(1)).Op()
-	idx.Pos = ir.Pos{File: "p.hir", Line: 3, Col: 1}
+	idx.Pos = ir.NewPos("p.hir", 3, 1)
 	b.Output(idx.Result())
 	prog, err := b.Program()
 	require.NoError(t, err)
@@ -208,7 +208,7 @@ func TestErrorsNameTheOpAndPlace(t *testing.T) {
 	var re *evaluator.RunError
 	require.True(t, errors.As(err, &re), "%T %v", err, err)
 	require.Equal(t, idx, re.Op)
-	require.Equal(t, ir.Pos{File: "p.hir", Line: 3, Col: 1}, re.Pos)
+	require.Equal(t, ir.NewPos("p.hir", 3, 1), re.Pos)
 	require.Contains(t, []int{0, 1}, re.Rank)
 	require.Contains(t, re.Err.Error(), "index 9 is out of range")
 	require.Equal(t, 1, strings.Count(err.Error(), "p.hir:3:1"), "the position is said once: %v", err)

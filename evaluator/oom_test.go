@@ -39,7 +39,7 @@ func TestOutOfMemoryIsTypedEndToEnd(t *testing.T) {
 	require.True(t, re.Pos.IsValid(), "want a RunError with a position, got %v", err)
 	if re.Op != nil {
 		assert.Equal(t, ir.OpFusion, re.Op.Code, "want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
-		assert.Equal(t, 3, re.Pos.Line, "want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
+		assert.Equal(t, int32(3), re.Pos.Line, "want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
 		assert.True(t, strings.HasPrefix(err.Error(), "oom.hir:3:"), "want a RunError naming the fused add/mul at oom.hir:3, got %v", err)
 	}
 }

@@ -103,14 +103,7 @@ func (l *ErrorList) Add(pos Pos, format string, args ...any) {
 // Sort orders the errors by position.
 func (l ErrorList) Sort() {
 	sort.SliceStable(l, func(i, j int) bool {
-		a, b := l[i].Pos, l[j].Pos
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		return a.Col < b.Col
+		return l[i].Pos.Less(l[j].Pos)
 	})
 }
 

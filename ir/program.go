@@ -1,22 +1,43 @@
 package ir
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
+	"sync"
 )
 
 // Pos is a place in IR text. The zero Pos means "made by Go code".
+//
+// Every op, value and attribute carries one, so it is kept to 12 bytes
+// without pointers: the file is a number in a table of file names shared
+// by all positions (FilePos), not a string per position.
 type Pos struct {
-	File string
-	Line int
-	Col  int
+	file      fileID
+	Line, Col int32
 }
+
+// NewPos is the position line:col in file.
+func NewPos(file string, line, col int) Pos { return FilePos(file).At(line, col) }
+
+// FilePos names a file but no place in it (IsValid is false): where a
+// message about the whole file points.
+func FilePos(file string) Pos { return Pos{file: files.id(file)} }
+
+// At is line:col in p's file.
+func (p Pos) At(line, col int) Pos {
+	return Pos{file: p.file, Line: clamp32(line), Col: clamp32(col)}
+}
+
+// File is the name of the file p points into; "" when none.
+func (p Pos) File() string { return files.name(p.file) }
 
 // IsValid reports whether p points into a file.
 func (p Pos) IsValid() bool { return p.Line > 0 }
 
 func (p Pos) String() string {
-	file := p.File
+	file := p.File()
 	if file == "" {
 		file = "<input>"
 	}
@@ -24,6 +45,85 @@ func (p Pos) String() string {
 		return file
 	}
 	return fmt.Sprintf("%s:%d:%d", file, p.Line, p.Col)
+}
+
+// Less orders positions by file name, line and column.
+func (p Pos) Less(q Pos) bool {
+	if p.file != q.file {
+		return p.File() < q.File()
+	}
+	if p.Line != q.Line {
+		return p.Line < q.Line
+	}
+	return p.Col < q.Col
+}
+
+// posJSON is a Pos in JSON (stats travel between processes as JSON): the
+// file by name, since the table of names is the process's own.
+type posJSON struct {
+	File      string
+	Line, Col int32
+}
+
+func (p Pos) MarshalJSON() ([]byte, error) {
+	return json.Marshal(posJSON{File: p.File(), Line: p.Line, Col: p.Col})
+}
+
+func (p *Pos) UnmarshalJSON(b []byte) error {
+	var j posJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = FilePos(j.File).At(int(j.Line), int(j.Col))
+	return nil
+}
+
+func clamp32(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
+
+// fileID numbers a file name in files; 0 is "".
+type fileID uint32
+
+// files is the table of every file name a Pos has named. It only grows:
+// by one string per distinct file name, which a process parses few of.
+var files fileTable
+
+type fileTable struct {
+	mu    sync.RWMutex
+	ids   map[string]fileID
+	names []string // names[id-1]
+}
+
+func (t *fileTable) id(name string) fileID {
+	if name == "" {
+		return 0
+	}
+	t.mu.RLock()
+	id, ok := t.ids[name]
+	t.mu.RUnlock()
+	if ok {
+		return id
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.ids[name]; ok {
+		return id
+	}
+	if t.ids == nil {
+		t.ids = map[string]fileID{}
+	}
+	t.names = append(t.names, name)
+	id = fileID(len(t.names))
+	t.ids[name] = id
+	return id
+}
+
+func (t *fileTable) name(id fileID) string {
+	if id == 0 {
+		return ""
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.names[id-1]
 }
 
 // LineCol is "line:col", for messages that name places in the file their
@@ -83,12 +183,12 @@ func (v *Value) String() string {
 // AttrValue is the value of an attribute; Kind says which field holds it.
 type AttrValue struct {
 	Kind     AttrKind
+	Bool     bool
+	Relative bool // KindPeer: Int is an offset from this rank, modulo the mesh
 	Int      int64
 	Float    float64
-	Bool     bool
 	Word     string
 	Ints     []int64
-	Relative bool // KindPeer: Int is an offset from this rank, modulo the mesh
 }
 
 // Attr is one key=value attribute.
@@ -101,11 +201,11 @@ type Attr struct {
 // Op is one operation.
 type Op struct {
 	Code     Opcode
+	Pos      Pos
 	Results  []*Value
 	Operands []*Value
 	Attrs    []Attr // sorted by key: the canonical order
 	Body     *Block // for `for` and `fusion`
-	Pos      Pos
 }
 
 // Result returns the op's single result, or nil.

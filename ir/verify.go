@@ -101,14 +101,14 @@ func (v *verifier) define(s *scope, val *Value) {
 func (v *verifier) program(p *Program) {
 	seen := map[int]bool{}
 	if p.Mesh.Size() == 0 {
-		v.errs.Add(Pos{File: p.File}, "the program declares no mesh (write `mesh N` first)")
+		v.errs.Add(FilePos(p.File), "the program declares no mesh (write `mesh N` first)")
 	}
 	for _, d := range p.Mesh.Devices {
 		if d < 0 {
-			v.errs.Add(Pos{File: p.File}, "mesh device %d is negative", d)
+			v.errs.Add(FilePos(p.File), "mesh device %d is negative", d)
 		}
 		if seen[d] {
-			v.errs.Add(Pos{File: p.File}, "mesh device %d is listed twice", d)
+			v.errs.Add(FilePos(p.File), "mesh device %d is listed twice", d)
 		}
 		seen[d] = true
 	}
@@ -125,11 +125,11 @@ func (v *verifier) program(p *Program) {
 	if p.Body == nil {
 		p.Body = &Block{}
 	}
-	v.block(top, p.Body, OpInvalid, Pos{File: p.File})
+	v.block(top, p.Body, OpInvalid, FilePos(p.File))
 	for _, out := range p.Outputs {
 		if out == nil || !v.has(top, out) {
 			name := "<nil>"
-			pos := Pos{File: p.File}
+			pos := FilePos(p.File)
 			if out != nil {
 				name, pos = out.String(), out.Pos
 			}

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,7 +17,7 @@ type verifyCase struct {
 }
 
 func newOp(code Opcode, operands []*Value, results ...string) *Op {
-	op := &Op{Code: code, Operands: operands, Pos: Pos{File: "v.hir", Line: 9, Col: 1}}
+	op := &Op{Code: code, Operands: operands, Pos: NewPos("v.hir", 9, 1)}
 	for _, r := range results {
 		op.Results = append(op.Results, &Value{Name: r, Def: op})
 	}
@@ -168,10 +169,21 @@ func TestVerifyAcceptsPlainIntegerPeer(t *testing.T) {
 func TestErrorListSortsAndJoins(t *testing.T) {
 	var l ErrorList
 	require.NoError(t, l.Err(), "empty list should be no error")
-	l.Add(Pos{File: "b.hir", Line: 1, Col: 1}, "third")
-	l.Add(Pos{File: "a.hir", Line: 2, Col: 5}, "second")
-	l.Add(Pos{File: "a.hir", Line: 2, Col: 1}, "first %d", 1)
+	l.Add(NewPos("b.hir", 1, 1), "third")
+	l.Add(NewPos("a.hir", 2, 5), "second")
+	l.Add(NewPos("a.hir", 2, 1), "first %d", 1)
 	want := "a.hir:2:1: first 1\na.hir:2:5: second\nb.hir:1:1: third"
 	assert.EqualError(t, l.Err(), want)
 	assert.Equal(t, "<input>", Pos{}.String(), "zero Pos")
+}
+
+func TestPosJSON(t *testing.T) {
+	for _, p := range []Pos{{}, FilePos("a.hir"), NewPos("dir/b.hir", 3, 14)} {
+		raw, err := json.Marshal(p)
+		require.NoError(t, err)
+		var back Pos
+		require.NoError(t, json.Unmarshal(raw, &back))
+		assert.Equal(t, p, back, "%s", raw)
+		assert.Equal(t, p.String(), back.String())
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/alecthomas/participle/v2/lexer"
 
@@ -101,21 +102,25 @@ type frame struct {
 }
 
 type builder struct {
-	file  string
-	errs  ir.ErrorList
-	prog  *ir.Program
-	stack []*frame
+	file    string
+	filePos ir.Pos // the file, for b.pos
+	errs    ir.ErrorList
+	prog    *ir.Program
+	stack   []*frame
 
 	names     nameTable         // every name defined so far (names are unique program-wide), and the top level's values
-	src       string            // the source, for laterDefinition
+	src       string            // the source, for laterDefinition; the caller's bytes (Parse)
 	undefined []undefinedUse    // uses of names not defined so far (settleUndefined)
 	laterDef  map[string]ir.Pos // every name the text defines, for "used before defined"; made on first need
 	poisoned  map[string]bool   // names whose definition was rejected: uses are not reported
 
-	reference bool      // parse with the participle grammar only (parseWith)
-	alloc     fastAlloc // the fast path's slabs
-	ir        irAlloc   // the IR's slabs
-	types     []ir.Type // an op's result types, reused from op to op
+	reference bool                       // parse with the participle grammar only (parseWith)
+	alloc     fastAlloc                  // the fast path's slabs
+	ir        irAlloc                    // the IR's slabs
+	text      []byte                     // the chunk keep copies into
+	types     []ir.Type                  // an op's result types, reused from op to op
+	dimBuf    []ir.Dim                   // a type's dims, reused from type to type
+	typeCache map[typeKey]*ir.TensorType // tensorType's
 
 	meshPos    ir.Pos
 	meshBad    bool
@@ -136,6 +141,25 @@ type irAlloc struct {
 	tensors  []ir.TensorType
 	dims     []ir.Dim
 	literals []ir.Literal
+	ints     []int64
+}
+
+// keep copies s, text of the source, for the program to keep: Parse reads
+// the caller's bytes in place. Small strings share chunks, as the source
+// did, rather than costing an allocation each.
+func (b *builder) keep(s string) string {
+	const chunk = 16 << 10
+	switch {
+	case s == "":
+		return ""
+	case len(s) > chunk/16:
+		return strings.Clone(s)
+	case cap(b.text)-len(b.text) < len(s):
+		b.text = make([]byte, 0, chunk)
+	}
+	start := len(b.text)
+	b.text = append(b.text, s...)
+	return unsafe.String(&b.text[start], len(s))
 }
 
 // dimSlice returns an empty slice of capacity n (non-nil, as make's).
@@ -147,6 +171,15 @@ func (a *irAlloc) valueSlice(n int) []*ir.Value {
 		return make([]*ir.Value, 0, n)
 	}
 	return takeSlice(&a.ptrs, n)[:0]
+}
+
+// intSlice returns an empty slice of capacity n (nil for n = 0, as
+// appending to nil gives).
+func (a *irAlloc) intSlice(n int) []int64 {
+	if n == 0 {
+		return nil
+	}
+	return carve(&a.ints, n)
 }
 
 // attrSlice returns an empty slice of capacity n (non-nil, as make's).
@@ -170,6 +203,7 @@ func newBuilder(file string) *builder {
 	prog := &ir.Program{File: file, Body: &ir.Block{}}
 	b := &builder{
 		file:     file,
+		filePos:  ir.FilePos(file),
 		prog:     prog,
 		names:    newNameTable(0),
 		poisoned: map[string]bool{},
@@ -180,8 +214,8 @@ func newBuilder(file string) *builder {
 
 // defined reports where name was defined, if it was.
 func (b *builder) defined(name string) (ir.Pos, bool) {
-	if e := b.names.lookup(name); e != nil && e.defined {
-		return ir.Pos{File: b.file, Line: e.line, Col: e.col}, true
+	if e := b.names.lookup(name); e != nil && e.defined() {
+		return b.filePos.At(int(e.line), int(e.col)), true
 	}
 	return ir.Pos{}, false
 }
@@ -189,7 +223,7 @@ func (b *builder) defined(name string) (ir.Pos, bool) {
 // define records that name is defined at p.
 func (b *builder) define(name string, p lexer.Position) {
 	e := b.names.entry(name)
-	e.line, e.col, e.defined = p.Line, p.Column, true
+	e.define(p)
 }
 
 // laterDefinition is where the text first defines name, if it does. The
@@ -225,7 +259,7 @@ func (b *builder) settleUndefined() {
 }
 
 func (b *builder) pos(p lexer.Position) ir.Pos {
-	return ir.Pos{File: b.file, Line: p.Line, Col: p.Column}
+	return b.filePos.At(p.Line, p.Column)
 }
 
 func (b *builder) top() *frame { return b.stack[len(b.stack)-1] }
@@ -396,7 +430,7 @@ func (b *builder) input(in *inputAST) {
 		b.poison(name)
 		return
 	}
-	v := &ir.Value{Name: name, Type: typ, Pos: pos}
+	v := &ir.Value{Name: b.keep(name), Type: typ, Pos: pos}
 	b.prog.Inputs = append(b.prog.Inputs, v)
 	b.top().scope.set(name, v)
 }
@@ -504,7 +538,7 @@ func (b *builder) forOp(o *opAST) {
 		}
 	}
 	sortAttrs(op.Attrs)
-	index := &ir.Value{Name: f.Index.Text[1:], Type: &ir.ScalarType{DType: ir.I64}, Pos: b.pos(f.Index.Pos)}
+	index := &ir.Value{Name: b.keep(f.Index.Text[1:]), Type: &ir.ScalarType{DType: ir.I64}, Pos: b.pos(f.Index.Pos)}
 	op.Body = &ir.Block{Args: []*ir.Value{index}}
 	fr := b.finishOp(op, o.Results, nil, ok, true)
 	if b.claim(f.Index) {
@@ -532,7 +566,7 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 		}
 		entries = append(entries, e)
 		v := take(&b.ir.values)
-		*v = ir.Value{Name: r.Text[1:], Def: op, Pos: b.pos(r.Pos)}
+		*v = ir.Value{Name: b.keep(r.Text[1:]), Def: op, Pos: b.pos(r.Pos)}
 		if i < len(types) {
 			v.Type = types[i]
 		}
@@ -639,7 +673,7 @@ func (b *builder) finish() {
 	if !b.meshPos.IsValid() {
 		pos := b.firstStmt
 		if !pos.IsValid() {
-			pos = ir.Pos{File: b.file, Line: 1, Col: 1}
+			pos = b.filePos.At(1, 1)
 		}
 		b.errs.Add(pos, "the program declares no mesh (write `mesh N` first)")
 		b.meshBad = true
@@ -657,11 +691,11 @@ func (b *builder) claim(n *nameTok) bool {
 func (b *builder) claimEntry(n *nameTok) (*nameEntry, bool) {
 	name := n.Text[1:]
 	e := b.names.entry(name)
-	if e.defined {
-		b.errs.Add(b.pos(n.Pos), "%s is defined twice (first at %s)", n.Text, ir.Pos{File: b.file, Line: e.line, Col: e.col})
+	if e.defined() {
+		b.errs.Add(b.pos(n.Pos), "%s is defined twice (first at %s)", n.Text, b.filePos.At(int(e.line), int(e.col)))
 		return e, false
 	}
-	e.line, e.col, e.defined = n.Pos.Line, n.Pos.Column, true
+	e.define(n.Pos)
 	return e, true
 }
 
@@ -783,11 +817,22 @@ func (b *builder) int(t *intTok) (int64, bool) {
 // attr reads key=value. The kind follows the text; a signed integer is a
 // relative rank where the op's schema takes a peer.
 func (b *builder) attr(a *attrAST, code ir.Opcode) (ir.Attr, bool) {
-	attr := ir.Attr{Key: a.Key, Pos: b.pos(a.Pos)}
+	var spec ir.AttrSpec
+	known := false
+	if code != ir.OpInvalid {
+		spec, known = code.Info().Attr(a.Key)
+	}
+	// The schema's strings, where they are the text's, cost no copy.
+	key := spec.Key
+	if !known {
+		key = b.keep(a.Key)
+	}
+	attr := ir.Attr{Key: key, Pos: b.pos(a.Pos)}
 	v := a.Value
 	switch {
 	case v.List != nil:
 		attr.Value.Kind = ir.KindInts
+		attr.Value.Ints = b.ir.intSlice(len(v.List.Items))
 		for _, it := range v.List.Items {
 			n, ok := b.int(it)
 			if !ok {
@@ -803,17 +848,18 @@ func (b *builder) attr(a *attrAST, code ir.Opcode) (ir.Attr, bool) {
 			lit, _ := b.number(w, v.Pos)
 			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
 		default:
-			attr.Value = ir.AttrValue{Kind: ir.KindWord, Word: w}
+			attr.Value = ir.AttrValue{Kind: ir.KindWord, Word: b.word(w, spec.Words)}
 		}
 	default:
 		lit, ok := b.number(*v.Num, v.Pos)
 		if !ok {
 			return attr, false
 		}
+		takesPeer := (known && spec.Kind == ir.KindPeer) || (code == ir.OpInvalid && a.Key == "peer")
 		switch {
 		case lit.IsFloat:
 			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
-		case takesPeer(code, a.Key) && (strings.HasPrefix(*v.Num, "+") || strings.HasPrefix(*v.Num, "-")):
+		case takesPeer && (strings.HasPrefix(*v.Num, "+") || strings.HasPrefix(*v.Num, "-")):
 			attr.Value = ir.AttrValue{Kind: ir.KindPeer, Int: lit.Int, Relative: true}
 		default:
 			attr.Value = ir.AttrValue{Kind: ir.KindInt, Int: lit.Int}
@@ -822,12 +868,14 @@ func (b *builder) attr(a *attrAST, code ir.Opcode) (ir.Attr, bool) {
 	return attr, true
 }
 
-func takesPeer(code ir.Opcode, key string) bool {
-	if code == ir.OpInvalid {
-		return key == "peer"
+// word is w, as one of the schema's words when it is one (no copy).
+func (b *builder) word(w string, words []string) string {
+	for _, s := range words {
+		if s == w {
+			return s
+		}
 	}
-	spec, ok := code.Info().Attr(key)
-	return ok && spec.Kind == ir.KindPeer
+	return b.keep(w)
 }
 
 func sortAttrs(attrs []ir.Attr) {
@@ -870,8 +918,7 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (the dtypes are %s)", name, strings.Join(ir.DTypeWords, ", "))
 		}
 	}
-	tt := take(&b.ir.tensors)
-	*tt = ir.TensorType{DType: dt, Dims: b.ir.dimSlice(len(t.Shape.Dims))}
+	dims := b.dimBuf[:0]
 	elems := uint64(1)
 	for _, d := range t.Shape.Dims {
 		n, iok := b.int(d.Extent)
@@ -904,20 +951,53 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 			return nil, false
 		}
 		elems = lo
-		tt.Dims = append(tt.Dims, dim)
+		dims = append(dims, dim)
 	}
+	b.dimBuf = dims
+	var mem ir.MemoryType
 	if m := t.Shape.Mem; m != nil {
-		mem, mok := ir.ParseMemoryType(m.Text)
-		if !mok {
+		var mok bool
+		if mem, mok = ir.ParseMemoryType(m.Text); !mok {
 			b.errs.Add(b.pos(m.Pos), "unknown memory type %q%s", m.Text, memHint(m.Text))
 			ok = false
 		}
-		tt.Mem = mem
 	}
 	if !ok {
 		return nil, false
 	}
-	return tt, true
+	return b.tensorType(dt, dims, mem), true
+}
+
+// typeKey is a tensor type of rank at most 4 as a map key.
+type typeKey struct {
+	dt   ir.DType
+	mem  ir.MemoryType
+	rank int
+	dims [4]ir.Dim
+}
+
+// tensorType is dt[dims] mem, one value for every equal annotation: a
+// program spells a few types many times, and types are never changed in
+// place (a pass that changes a type makes a new one).
+func (b *builder) tensorType(dt ir.DType, dims []ir.Dim, mem ir.MemoryType) *ir.TensorType {
+	var k typeKey
+	cached := len(dims) <= len(k.dims)
+	if cached {
+		k = typeKey{dt: dt, mem: mem, rank: len(dims)}
+		copy(k.dims[:], dims)
+		if t, ok := b.typeCache[k]; ok {
+			return t
+		}
+	}
+	t := take(&b.ir.tensors)
+	*t = ir.TensorType{DType: dt, Dims: append(b.ir.dimSlice(len(dims)), dims...), Mem: mem}
+	if cached {
+		if b.typeCache == nil {
+			b.typeCache = map[typeKey]*ir.TensorType{}
+		}
+		b.typeCache[k] = t
+	}
+	return t
 }
 
 func memHint(word string) string {

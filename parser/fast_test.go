@@ -20,7 +20,7 @@ func parseReference(filename string, src []byte) (prog *ir.Program, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			prog = nil
-			err = ir.ErrorList{ir.Errorf(ir.Pos{File: filename}, "%s: %v", internalErrorText, r)}
+			err = ir.ErrorList{ir.Errorf(ir.FilePos(filename), "%s: %v", internalErrorText, r)}
 		}
 	}()
 	return parseWith(filename, src, true, true)

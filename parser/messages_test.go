@@ -135,7 +135,7 @@ func TestOtherParticipleErrors(t *testing.T) {
 // TestClipMessage checks the one place messages are bounded.
 func TestClipMessage(t *testing.T) {
 	name := "%" + strings.Repeat("n", 5000)
-	e := ir.Errorf(ir.Pos{File: "a.hir", Line: 2, Col: 3}, "add: %s is f32[4] but %s is i32[4]", name, name)
+	e := ir.Errorf(ir.NewPos("a.hir", 2, 3), "add: %s is f32[4] but %s is i32[4]", name, name)
 	want := "a.hir:2:3: add: %" + strings.Repeat("n", 39) + "… is f32[4] but %" + strings.Repeat("n", 39) + "… is i32[4]"
 	if e.Error() != want {
 		t.Errorf("got %s\nwant %s", e, want)

@@ -3,6 +3,8 @@ package parser
 import (
 	"hash/maphash"
 
+	"github.com/alecthomas/participle/v2/lexer"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -29,11 +31,20 @@ type nameSlot struct {
 	idx int32  // the entry's number + 1
 }
 
+// nameEntry is 32 bytes: one is made for every name of the program.
 type nameEntry struct {
 	name      string
-	line, col int       // the definition's position, when defined
-	defined   bool      // claimed (or poisoned) somewhere in the program
 	v         *ir.Value // the value at the top level, nil if none
+	line, col int32     // the definition's position; line 0 until defined
+}
+
+// defined reports whether the name is claimed (or poisoned) somewhere in
+// the program.
+func (e *nameEntry) defined() bool { return e.line > 0 }
+
+// define records the definition at line:col (line >= 1).
+func (e *nameEntry) define(p lexer.Position) {
+	e.line, e.col = int32(max(p.Line, 1)), int32(p.Column)
 }
 
 const entryChunk = 1024

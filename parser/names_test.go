@@ -13,11 +13,11 @@ func TestNameTableGrows(t *testing.T) {
 	entries := make([]*nameEntry, n)
 	for i := range n {
 		entries[i] = table.entry("v" + strconv.Itoa(i))
-		entries[i].line = i
+		entries[i].line = int32(i)
 	}
 	for i := range n {
 		name := "v" + strconv.Itoa(i)
-		if e := table.lookup(name); e != entries[i] || e.name != name || e.line != i {
+		if e := table.lookup(name); e != entries[i] || e.name != name || e.line != int32(i) {
 			t.Fatalf("lookup(%q) = %+v, want the entry made for it", name, e)
 		}
 		if e := table.entry(name); e != entries[i] {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"unsafe"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -33,7 +34,7 @@ func Parse(filename string, src []byte) (prog *ir.Program, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			prog = nil
-			err = ir.ErrorList{ir.Errorf(ir.Pos{File: filename}, "%s: %v", internalErrorText, r)}
+			err = ir.ErrorList{ir.Errorf(ir.FilePos(filename), "%s: %v", internalErrorText, r)}
 		}
 	}()
 	return parse(filename, src, true)
@@ -49,7 +50,7 @@ func ParseFile(path string) (*ir.Program, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, ir.ErrorList{ir.Errorf(ir.Pos{File: path}, "cannot read the program: %v", err)}
+		return nil, ir.ErrorList{ir.Errorf(ir.FilePos(path), "cannot read the program: %v", err)}
 	}
 	return Parse(path, src)
 }
@@ -73,7 +74,10 @@ func parse(filename string, src []byte, verify bool) (*ir.Program, error) {
 func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program, error) {
 	b := newBuilder(filename)
 	b.reference = reference
-	b.scanParseAndBuild(filename, string(src))
+	// The source is read in place, not copied: what the program keeps of
+	// its text (names, attribute keys and words) is copied out (keep), so
+	// nothing refers to src once Parse returns.
+	b.scanParseAndBuild(filename, unsafe.String(unsafe.SliceData(src), len(src)))
 	b.finish()
 	if verify {
 		if b.meshBad || b.prog.Mesh.Size() == 0 {
@@ -85,7 +89,7 @@ func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program
 			if errors.As(err, &list) {
 				b.errs = append(b.errs, list...)
 			} else {
-				b.errs.Add(ir.Pos{File: filename}, "%v", err)
+				b.errs.Add(ir.FilePos(filename), "%v", err)
 			}
 		}
 	}

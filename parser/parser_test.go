@@ -332,7 +332,7 @@ func TestPositions(t *testing.T) {
 	op := p.Body.Ops[0]
 	check := func(what string, got ir.Pos, line, col int) {
 		t.Helper()
-		if want := (ir.Pos{File: "pos.hir", Line: line, Col: col}); got != want {
+		if want := ir.NewPos("pos.hir", line, col); got != want {
 			t.Errorf("%s at %v, want %v", what, got, want)
 		}
 	}
@@ -348,7 +348,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.File != "testdata/p2p.hir" || p.Body.Ops[0].Pos.File != "testdata/p2p.hir" {
+	if p.File != "testdata/p2p.hir" || p.Body.Ops[0].Pos.File() != "testdata/p2p.hir" {
 		t.Errorf("file name not recorded: %q", p.File)
 	}
 	_, err = ParseFile("testdata/no-such-file.hir")
@@ -509,4 +509,34 @@ func BenchmarkParse(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Parse reads the source in place; the program must keep nothing of it
+// (names, attribute keys and words are copied), so a caller may reuse its
+// bytes.
+func TestParseKeepsNoSource(t *testing.T) {
+	// with a key and a word no schema has, which are copied too
+	extra := "%z = all_gather %x algo=zigzag mood=[1] : f32[64, 128] symmetric\noutput "
+	src := bytes.Replace(generateProgram(200), []byte("output "), []byte(extra), 1)
+	prog, err := parse("gen.hir", src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := prog.String()
+	for i := range src {
+		src[i] = '#'
+	}
+	if got := prog.String(); got != want {
+		t.Errorf("the program changed with its source:\n%s", firstDiff(want, got))
+	}
+}
+
+func firstDiff(a, b string) string {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			lo := max(0, i-40)
+			return a[lo:min(len(a), i+40)] + "\n" + b[lo:min(len(b), i+40)]
+		}
+	}
+	return "(lengths differ)"
 }

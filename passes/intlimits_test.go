@@ -155,7 +155,7 @@ for %i = 0 to 9223372036854775807 step -9223372036854775808 {
 // types; validate rejects every input and result type whose extents are
 // below 1 or whose element count or byte size does not fit in an int64.
 func TestTypeSizesFromGo(t *testing.T) {
-	pos := func(line int) ir.Pos { return ir.Pos{File: "g.hir", Line: line, Col: 1} }
+	pos := func(line int) ir.Pos { return ir.NewPos("g.hir", line, 1) }
 	b := ir.NewBuilder(ir.LinearMesh(2))
 	in := b.Input("x", ir.Tensor(ir.F32, 1<<62, 2).Sharded(0))
 	in.Pos = pos(1)

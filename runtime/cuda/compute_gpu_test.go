@@ -512,7 +512,7 @@ func TestCompileRejectsBeforeNVRTC(t *testing.T) {
 	b := ir.NewBuilder(ir.LinearMesh(1))
 	x := codegentest.In(b, "x", ir.I32, 4)
 	op := b.Op(ir.OpExp, x).Op()
-	op.Pos = ir.Pos{File: "p.hir", Line: 3, Col: 1}
+	op.Pos = ir.NewPos("p.hir", 3, 1)
 	before := KernelCache().Compiles
 	_, err := d.Compile(&runtime.KernelSpec{Op: op, Inputs: []runtime.TensorShape{{DType: ir.I32, Shape: []int64{4}}}, Outputs: []runtime.TensorShape{{DType: ir.I32, Shape: []int64{4}}}})
 	assert.ErrorContains(t, err, "p.hir:3:1: exp does not take i32", "exp of i32")
