@@ -23,8 +23,13 @@ var allOpcodes = ir.Opcodes()
 // scope is what names a region sees.
 type scope struct {
 	parent *scope
-	names  map[string]*ir.Value // nil for the top level, whose names are in table
-	table  *nameTable           // the top level's: the program's table of names
+	// A region's own values: in vals (from valBuf) while they are few,
+	// since most bodies define a handful and a map each would cost more
+	// than the body; in names once there are more than smallScope.
+	vals   []*ir.Value
+	valBuf [4]*ir.Value
+	names  map[string]*ir.Value
+	table  *nameTable // the top level's: the program's table of names
 	// closed: a fusion body, which sees only its operands (entered into
 	// names) and its own values.
 	closed bool
@@ -32,6 +37,8 @@ type scope struct {
 	// resolve are not reported again.
 	lenient bool
 }
+
+const smallScope = 16
 
 // lookup finds name; crossedFusion reports whether the search stopped at a
 // fusion boundary (the name may be visible outside it).
@@ -49,22 +56,52 @@ func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 
 // get is the value name means in this scope itself (not its parents).
 func (s *scope) get(name string) *ir.Value {
-	if s.table != nil {
+	switch {
+	case s.table != nil:
 		if e := s.table.lookup(name); e != nil {
 			return e.v
 		}
 		return nil
+	case s.names != nil:
+		return s.names[name]
 	}
-	return s.names[name]
+	for _, v := range s.vals {
+		if v.Name == name {
+			return v
+		}
+	}
+	return nil
 }
 
-// set makes name mean v in this scope.
-func (s *scope) set(name string, v *ir.Value) {
-	if s.table != nil {
-		s.table.entry(name).v = v
+// set makes v's name mean v in this scope.
+func (s *scope) set(v *ir.Value) {
+	switch {
+	case s.table != nil:
+		s.table.entry(v.Name).v = v
+		return
+	case s.names != nil:
+		s.names[v.Name] = v
 		return
 	}
-	s.names[name] = v
+	for i, u := range s.vals {
+		if u.Name == v.Name {
+			s.vals[i] = v
+			return
+		}
+	}
+	if len(s.vals) < smallScope {
+		if s.vals == nil {
+			s.vals = s.valBuf[:0]
+		}
+		s.vals = append(s.vals, v)
+		return
+	}
+	s.names = make(map[string]*ir.Value, 2*smallScope)
+	for _, u := range s.vals {
+		s.names[u.Name] = u
+	}
+	s.names[v.Name] = v
+	s.vals = nil
 }
 
 // each calls f with every name this scope defines (not its parents').
@@ -76,6 +113,9 @@ func (s *scope) each(f func(string)) {
 			}
 		})
 		return
+	}
+	for _, v := range s.vals {
+		f(v.Name)
 	}
 	for n := range s.names {
 		f(n)
@@ -432,7 +472,7 @@ func (b *builder) input(in *inputAST) {
 	}
 	v := &ir.Value{Name: b.keep(name), Type: typ, Pos: pos}
 	b.prog.Inputs = append(b.prog.Inputs, v)
-	b.top().scope.set(name, v)
+	b.top().scope.set(v)
 }
 
 func (b *builder) output(out *outputAST) {
@@ -542,7 +582,7 @@ func (b *builder) forOp(o *opAST) {
 	op.Body = &ir.Block{Args: []*ir.Value{index}}
 	fr := b.finishOp(op, o.Results, nil, ok, true)
 	if b.claim(f.Index) {
-		fr.scope.set(index.Name, index)
+		fr.scope.set(index)
 	} else {
 		fr.broken = true
 		fr.scope.lenient = true
@@ -587,7 +627,7 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 			if top.scope.table != nil && i < len(entries) {
 				entries[i].v = r // scope.set, without looking the name up again
 			} else {
-				top.scope.set(r.Name, r)
+				top.scope.set(r)
 			}
 		}
 		return nil
@@ -602,7 +642,7 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 		fr.scope.closed = true
 		for _, x := range op.Operands {
 			if x != nil && x.Lit == nil {
-				fr.scope.set(x.Name, x)
+				fr.scope.set(x)
 			}
 		}
 	}
@@ -619,7 +659,7 @@ func orEmpty(blk *ir.Block) *ir.Block {
 func (b *builder) push(fr *frame, pos ir.Pos) {
 	parent := b.top()
 	fr.broken = fr.broken || parent.broken
-	fr.scope = &scope{parent: parent.scope, names: map[string]*ir.Value{}, lenient: fr.broken}
+	fr.scope = &scope{parent: parent.scope, lenient: fr.broken}
 	if len(b.stack) > maxNesting && !parent.broken {
 		b.errs.Add(pos, "regions nest more than %d deep", maxNesting)
 		fr.broken = true
@@ -657,7 +697,7 @@ func (b *builder) pop() {
 	}
 	parent.block.Ops = append(parent.block.Ops, fr.op)
 	for _, r := range fr.op.Results {
-		parent.scope.set(r.Name, r)
+		parent.scope.set(r)
 	}
 }
 

@@ -47,6 +47,7 @@ type fastAlloc struct {
 	types    []typeAST
 	shapes   []shapeAST
 	dims     []dimAST
+	lists    []intListAST
 	strs     []string
 	namePtrs []*nameTok
 	opPtrs   []*operandAST
@@ -155,7 +156,8 @@ func (p *fastParser) mesh() (*meshAST, bool) {
 }
 
 func (p *fastParser) intList() (*intListAST, bool) {
-	l := &intListAST{Pos: p.tok().Pos, Open: true}
+	l := take(&p.a.lists)
+	l.Pos, l.Open = p.tok().Pos, true
 	p.next()
 	if p.tok().Type == tokInt {
 		n := 1
@@ -505,6 +507,7 @@ func (a *fastAlloc) reset() {
 	empty(&a.types)
 	empty(&a.shapes)
 	empty(&a.dims)
+	empty(&a.lists)
 	empty(&a.strs)
 	empty(&a.namePtrs)
 	empty(&a.opPtrs)
@@ -528,8 +531,11 @@ func empty[T any](s *[]T) {
 // are reused from line to line).
 func (b *builder) scanParseAndBuild(filename, src string) {
 	s := scanner{filename: filename, src: src, line: 1, tokens: make([]lexer.Token, 0, 64)}
-	// A definition takes a line and at least 4 bytes ("%a=b").
-	b.presize(min(strings.Count(src, "\n")+1, len(src)/4+1))
+	// A statement takes a line and at least 4 bytes ("%a=b"); most
+	// definitions are written "%a = ...", and "= " is rare elsewhere (an
+	// estimate: the table of names grows if it is short).
+	lines := min(strings.Count(src, "\n")+1, len(src)/4+1)
+	b.presize(lines, min(strings.Count(src, "= ")+strings.Count(src, "input"), lines))
 	for more := true; more; {
 		s.tokens = s.tokens[:0]
 		more = s.scanLine()
@@ -574,12 +580,13 @@ func (b *builder) parsedLines() []line {
 	return lines
 }
 
-// presize sizes the builder's table of names for a program of n lines.
-func (b *builder) presize(n int) {
+// presize sizes the builder for a program of about that many lines and
+// names.
+func (b *builder) presize(lines, names int) {
 	if b.names.n == 0 {
-		b.names.resize(n)
+		b.names.resize(names)
 	}
 	if body := b.prog.Body; body != nil && len(body.Ops) == 0 {
-		body.Ops = make([]*ir.Op, 0, n)
+		body.Ops = make([]*ir.Op, 0, lines)
 	}
 }

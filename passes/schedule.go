@@ -2,6 +2,7 @@ package passes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
@@ -57,8 +58,39 @@ func waitsOnPeers(b *ir.Block) bool {
 }
 
 // flatten appends b's ops to out with loops unrolled (a loop's own op is
-// kept off the list); false past limit ops.
+// kept off the list); false past limit ops. It counts them first, so that
+// a program past the limit costs no list and one within it one allocation.
 func flatten(b *ir.Block, out *[]*ir.Op, limit int) bool {
+	n, ok := flatLen(b, limit-len(*out))
+	if !ok {
+		return false
+	}
+	*out = slices.Grow(*out, n)
+	return unroll(b, out, limit)
+}
+
+// flatLen is the number of ops flatten lists for b; false past limit.
+func flatLen(b *ir.Block, limit int) (int, bool) {
+	n := 0
+	for _, op := range b.Ops {
+		if op.Code != ir.OpFor {
+			n++
+		} else if trips := ir.LoopTrips(op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1)); trips > 0 {
+			body, ok := flatLen(op.Body, limit)
+			if !ok || (body > 0 && trips > uint64(limit/body)) {
+				return 0, false
+			}
+			n += int(trips) * body
+		}
+		if n > limit {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// unroll is flatten's appending.
+func unroll(b *ir.Block, out *[]*ir.Op, limit int) bool {
 	for _, op := range b.Ops {
 		if op.Code != ir.OpFor {
 			if len(*out) >= limit {
@@ -69,7 +101,7 @@ func flatten(b *ir.Block, out *[]*ir.Op, limit int) bool {
 		}
 		trips := ir.LoopTrips(op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1))
 		for i := uint64(0); i < trips; i++ {
-			if !flatten(op.Body, out, limit) {
+			if !unroll(op.Body, out, limit) {
 				return false
 			}
 		}
