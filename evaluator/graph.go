@@ -34,9 +34,6 @@ func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
 		if _, ok := dev.(runtime.Capturer); !ok {
 			return fmt.Errorf("the %s runtime cannot capture graphs yet: run without graph mode", rt.Name())
 		}
-		if l, ok := dev.(runtime.CaptureLimiter); ok {
-			return checkCaptureLimits(prog, rt.Name(), l)
-		}
 	}
 	return nil
 }
@@ -133,23 +130,4 @@ func (r *rank) closeGraph() error {
 		return nil
 	}
 	return g.Close()
-}
-
-// checkCaptureLimits names, with their positions, the ops the runtime
-// cannot capture yet (fusion bodies are one kernel: not walked).
-func checkCaptureLimits(prog *ir.Program, name string, l runtime.CaptureLimiter) error {
-	var errs ir.ErrorList
-	var walk func(b *ir.Block)
-	walk = func(b *ir.Block) {
-		for _, op := range b.Ops {
-			if why := l.CaptureUnsupported(op); why != "" {
-				errs.Add(op.Pos, "%s cannot be captured in a graph on the %s runtime: %s", op.Code, name, why)
-			}
-			if op.Code == ir.OpFor {
-				walk(op.Body)
-			}
-		}
-	}
-	walk(prog.Body)
-	return errs.Err()
 }

@@ -1,10 +1,6 @@
 package runtime
 
-import (
-	"fmt"
-
-	"github.com/hirlab/hir/ir"
-)
+import "fmt"
 
 // Capturer is implemented by devices that can record the work a rank
 // enqueues into a graph and replay it with one launch (graph mode,
@@ -32,13 +28,6 @@ type Capturer interface {
 	// IsCapturing reports whether s records into an open capture (the
 	// origin or a fork).
 	IsCapturing(s Stream) (bool, error)
-}
-
-// CaptureLimiter is implemented by a Capturer that cannot capture every
-// op yet: CaptureUnsupported says why it cannot capture op ("" when it
-// can), so graph mode refuses the program before it runs.
-type CaptureLimiter interface {
-	CaptureUnsupported(op *ir.Op) string
 }
 
 // Graph is a captured sequence of work, replayed as a whole.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 )
 
@@ -16,23 +15,19 @@ import (
 // join as forks, and EndCapture instantiates the graph. A replay is one
 // cuGraphLaunch.
 //
-// The symmetric-memory collectives take their signal values from counters
-// on the device (take_count in kernels/collective.cu), so every replay
-// synchronises with fresh values; NCCL's collectives (algo=nccl) capture
-// as NCCL supports. What is not captured yet is refused while a capture is
-// open, with a *runtime.CaptureError, and named before a run by
-// CaptureUnsupported: send and recv, whose inbox transfers are counted on
-// the host (p2p.go), which a replay would repeat.
+// The symmetric-memory collectives and send/recv take their signal values
+// from counters on the device (take_count in kernels/collective.cu), so
+// every replay synchronises with fresh values; NCCL's collectives
+// (algo=nccl) capture as NCCL supports. What a graph cannot hold (a wait
+// on the host, Alloc, Free, Barrier, Exchange) is refused while a capture
+// is open, with a *runtime.CaptureError that also fails the capture.
 
 const (
 	captureModeRelaxed  = 2 // CU_STREAM_CAPTURE_MODE_RELAXED
 	captureStatusActive = 1 // CU_STREAM_CAPTURE_STATUS_ACTIVE
 )
 
-var (
-	_ runtime.Capturer       = (*Device)(nil)
-	_ runtime.CaptureLimiter = (*Device)(nil)
-)
+var _ runtime.Capturer = (*Device)(nil)
 
 // captureState is the device's open capture, if any (under Device.mu).
 type captureState struct {
@@ -131,20 +126,9 @@ func (d *Device) refuseInCapture(call, why string) error {
 }
 
 const (
-	whyHost    = "it runs on the host, not on a stream"
-	whyWaits   = "the captured work runs only when the graph is launched"
-	whyInboxes = "the cuda runtime cannot capture send and recv yet: their inbox transfers are counted on the host"
+	whyHost  = "it runs on the host, not on a stream"
+	whyWaits = "the captured work runs only when the graph is launched"
 )
-
-// CaptureUnsupported says why this runtime cannot capture op yet ("" when
-// it can); evaluator.NewJob asks it in graph mode, so such a program is
-// refused before it runs, with the op's position.
-func (d *Device) CaptureUnsupported(op *ir.Op) string {
-	if op.Code.Class() == ir.ClassP2P {
-		return whyInboxes
-	}
-	return ""
-}
 
 // graph is an instantiated capture.
 type graph struct {

@@ -90,8 +90,7 @@ func TestGraphModeOnGPU(t *testing.T) {
 
 // TestCaptureRefusalsOnGPU: what the cuda runtime cannot capture fails
 // with a *runtime.CaptureError and fails the capture; the stream works
-// eagerly afterwards. A program with a symmetric-memory collective is
-// refused by NewJob, naming the op.
+// eagerly afterwards.
 func TestCaptureRefusalsOnGPU(t *testing.T) {
 	needGPU(t)
 	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
@@ -118,16 +117,6 @@ func TestCaptureRefusalsOnGPU(t *testing.T) {
 		require.NoError(t, def.Synchronize(), "%s: the stream works after a failed capture", name)
 	}
 	assert.Equal(t, int64(0), d.Stats().Graphs)
-
-	prog, err := parser.Parse("p2p.hir", []byte("mesh 2\ninput %x : f32[8]\nsend %x peer=+1\n%y = recv peer=-1 : f32[8]\noutput %y\n"))
-	require.NoError(t, err)
-	var whys []string
-	prog.Walk(func(op *ir.Op) {
-		if why := d.CaptureUnsupported(op); why != "" {
-			whys = append(whys, op.Code.String()+": "+why)
-		}
-	})
-	assert.Equal(t, []string{"send: " + whyInboxes, "recv: " + whyInboxes}, whys)
 }
 
 // BenchmarkGraphLaunchOverhead: the tiny loop in graph mode, µs per loop
@@ -162,7 +151,8 @@ func BenchmarkGraphLaunchOverhead(b *testing.B) {
 func init() { scenarios["graph-replays"] = graphReplaysScenario }
 
 // TestGraphReplaysSynchroniseAcrossRanks: 2 ranks capture a one_shot
-// all_reduce, an LL all_reduce and a ring all_gather into one graph each,
+// all_reduce, an LL all_reduce, a ring all_gather and a ring shift (send on
+// a forked stream, recv) into one graph each,
 // then replay it 200 times with new inputs and no host barrier between
 // replays, rank 1 late by a varying sleep. A replay synchronises with its
 // peer only through the kernels' signal values: were they fixed at capture
@@ -186,15 +176,23 @@ func graphReplaysScenario() error {
 		b, err := d.Alloc(elems*4, ir.Symmetric)
 		return runtime.Tensor{Buf: b, DType: ir.F32, Shape: []int64{elems}}, err
 	}
-	var ts [6]runtime.Tensor
-	for i, e := range []int64{n, n, n, n, big, big * int64(world)} {
+	var ts [8]runtime.Tensor
+	for i, e := range []int64{n, n, n, n, big, big * int64(world), n, n} {
 		if ts[i], err = alloc(e); err != nil {
 			return err
 		}
 		defer d.Free(ts[i].Buf)
 	}
-	in, oneShot, llIn, llOut, agIn, agOut := ts[0], ts[1], ts[2], ts[3], ts[4], ts[5]
+	in, oneShot, llIn, llOut, agIn, agOut, sendT, recvT := ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7]
 	def := d.DefaultStream()
+	side, err := d.NewStream()
+	if err != nil {
+		return err
+	}
+	defer side.Close()
+	fork, _ := d.NewEvent()
+	join, _ := d.NewEvent()
+	right, left := (rank+1)%world, (rank+world-1)%world
 	calls := []*runtime.CollectiveCall{
 		{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, In: in, Out: oneShot},
 		{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: llIn, Out: llOut},
@@ -206,7 +204,9 @@ func graphReplaysScenario() error {
 				return err
 			}
 		}
-		return nil
+		// A ring shift: the send on a forked stream, the recv here.
+		return errors.Join(def.Record(fork), side.WaitEvent(fork), d.Send(sendT, right, side),
+			d.Recv(recvT, left, def), side.Record(join), def.WaitEvent(join))
 	}
 	fill := func(t runtime.Tensor, it int) error {
 		xs := make([]float32, t.NumElements())
@@ -216,7 +216,7 @@ func graphReplaysScenario() error {
 		return d.CopyFromHost(t, f32Bytes(xs), def)
 	}
 	// Warm up eagerly (plans, staging, agreement), then capture.
-	if err := errors.Join(fill(in, 0), fill(llIn, 0), fill(agIn, 0), run(), def.Synchronize()); err != nil {
+	if err := errors.Join(fill(in, 0), fill(llIn, 0), fill(agIn, 0), fill(sendT, 0), run(), def.Synchronize()); err != nil {
 		return err
 	}
 	if err := d.BeginCapture(def); err != nil {
@@ -235,14 +235,21 @@ func graphReplaysScenario() error {
 		if rank == 1 {
 			time.Sleep(time.Duration(it%5) * 100 * time.Microsecond)
 		}
-		if err := errors.Join(fill(in, it), fill(llIn, it), fill(agIn, it), g.Launch(def)); err != nil {
+		if err := errors.Join(fill(in, it), fill(llIn, it), fill(agIn, it), fill(sendT, it), g.Launch(def)); err != nil {
 			return err
 		}
 		got := make([]byte, n*4)
 		gotLL := make([]byte, n*4)
 		gotAG := make([]byte, agOut.Bytes())
-		if err := errors.Join(d.CopyToHost(got, oneShot, def), d.CopyToHost(gotLL, llOut, def), d.CopyToHost(gotAG, agOut, def), def.Synchronize()); err != nil {
+		gotRecv := make([]byte, n*4)
+		if err := errors.Join(d.CopyToHost(got, oneShot, def), d.CopyToHost(gotLL, llOut, def), d.CopyToHost(gotAG, agOut, def),
+			d.CopyToHost(gotRecv, recvT, def), def.Synchronize()); err != nil {
 			return err
+		}
+		for i := range n {
+			if v, want := f32At(gotRecv, i), float32(1000*it+10*left+i%7); v != want {
+				return fmt.Errorf("replay %d: recv from rank %d: element %d = %v, want %v", it, left, i, v, want)
+			}
 		}
 		for i := range n {
 			var want float32

@@ -47,6 +47,11 @@ func (d *Device) pair(peer int, sending bool) (*p2pPair, error) {
 	c.p2pMu.Lock()
 	defer c.p2pMu.Unlock()
 	if c.p2p == nil {
+		counts, err := d.Alloc(int64(d.opts.WorldSize*epochWords*8), ir.Global) // zero-filled
+		if err != nil {
+			return nil, fmt.Errorf("cuda: rank %d: allocating the send/recv counters: %w", d.opts.Rank, err)
+		}
+		c.p2pCounts = counts.(*buffer)
 		pairs := map[int]*p2pPair{}
 		for q := 0; q < d.opts.WorldSize; q++ {
 			p := &p2pPair{peer: q}
@@ -55,6 +60,8 @@ func (d *Device) pair(peer int, sending bool) (*p2pPair, error) {
 				for _, p := range pairs {
 					d.unmapPair(p)
 				}
+				d.release(c.p2pCounts)
+				c.p2pCounts = nil
 				return nil, fmt.Errorf("cuda: rank %d: making the inbox for rank %d: %w", d.opts.Rank, q, err)
 			}
 			if q == d.opts.Rank {
@@ -201,6 +208,10 @@ func (d *Device) releaseP2P() error {
 		errs = append(errs, d.unmapPair(p))
 		delete(c.p2p, peer)
 	}
+	if c.p2pCounts != nil {
+		errs = append(errs, d.release(c.p2pCounts))
+		c.p2pCounts = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -254,7 +265,14 @@ func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, send
 func (d *Device) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *stream, sending bool) error {
 	c := &d.comm
 	chunks := max(1, (bytes+p2pChunk-1)/p2pChunk)
+	// The kernel takes the pair's transfer count from the device (the
+	// host's mirrors it), so a send replayed from a graph counts anew.
+	counts := c.p2pCounts.ptr + uint64(p.peer*epochWords*8)
+	if !sending {
+		counts += epochWords / 2 * 8
+	}
 	a := collArgs{Status: c.status.ptr, TimeoutNS: uint64(d.opts.Timeout.Nanoseconds()), N: chunks, TailEnd: bytes,
+		Epochs: counts, NSig: uint64(chunks),
 		Rank: int32(d.opts.Rank), World: int32(d.opts.WorldSize), Peer: int32(p.peer)}
 	name := "hir_p2p_recv"
 	c.p2pMu.Lock()

@@ -56,6 +56,10 @@ type commState struct {
 
 	p2pMu sync.Mutex
 	p2p   map[int]*p2pPair
+	// p2pCounts: per peer, the transfer counters of sends to it, then of
+	// recvs from it, epochWords/2 words each, on the device (as the
+	// channels' signal counters: a replayed send counts anew).
+	p2pCounts *buffer
 }
 
 // commChannel orders the collectives of one stream: its own pad region

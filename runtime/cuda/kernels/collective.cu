@@ -324,13 +324,14 @@ __device__ __forceinline__ void copy_span(u64 dst, u64 src, i64 n) {
 }
 
 // hir_p2p_send: src[0] the tensor, dst[0] the receiver's inbox (mapped
-// here), tail_end the message's bytes, n its transfers, base the pair's
-// transfer count before it, peer the receiver.
+// here), tail_end the message's bytes, n its transfers, epochs the pair's
+// transfer counters (take_epoch: the count before it), peer the receiver.
 extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_constant__ CollArgs a) {
   int b = blockIdx.x;
   u64 inbox = a.dst[0];
+  const u64 base = take_epoch(a);
   for (i64 j = 0; j < a.n; j++) {
-    u64 g = a.base + j;
+    u64 g = base + j;
     int q = (int)(g & 1);
     i64 lo = j * (i64)P2P_BLOCKS * P2P_SLOT + (i64)b * P2P_SLOT;
     i64 hi = imin(lo + (i64)P2P_SLOT, a.tail_end);
@@ -352,8 +353,9 @@ extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_cons
 extern "C" __global__ void __launch_bounds__(512) hir_p2p_recv(const __grid_constant__ CollArgs a) {
   int b = blockIdx.x;
   u64 inbox = a.src[0];
+  const u64 base = take_epoch(a);
   for (i64 j = 0; j < a.n; j++) {
-    u64 g = a.base + j;
+    u64 g = base + j;
     int q = (int)(g & 1);
     i64 lo = j * (i64)P2P_BLOCKS * P2P_SLOT + (i64)b * P2P_SLOT;
     i64 hi = imin(lo + (i64)P2P_SLOT, a.tail_end);
