@@ -39,8 +39,9 @@ type checker struct {
 	oneBuf [1]inferred // one's
 	// built's type and the dims it is built from (scratchDims): good until
 	// the next op, as oneBuf
-	scratch    ir.TensorType
-	scratchBuf []ir.Dim
+	scratch      ir.TensorType
+	scratchBuf   []ir.Dim
+	settledTypes map[typeKey]*ir.TensorType // settled's
 	// pointwise's operands and their types, reused from op to op
 	pwVals  []*ir.Value
 	pwTypes []*ir.TensorType
@@ -261,9 +262,40 @@ func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 			return // the annotation is the type inferred
 		}
 	}
+	v.Type = c.settled(got, mem)
+}
+
+// typeKey is a tensor type of rank at most 4 as a map key.
+type typeKey struct {
+	dt      ir.DType
+	mem     ir.MemoryType
+	rank    int
+	nilDims bool
+	dims    [4]ir.Dim
+}
+
+// settled is a copy of got in memory mem, for a result to keep: one copy
+// for every equal result, since a program gives a few types to many
+// results and types are never changed in place.
+func (c *checker) settled(got *ir.TensorType, mem ir.MemoryType) *ir.TensorType {
+	var k typeKey
+	if len(got.Dims) > len(k.dims) {
+		t := c.clone(got)
+		t.Mem = mem
+		return t
+	}
+	k = typeKey{dt: got.DType, mem: mem, rank: len(got.Dims), nilDims: got.Dims == nil}
+	copy(k.dims[:], got.Dims)
+	if t, ok := c.settledTypes[k]; ok {
+		return t
+	}
 	t := c.clone(got)
 	t.Mem = mem
-	v.Type = t
+	if c.settledTypes == nil {
+		c.settledTypes = map[typeKey]*ir.TensorType{}
+	}
+	c.settledTypes[k] = t
+	return t
 }
 
 // withMem is t in memory type m, for a message (it shares t's dims).
