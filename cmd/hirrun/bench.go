@@ -23,6 +23,7 @@ type benchOptions struct {
 	dtypes, ops      string
 	table            string
 	noSave           bool
+	graph            bool // --graph: also time each figure replayed from a CUDA graph
 	timeout          time.Duration
 }
 
@@ -54,6 +55,7 @@ works as one rank of a job torchrun or srun started.`,
 		fs.StringVar(&o.ops, "ops", "all_reduce,all_gather,reduce_scatter,all_to_all", "the collectives, comma-separated")
 		fs.StringVar(&o.table, "table", "", "where to save auto's table (default: "+cuda.AutoTableEnv+", else the user cache directory's hir/collectives.json)")
 		fs.BoolVar(&o.noSave, "no-save", false, "print the figures only; leave the table as it is")
+		fs.BoolVar(&o.graph, "graph", false, "also time each figure's calls captured in one CUDA graph and replayed (graph-ns/op; docs/GRAPHS.md)")
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: "+runtime.DefaultTimeout.String()+")")
 		return o
 	},
@@ -100,7 +102,7 @@ func parseBenchOptions(o *benchOptions) (*benchPlan, error) {
 	if len(p.dtypes) == 0 || len(p.ops) == 0 {
 		return nil, fmt.Errorf("--dtypes and --ops must name at least one each")
 	}
-	p.opts = cudabench.CollBenchOptions{MinBytes: lo, MaxBytes: hi, Ops: p.ops, DTypes: p.dtypes}
+	p.opts = cudabench.CollBenchOptions{MinBytes: lo, MaxBytes: hi, Ops: p.ops, DTypes: p.dtypes, Graph: o.graph}
 	return p, nil
 }
 
@@ -173,6 +175,9 @@ func (c *cli) bench(o *benchOptions, args []string) int {
 	}
 	if o.noSave {
 		rankArgs = append(rankArgs, "--no-save")
+	}
+	if o.graph {
+		rankArgs = append(rankArgs, "--graph")
 	}
 	if o.timeout > 0 {
 		rankArgs = append(rankArgs, "--timeout", o.timeout.String())
@@ -270,7 +275,11 @@ func (c *cli) printBench(device string, world int, figs []cudabench.CollFigure) 
 	w := c.stdout
 	fmt.Fprintf(w, "device: %s\nworld: %d\n", device, world)
 	for _, f := range figs {
-		fmt.Fprintf(w, "%s\t%d\t%.0f ns/op\t%.2f busGB/s\n", benchName(f), f.Iters, f.Micros*1e3, f.BusGBps())
+		fmt.Fprintf(w, "%s\t%d\t%.0f ns/op\t%.2f busGB/s", benchName(f), f.Iters, f.Micros*1e3, f.BusGBps())
+		if f.GraphMicros > 0 {
+			fmt.Fprintf(w, "\t%.0f graph-ns/op", f.GraphMicros*1e3)
+		}
+		fmt.Fprintln(w)
 	}
 	printFastest(w, figs)
 }
@@ -281,6 +290,7 @@ func printFastest(w io.Writer, figs []cudabench.CollFigure) {
 		bytes  int64
 	}
 	best := map[key]cudabench.CollFigure{}
+	bestGraph := map[key]cudabench.CollFigure{}
 	nccl := map[key]cudabench.CollFigure{}
 	var keys []key
 	for _, f := range figs {
@@ -295,6 +305,9 @@ func printFastest(w io.Writer, figs []cudabench.CollFigure) {
 		if !seen || f.Micros < b.Micros {
 			best[k] = f
 		}
+		if g, ok := bestGraph[k]; f.GraphMicros > 0 && (!ok || f.GraphMicros < g.GraphMicros) {
+			bestGraph[k] = f
+		}
 	}
 	sort.SliceStable(keys, func(i, j int) bool {
 		if keys[i].op != keys[j].op {
@@ -307,14 +320,27 @@ func printFastest(w io.Writer, figs []cudabench.CollFigure) {
 	})
 	fmt.Fprintf(w, "\nfastest per size (µs per call; bus bandwidth, GB/s):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "collective\tdtype\tsize\tfastest\tµs\tGB/s\tnccl µs\tnccl GB/s\t")
+	header := "collective\tdtype\tsize\tfastest\tµs\tGB/s\tnccl µs\tnccl GB/s\t"
+	if len(bestGraph) > 0 {
+		header += "fastest in a graph\tµs\tnccl in a graph µs\t"
+	}
+	fmt.Fprintln(tw, header)
 	for _, k := range keys {
 		b := best[k]
 		nu, nb := "-", "-"
-		if n, ok := nccl[k]; ok {
+		n, hasNCCL := nccl[k]
+		if hasNCCL {
 			nu, nb = fmt.Sprintf("%.1f", n.Micros), fmt.Sprintf("%.1f", n.BusGBps())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t\n", k.op, k.dt, sizeWord(k.bytes), b.Algo, b.Micros, b.BusGBps(), nu, nb)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t", k.op, k.dt, sizeWord(k.bytes), b.Algo, b.Micros, b.BusGBps(), nu, nb)
+		if len(bestGraph) > 0 {
+			g, ng := bestGraph[k], "-"
+			if hasNCCL && n.GraphMicros > 0 {
+				ng = fmt.Sprintf("%.1f", n.GraphMicros)
+			}
+			fmt.Fprintf(tw, "%s\t%.1f\t%s\t", g.Algo, g.GraphMicros, ng)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

@@ -134,3 +134,21 @@ func TestSaveAutoTableMerges(t *testing.T) {
 	assert.Equal(t, []string{"nccl", "one_shot"}, ir.Words(back.Ranked(ir.OpAllReduce, 2, ir.BF16, 8<<10)), "all_reduce")
 	assert.Equal(t, []string{"copy_engine"}, ir.Words(back.Ranked(ir.OpAllGather, 2, ir.F16, 1<<30)), "all_gather kept")
 }
+
+// TestPrintBenchGraphColumn: with --graph figures, each line carries the
+// graph time as a third benchstat metric and the fastest table adds the
+// fastest algorithm in a graph and NCCL's graph time.
+func TestPrintBenchGraphColumn(t *testing.T) {
+	figs := []cudabench.CollFigure{
+		{Op: "all_reduce", Algo: "one_shot", DType: "bf16", World: 2, Bytes: 8 << 10, Iters: 100, Micros: 6.5, GraphMicros: 3.3},
+		{Op: "all_reduce", Algo: "two_shot", DType: "bf16", World: 2, Bytes: 8 << 10, Iters: 100, Micros: 8.7, GraphMicros: 7.0},
+		{Op: "all_reduce", Algo: "nccl", DType: "bf16", World: 2, Bytes: 8 << 10, Iters: 100, Micros: 8.2, GraphMicros: 6.4},
+	}
+	var out bytes.Buffer
+	c := &cli{stdout: &out, stderr: &out}
+	c.printBench("GPU X", 2, figs)
+	got := out.String()
+	assert.Contains(t, got, "BenchmarkCollective/op=all_reduce/dtype=bf16/world=2/size=8KiB/algo=one_shot\t100\t6500 ns/op\t1.26 busGB/s\t3300 graph-ns/op\n")
+	assert.Contains(t, got, "fastest in a graph")
+	assert.Regexp(t, `all_reduce\s+bf16\s+8KiB\s+one_shot\s+6\.5\s+[0-9.]+\s+8\.2\s+[0-9.]+\s+one_shot\s+3\.3\s+6\.4`, got)
+}

@@ -25,7 +25,10 @@ type CollFigure struct {
 	Bytes  int64   `json:"bytes"`
 	Iters  int     `json:"iters"`
 	Micros float64 `json:"us"`
-	Err    string  `json:"error,omitempty"`
+	// GraphMicros is the time of one call replayed from a CUDA graph of
+	// Iters calls (CollBenchOptions.Graph), 0 when not measured.
+	GraphMicros float64 `json:"graph_us,omitempty"`
+	Err         string  `json:"error,omitempty"`
 }
 
 // BusGBps is the figure's bus bandwidth as nccl-tests defines it:

@@ -2,6 +2,7 @@ package cudabench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -30,6 +31,9 @@ type CollBenchOptions struct {
 	// Progress, when set, is called on every rank after each figure
 	// this rank measured (its own time, before the ranks compare).
 	Progress func(f CollFigure)
+	// Graph also times each figure's Iters calls captured in one CUDA
+	// graph and replayed (CollFigure.GraphMicros).
+	Graph bool
 }
 
 // BenchIters is the default number of timed calls for a size.
@@ -140,6 +144,11 @@ func MeasureCollectives(rt *cuda.Runtime, o CollBenchOptions) ([]CollFigure, err
 						return nil, fmt.Errorf("bench: %s algo=%s %s %d bytes: %w", op, algo, dt, size, err)
 					}
 					f.Micros = us
+					if o.Graph {
+						if f.GraphMicros, err = timeGraph(d, &call, s, ev, f.Iters, o.Reps); err != nil {
+							return nil, fmt.Errorf("bench: %s algo=%s %s %d bytes in a graph: %w", op, algo, dt, size, err)
+						}
+					}
 					if o.Progress != nil {
 						o.Progress(f)
 					}
@@ -153,9 +162,9 @@ func MeasureCollectives(rt *cuda.Runtime, o CollBenchOptions) ([]CollFigure, err
 	}
 	// Every rank measured the same figures in the same order: keep the
 	// slowest rank's time of each.
-	mine := make([]float64, len(figs))
+	mine := make([]float64, 2*len(figs))
 	for i, f := range figs {
-		mine[i] = f.Micros
+		mine[2*i], mine[2*i+1] = f.Micros, f.GraphMicros
 	}
 	b, _ := json.Marshal(mine)
 	all, err := d.ExchangeAll("cuda/collbench", b)
@@ -164,11 +173,12 @@ func MeasureCollectives(rt *cuda.Runtime, o CollBenchOptions) ([]CollFigure, err
 	}
 	for r, raw := range all {
 		var theirs []float64
-		if err := json.Unmarshal(raw, &theirs); err != nil || len(theirs) != len(figs) {
-			return nil, fmt.Errorf("bench: rank %d measured other figures (%d, %v)", r, len(theirs), err)
+		if err := json.Unmarshal(raw, &theirs); err != nil || len(theirs) != 2*len(figs) {
+			return nil, fmt.Errorf("bench: rank %d measured other figures (%d, %v)", r, len(theirs)/2, err)
 		}
-		for i, v := range theirs {
-			figs[i].Micros = max(figs[i].Micros, v)
+		for i := range figs {
+			figs[i].Micros = max(figs[i].Micros, theirs[2*i])
+			figs[i].GraphMicros = max(figs[i].GraphMicros, theirs[2*i+1])
 		}
 	}
 	return figs, nil
@@ -200,6 +210,45 @@ func timeCollective(d *cuda.Device, c *runtime.CollectiveCall, s runtime.Stream,
 			return 0, err
 		}
 		if err := ev[1].Synchronize(); err != nil {
+			return 0, err
+		}
+		ms, err := cuda.ElapsedMillis(ev[0], ev[1])
+		if err != nil {
+			return 0, err
+		}
+		means = append(means, float64(ms)*1e3/float64(iters))
+	}
+	sort.Float64s(means)
+	return means[len(means)/2], nil
+}
+
+// timeGraph is the time of one call of c replayed from a CUDA graph, in
+// µs: iters calls captured once, the graph launched once untimed, then the
+// median over reps launches (each after a barrier) between two events.
+func timeGraph(d *cuda.Device, c *runtime.CollectiveCall, s runtime.Stream, ev [2]runtime.Event, iters, reps int) (float64, error) {
+	if err := d.BeginCapture(s); err != nil {
+		return 0, err
+	}
+	for i := 0; i < iters; i++ {
+		if err := d.Collective(c, s); err != nil {
+			d.EndCapture(s)
+			return 0, err
+		}
+	}
+	g, err := d.EndCapture(s)
+	if err != nil {
+		return 0, err
+	}
+	defer g.Close()
+	if err := g.Launch(s); err != nil {
+		return 0, err
+	}
+	means := make([]float64, 0, reps)
+	for r := 0; r < reps; r++ {
+		if err := d.Barrier(s); err != nil {
+			return 0, err
+		}
+		if err := errors.Join(s.Record(ev[0]), g.Launch(s), s.Record(ev[1]), ev[1].Synchronize()); err != nil {
 			return 0, err
 		}
 		ms, err := cuda.ElapsedMillis(ev[0], ev[1])
