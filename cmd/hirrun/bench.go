@@ -44,8 +44,11 @@ algorithm per size, and saves the ranking of the algorithms per
 (collective, world size, dtype class, size) as the table algo=auto follows
 (--table, default $HIR_COLL_TABLE or the user cache directory's
 hir/collectives.json), replacing what an earlier run measured for the same
-collectives, world size and dtype classes. Needs GPUs; like run, it also
-works as one rank of a job torchrun or srun started.`,
+collectives, world size and dtype classes. With --graph, each figure's
+calls are also captured in one CUDA graph and replayed (docs/GRAPHS.md):
+a third metric per line (graph-ns/op), and the fastest in a graph per
+size next to NCCL in a graph. Needs GPUs; like run, it also works as one
+rank of a job torchrun or srun started.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &benchOptions{}
 		fs.IntVar(&o.nproc, "nproc", 0, "the number of GPUs, one process each (0: every GPU of this machine)")
