@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""PyTorch's figures for BenchmarkTPBlock, run on the GPU machine with
+    python3 -m torch.distributed.run --nproc_per_node=2 scripts/tp_block_peer.py
+
+The same tensor-parallel MLP block as runtime/cuda's tpBlock, bf16, per
+rank: all_gather of the [32, 1024] sequence shard into [64, 1024], matmul
+by a [1024, 2048] column block, gelu, matmul by a [2048, 1024] row block,
+reduce_scatter of the partial sums back to [32, 1024], residual add.
+Timed as ours: 20 iterations per timed step, the best of 10 steps, eager
+and replayed from a CUDA graph of the 20 iterations; collectives through
+NCCL (torch.distributed) and, where it works, symmetric memory. Rank 0
+prints "peer <name> <microseconds per iteration>".
+"""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+ITERS, STEPS = 20, 10
+
+
+def best_step(step):
+    best = float("inf")
+    for _ in range(STEPS):
+        torch.cuda.synchronize()
+        dist.barrier()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return best / ITERS * 1e6
+
+
+def main():
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
+    g = torch.Generator(device="cuda").manual_seed(rank)
+    x = torch.randn(32, 1024, device="cuda", dtype=torch.bfloat16, generator=g)
+    w1 = torch.randn(1024, 2048, device="cuda", dtype=torch.bfloat16, generator=g) * 0.03
+    w2 = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16, generator=g) * 0.03
+    gathered = torch.empty(32 * world, 1024, device="cuda", dtype=torch.bfloat16)
+    scattered = torch.empty(32, 1024, device="cuda", dtype=torch.bfloat16)
+
+    def block():
+        dist.all_gather_into_tensor(gathered, x)
+        a = F.gelu(gathered @ w1)
+        p = a @ w2
+        dist.reduce_scatter_tensor(scattered, p)
+        return scattered + x
+
+    def eager_step():
+        for _ in range(ITERS):
+            block()
+
+    results = {}
+    eager_step()
+    results["torch-tp-block-nccl-eager"] = best_step(eager_step)
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            eager_step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            eager_step()
+        graph.replay()
+        results["torch-tp-block-nccl-graph"] = best_step(graph.replay)
+    except Exception as e:
+        results["torch-tp-block-nccl-graph"] = f"error: {type(e).__name__}: {str(e)[:120]}"
+    if rank == 0:
+        for k, v in results.items():
+            print(f"peer {k} {v if isinstance(v, str) else f'{v:.2f}'}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
