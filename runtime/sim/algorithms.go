@@ -535,15 +535,7 @@ func (j *collJob) reduceOneShot(m *member) error {
 	if j.d.rank != j.root {
 		return m.barrier()
 	}
-	total, err := j.reduceFromPeers(j.in, whole, 0, j.in.n)
-	if err != nil {
-		return err
-	}
-	if err := m.barrier(); err != nil {
-		return err
-	}
-	j.store(j.out, 0, total)
-	return nil
+	return j.allReduceOneShot(m) // the root does what every rank of an all_reduce does
 }
 
 // gatherOneShot: the root reads every rank's input into block p of its

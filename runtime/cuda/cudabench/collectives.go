@@ -188,43 +188,23 @@ func MeasureCollectives(rt *cuda.Runtime, o CollBenchOptions) ([]CollFigure, err
 // reps repetitions of the mean of iters calls back to back (after
 // warmups, each repetition after a barrier).
 func timeCollective(d *cuda.Device, c *runtime.CollectiveCall, s runtime.Stream, ev [2]runtime.Event, warmups, iters, reps int) (float64, error) {
-	for i := 0; i < warmups; i++ {
-		if err := d.Collective(c, s); err != nil {
-			return 0, err
-		}
-	}
-	means := make([]float64, 0, reps)
-	for r := 0; r < reps; r++ {
-		if err := d.Barrier(s); err != nil {
-			return 0, err
-		}
-		if err := s.Record(ev[0]); err != nil {
-			return 0, err
-		}
-		for i := 0; i < iters; i++ {
+	calls := func(n int) error {
+		for i := 0; i < n; i++ {
 			if err := d.Collective(c, s); err != nil {
-				return 0, err
+				return err
 			}
 		}
-		if err := s.Record(ev[1]); err != nil {
-			return 0, err
-		}
-		if err := ev[1].Synchronize(); err != nil {
-			return 0, err
-		}
-		ms, err := cuda.ElapsedMillis(ev[0], ev[1])
-		if err != nil {
-			return 0, err
-		}
-		means = append(means, float64(ms)*1e3/float64(iters))
+		return nil
 	}
-	sort.Float64s(means)
-	return means[len(means)/2], nil
+	if err := calls(warmups); err != nil {
+		return 0, err
+	}
+	return medianPerCall(d, s, ev, iters, reps, func() error { return calls(iters) })
 }
 
 // timeGraph is the time of one call of c replayed from a CUDA graph, in
 // µs: iters calls captured once, the graph launched once untimed, then the
-// median over reps launches (each after a barrier) between two events.
+// median over reps launches.
 func timeGraph(d *cuda.Device, c *runtime.CollectiveCall, s runtime.Stream, ev [2]runtime.Event, iters, reps int) (float64, error) {
 	if err := d.BeginCapture(s); err != nil {
 		return 0, err
@@ -243,12 +223,22 @@ func timeGraph(d *cuda.Device, c *runtime.CollectiveCall, s runtime.Stream, ev [
 	if err := g.Launch(s); err != nil {
 		return 0, err
 	}
+	return medianPerCall(d, s, ev, iters, reps, func() error { return g.Launch(s) })
+}
+
+// medianPerCall runs issue (which enqueues iters calls on s) reps times,
+// each after a barrier and between two events, and returns the median
+// time per call in µs.
+func medianPerCall(d *cuda.Device, s runtime.Stream, ev [2]runtime.Event, iters, reps int, issue func() error) (float64, error) {
 	means := make([]float64, 0, reps)
 	for r := 0; r < reps; r++ {
-		if err := d.Barrier(s); err != nil {
+		if err := errors.Join(d.Barrier(s), s.Record(ev[0])); err != nil {
 			return 0, err
 		}
-		if err := errors.Join(s.Record(ev[0]), g.Launch(s), s.Record(ev[1]), ev[1].Synchronize()); err != nil {
+		if err := issue(); err != nil {
+			return 0, err
+		}
+		if err := errors.Join(s.Record(ev[1]), ev[1].Synchronize()); err != nil {
 			return 0, err
 		}
 		ms, err := cuda.ElapsedMillis(ev[0], ev[1])
