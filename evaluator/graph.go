@@ -81,11 +81,15 @@ func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
 // and the one async collectives and transfers run on.
 func (r *rank) otherStreams(origin runtime.Stream) []runtime.Stream {
 	var out []runtime.Stream
-	for _, s := range append(r.streams, r.comm) {
+	add := func(s runtime.Stream) {
 		if s != nil && s != origin && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
+	for _, s := range r.streams {
+		add(s)
+	}
+	add(r.comm)
 	return out
 }
 
