@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -96,15 +97,19 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 	return &graph{dev: d, id: c.id, nodes: c.nodes, forks: len(c.streams) - 1, nMarks: c.nMarks}, nil
 }
 
-// detach takes every stream and event out of the capture.
+// detach takes every stream and event out of the capture. Streams are
+// locked without c.mu held: record locks a stream, then the capture.
 func (c *capture) detach() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.streams {
+	streams := slices.Clone(c.streams)
+	c.mu.Unlock()
+	for _, s := range streams {
 		s.mu.Lock()
 		s.capture = nil
 		s.mu.Unlock()
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, e := range c.marked {
 		e.mu.Lock()
 		if e.capture == c {
