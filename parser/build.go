@@ -154,13 +154,15 @@ type builder struct {
 	laterDef  map[string]ir.Pos // every name the text defines, for "used before defined"; made on first need
 	poisoned  map[string]bool   // names whose definition was rejected: uses are not reported
 
-	reference bool                       // parse with the participle grammar only (parseWith)
-	alloc     fastAlloc                  // the fast path's slabs
-	ir        irAlloc                    // the IR's slabs
-	text      []byte                     // the chunk keep copies into
-	types     []ir.Type                  // an op's result types, reused from op to op
-	dimBuf    []ir.Dim                   // a type's dims, reused from type to type
-	typeCache map[typeKey]*ir.TensorType // tensorType's
+	reference  bool                       // parse with the participle grammar only (parseWith)
+	chunkBytes int                        // tests: > 0 reads in parallel in chunks of this size, < 0 on one goroutine, whatever the source's size
+	tokens     []lexer.Token              // a worker's line, reused from line to line
+	alloc      fastAlloc                  // the fast path's slabs
+	ir         irAlloc                    // the IR's slabs
+	text       []byte                     // the chunk keep copies into
+	types      []ir.Type                  // an op's result types, reused from op to op
+	dimBuf     []ir.Dim                   // a type's dims, reused from type to type
+	typeCache  map[typeKey]*ir.TensorType // tensorType's
 
 	meshPos    ir.Pos
 	meshBad    bool
@@ -340,8 +342,8 @@ func (b *builder) line(l *line) {
 		b.rejectedLine(l)
 		return
 	}
-	if ast.Close == nil && !b.firstStmt.IsValid() {
-		b.firstStmt = b.pos(l.tokens[0].Pos)
+	if ast.Close == nil {
+		b.statementAt(b.pos(l.tokens[0].Pos))
 	}
 	switch {
 	case ast.Mesh != nil:
@@ -493,20 +495,41 @@ func (b *builder) output(out *outputAST) {
 	}
 }
 
-func (b *builder) op(o *opAST) {
+// statementAt notes a statement (not a `}`) at pos. Like opAt, it does
+// nothing the second time for one line (commit falls back to reading it).
+func (b *builder) statementAt(pos ir.Pos) {
+	if !b.firstStmt.IsValid() {
+		b.firstStmt = pos
+	}
+}
+
+// opAt notes an op at pos: the first op, and an op after the output.
+func (b *builder) opAt(pos ir.Pos) {
 	if b.atTopLevel() {
 		if !b.firstOp.IsValid() {
-			b.firstOp = b.pos(o.Pos)
+			b.firstOp = pos
 		}
 		if b.outputPos.IsValid() && !b.lateOpSeen {
 			b.lateOpSeen = true
-			b.errs.Add(b.pos(o.Pos), "output must be the last statement (it is at %s)", b.outputPos)
+			b.errs.Add(pos, "output must be the last statement (it is at %s)", b.outputPos)
 		}
 	}
+}
+
+func (b *builder) op(o *opAST) {
+	b.opAt(b.pos(o.Pos))
 	if o.For != nil {
 		b.forOp(o)
 		return
 	}
+	op, ok := b.genericOp(o, false)
+	b.finishOp(op, o.Results, b.types, ok, o.Generic.Open)
+}
+
+// genericOp builds the op of a line that is not a for header, but for its
+// results. local: the operands' names are left unresolved (nil), for
+// commit; what the op needs besides them depends on its line alone.
+func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 	g := o.Generic
 	namePos := b.pos(g.Name.Pos)
 	ok := true
@@ -517,9 +540,11 @@ func (b *builder) op(o *opAST) {
 
 	operands := b.ir.valueSlice(len(g.Operands))
 	for _, x := range g.Operands {
-		v := b.operand(x)
-		if v == nil {
-			ok = false
+		var v *ir.Value
+		if !local || x.Name == nil {
+			if v = b.operand(x); v == nil {
+				ok = false
+			}
 		}
 		operands = append(operands, v)
 	}
@@ -557,7 +582,7 @@ func (b *builder) op(o *opAST) {
 	if len(attrs) == 0 {
 		op.Attrs = nil
 	}
-	b.finishOp(op, o.Results, types, ok, g.Open)
+	return op, ok
 }
 
 func (b *builder) forOp(o *opAST) {
@@ -605,16 +630,28 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 			continue
 		}
 		entries = append(entries, e)
-		v := take(&b.ir.values)
-		*v = ir.Value{Name: b.keep(r.Text[1:]), Def: op, Pos: b.pos(r.Pos)}
-		if i < len(types) {
-			v.Type = types[i]
-		}
-		op.Results = append(op.Results, v)
+		op.Results = append(op.Results, b.result(op, r, types, i))
 	}
 	if len(op.Results) != len(results) || len(results) == 0 {
 		op.Results = nil
 	}
+	return b.place(op, entries, results, ok, open)
+}
+
+// result makes op's result i, named by r.
+func (b *builder) result(op *ir.Op, r *nameTok, types []ir.Type, i int) *ir.Value {
+	v := take(&b.ir.values)
+	*v = ir.Value{Name: b.keep(r.Text[1:]), Def: op, Pos: b.pos(r.Pos)}
+	if i < len(types) {
+		v.Type = types[i]
+	}
+	return v
+}
+
+// place adds op, whose results' names are claimed (entries), to the
+// current block or, for a header ending in `{`, opens its region and
+// returns the frame. results are the names as written (for a rejected op).
+func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok, open bool) *frame {
 	if !open {
 		if !ok {
 			b.top().tainted = true

@@ -59,9 +59,8 @@ type fastAlloc struct {
 
 const slab = 256
 
-// take returns the next element of the slab *s, zero: a new slab is zeroed
-// by make, and a reused one by reset (appending a zero T instead would copy
-// it, under the garbage collector's write barriers).
+// take returns the next element of the slab *s, zero: slabs are made
+// fresh (zeroed by make) and never reused (the IR's).
 func take[T any](s *[]T) *T {
 	if len(*s) == cap(*s) {
 		*s = make([]T, 0, slab)
@@ -71,8 +70,19 @@ func take[T any](s *[]T) *T {
 	return &(*s)[n]
 }
 
+// put stores v as the next element of the slab *s, which may be reused
+// (the tree's: reset does not clear it), and returns it.
+func put[T any](s *[]T, v T) *T {
+	if len(*s) == cap(*s) {
+		*s = make([]T, 0, slab)
+	}
+	*s = append(*s, v)
+	return &(*s)[len(*s)-1]
+}
+
 // takeSlice returns a slice of n pointers carved from a slab (its capacity
-// is exactly n, so appending to it never writes into the slab).
+// is exactly n, so appending to it never writes into the slab). A reused
+// slab's slice holds old pointers: the fast path sets every one.
 func takeSlice[T any](s *[]*T, n int) []*T {
 	if n > slab/4 {
 		return make([]*T, n)
@@ -118,7 +128,7 @@ func (p *fastParser) next() { p.i++ }
 // the line is not accepted.
 func parseLineFast(toks []lexer.Token, a *fastAlloc) (ast *lineAST, ok bool) {
 	p := fastParser{toks: toks, a: a}
-	ast = take(&a.lines)
+	ast = put(&a.lines, lineAST{})
 	first := &toks[0]
 	switch {
 	case first.Type == tokIdent && first.Value == "mesh":
@@ -156,8 +166,7 @@ func (p *fastParser) mesh() (*meshAST, bool) {
 }
 
 func (p *fastParser) intList() (*intListAST, bool) {
-	l := take(&p.a.lists)
-	l.Pos, l.Open = p.tok().Pos, true
+	l := put(&p.a.lists, intListAST{Pos: p.tok().Pos, Open: true})
 	p.next()
 	if p.tok().Type == tokInt {
 		n := 1
@@ -180,24 +189,21 @@ func (p *fastParser) intList() (*intListAST, bool) {
 
 func (p *fastParser) intTok() *intTok {
 	t := p.tok()
-	n := take(&p.a.ints)
-	n.Pos, n.Text = t.Pos, t.Value
+	n := put(&p.a.ints, intTok{Pos: t.Pos, Text: t.Value})
 	p.next()
 	return n
 }
 
 func (p *fastParser) identTok() *identTok {
 	t := p.tok()
-	n := take(&p.a.idents)
-	n.Pos, n.Text = t.Pos, t.Value
+	n := put(&p.a.idents, identTok{Pos: t.Pos, Text: t.Value})
 	p.next()
 	return n
 }
 
 func (p *fastParser) nameTok() *nameTok {
 	t := p.tok()
-	n := take(&p.a.names)
-	n.Pos, n.Text = t.Pos, t.Value
+	n := put(&p.a.names, nameTok{Pos: t.Pos, Text: t.Value})
 	p.next()
 	return n
 }
@@ -249,8 +255,7 @@ func (p *fastParser) output() (*outputAST, bool) {
 }
 
 func (p *fastParser) op() (*opAST, bool) {
-	o := take(&p.a.ops)
-	o.Pos = p.tok().Pos
+	o := put(&p.a.ops, opAST{Pos: p.tok().Pos})
 	if p.tok().Type == tokVar {
 		var ok bool
 		if o.Results, ok = p.names(); !ok || !p.punct('=') {
@@ -317,8 +322,7 @@ func isOperandStart(t *lexer.Token) bool {
 }
 
 func (p *fastParser) generic() (*genericAST, bool) {
-	g := take(&p.a.generics)
-	g.Name = p.identTok()
+	g := put(&p.a.generics, genericAST{Name: p.identTok()})
 	if isOperandStart(p.tok()) {
 		n := 1
 		j := p.i + 1
@@ -334,14 +338,10 @@ func (p *fastParser) generic() (*genericAST, bool) {
 				p.next() // ,
 			}
 			t := p.tok()
-			x := take(&p.a.operands)
-			x.Pos = t.Pos
-			s := take(&p.a.strs)
-			*s = t.Value
+			s := put(&p.a.strs, t.Value)
+			x := put(&p.a.operands, operandAST{Pos: t.Pos, Num: s})
 			if t.Type == tokVar {
-				x.Name = s
-			} else {
-				x.Num = s
+				x.Name, x.Num = s, nil
 			}
 			g.Operands[k] = x
 			p.next()
@@ -371,22 +371,16 @@ func (p *fastParser) generic() (*genericAST, bool) {
 		}
 		g.Attrs = takeSlice(&p.a.attrPtrs, n)
 		for k := 0; k < n; k++ {
-			a := take(&p.a.attrs)
-			a.Pos, a.Key = p.tok().Pos, p.tok().Value
+			a := put(&p.a.attrs, attrAST{Pos: p.tok().Pos, Key: p.tok().Value})
 			p.i += 2 // key =
-			v := take(&p.a.values)
 			t := p.tok()
-			v.Pos = t.Pos
+			v := put(&p.a.values, attrValueAST{Pos: t.Pos})
 			switch t.Type {
 			case tokInt, tokFloat:
-				s := take(&p.a.strs)
-				*s = t.Value
-				v.Num = s
+				v.Num = put(&p.a.strs, t.Value)
 				p.next()
 			case tokIdent:
-				s := take(&p.a.strs)
-				*s = t.Value
-				v.Word = s
+				v.Word = put(&p.a.strs, t.Value)
 				p.next()
 			default:
 				var ok bool
@@ -438,14 +432,12 @@ func (p *fastParser) typ() (*typeAST, bool) {
 	if p.tok().Type != tokIdent {
 		return nil, false
 	}
-	t := take(&p.a.types)
-	t.Pos = p.tok().Pos
+	t := put(&p.a.types, typeAST{Pos: p.tok().Pos})
 	t.Name = p.identTok()
 	if !p.punct('[') {
 		return t, true
 	}
-	s := take(&p.a.shapes)
-	s.Open = true
+	s := put(&p.a.shapes, shapeAST{Open: true})
 	p.next()
 	if p.tok().Type == tokInt {
 		n := 1
@@ -467,8 +459,7 @@ func (p *fastParser) typ() (*typeAST, bool) {
 			if p.tok().Type != tokInt {
 				return nil, false
 			}
-			d := take(&p.a.dims)
-			d.Pos = p.tok().Pos
+			d := put(&p.a.dims, dimAST{Pos: p.tok().Pos})
 			d.Extent = p.intTok()
 			if p.punct('/') {
 				p.next()
@@ -493,35 +484,30 @@ func (p *fastParser) typ() (*typeAST, bool) {
 
 // reset empties the slabs for the next line: the builder turns each line
 // into IR before the next is parsed, and the IR keeps no pointer into the
-// tree, so one line's nodes are reused by the next.
+// tree, so one line's nodes are reused by the next. They are not cleared:
+// put writes every node whole (clearing them cost a tenth of Parse, most
+// of it the garbage collector's barriers on their pointers).
 func (a *fastAlloc) reset() {
-	empty(&a.lines)
-	empty(&a.ops)
-	empty(&a.generics)
-	empty(&a.names)
-	empty(&a.idents)
-	empty(&a.ints)
-	empty(&a.operands)
-	empty(&a.attrs)
-	empty(&a.values)
-	empty(&a.types)
-	empty(&a.shapes)
-	empty(&a.dims)
-	empty(&a.lists)
-	empty(&a.strs)
-	empty(&a.namePtrs)
-	empty(&a.opPtrs)
-	empty(&a.attrPtrs)
-	empty(&a.typePtrs)
-	empty(&a.dimPtrs)
-	empty(&a.intPtrs)
-}
-
-// empty zeroes the used part of a slab (take hands out zero elements) and
-// makes it ready for reuse.
-func empty[T any](s *[]T) {
-	clear(*s)
-	*s = (*s)[:0]
+	a.lines = a.lines[:0]
+	a.ops = a.ops[:0]
+	a.generics = a.generics[:0]
+	a.names = a.names[:0]
+	a.idents = a.idents[:0]
+	a.ints = a.ints[:0]
+	a.operands = a.operands[:0]
+	a.attrs = a.attrs[:0]
+	a.values = a.values[:0]
+	a.types = a.types[:0]
+	a.shapes = a.shapes[:0]
+	a.dims = a.dims[:0]
+	a.lists = a.lists[:0]
+	a.strs = a.strs[:0]
+	a.namePtrs = a.namePtrs[:0]
+	a.opPtrs = a.opPtrs[:0]
+	a.attrPtrs = a.attrPtrs[:0]
+	a.typePtrs = a.typePtrs[:0]
+	a.dimPtrs = a.dimPtrs[:0]
+	a.intPtrs = a.intPtrs[:0]
 }
 
 // scanParseAndBuild scans src a line at a time into one reused buffer,
@@ -536,22 +522,32 @@ func (b *builder) scanParseAndBuild(filename, src string) {
 	// estimate: the table of names grows if it is short).
 	lines := min(strings.Count(src, "\n")+1, len(src)/4+1)
 	b.presize(lines, min(strings.Count(src, "= ")+strings.Count(src, "input"), lines))
-	for more := true; more; {
-		s.tokens = s.tokens[:0]
-		more = s.scanLine()
-		toks := s.tokens
-		n := len(toks)
-		if n == 1 {
-			continue // an empty line
+	if workers := b.workers(len(src)); workers > 1 {
+		b.readParallel(&s, workers)
+	} else {
+		for b.readLine(&s) {
 		}
-		toks[n-1] = lexer.EOFToken(toks[n-1].Pos)
-		b.alloc.reset()
-		l := line{tokens: toks}
-		b.parseLine(&l)
-		b.line(&l)
 	}
 	b.src = src
 	b.settleUndefined()
+}
+
+// readLine scans, parses and builds the line at s; it returns false once
+// the source is read.
+func (b *builder) readLine(s *scanner) bool {
+	s.tokens = s.tokens[:0]
+	more := s.scanLine()
+	toks := s.tokens
+	n := len(toks)
+	if n == 1 {
+		return more // an empty line
+	}
+	toks[n-1] = lexer.EOFToken(toks[n-1].Pos)
+	b.alloc.reset()
+	l := line{tokens: toks}
+	b.parseLine(&l)
+	b.line(&l)
+	return more
 }
 
 // parsedLines scans and parses src again, quietly, for what only an error

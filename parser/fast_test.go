@@ -91,6 +91,7 @@ func checkDifferential(t *testing.T, src []byte) {
 	if fmt.Sprint(err) != fmt.Sprint(refErr) {
 		t.Fatalf("errors differ on %q:\nfast: %v\ngrammar: %v", clipForLog(src), err, refErr)
 	}
+	checkChunked(t, src, prog, err)
 	if err == nil {
 		// Parse verifies without Verify's checks of names (builder.verify).
 		if err := ir.Verify(prog); err != nil {
@@ -107,6 +108,80 @@ func checkDifferential(t *testing.T, src []byte) {
 			t.Fatalf("programs differ on %q:\nfast:\n%s\ngrammar:\n%s", clipForLog(src), a.String(), b.String())
 		}
 	}
+}
+
+// parseChunked is Parse reading src in parallel (chunks.go) in chunks of
+// about size bytes, however small src is.
+func parseChunked(filename string, src []byte, size int) (prog *ir.Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			prog = nil
+			err = ir.ErrorList{ir.Errorf(ir.FilePos(filename), "%s: %v", internalErrorText, r)}
+		}
+	}()
+	b := newBuilder(filename)
+	b.chunkBytes = size
+	return b.parse(src, true)
+}
+
+// checkChunked fails when reading src in parallel gives other errors or
+// another program than Parse did on one goroutine (prog, err).
+func checkChunked(t *testing.T, src []byte, prog *ir.Program, err error) {
+	t.Helper()
+	for _, size := range []int{1, 40, 1000} {
+		chunked, cerr := parseChunked("f.hir", src, size)
+		if fmt.Sprint(err) != fmt.Sprint(cerr) {
+			t.Fatalf("errors differ on %q read in chunks of %d bytes:\none goroutine: %v\nchunks: %v", clipForLog(src), size, err, cerr)
+		}
+		if err != nil {
+			continue
+		}
+		var a, b bytes.Buffer
+		if err := ir.Print(&a, prog); err != nil {
+			t.Fatal(err)
+		}
+		if err := ir.Print(&b, chunked); err != nil {
+			t.Fatal(err)
+		}
+		// and the positions, which the printed program does not show.
+		if a.String() != b.String() || positions(prog) != positions(chunked) {
+			t.Fatalf("programs differ on %q read in chunks of %d bytes:\none goroutine:\n%s\nchunks:\n%s", clipForLog(src), size, a.String(), b.String())
+		}
+	}
+}
+
+// positions lists where every op, value and attribute of prog is, and
+// whether each named operand is the value its name was defined as.
+func positions(prog *ir.Program) string {
+	var b strings.Builder
+	for _, v := range prog.Inputs {
+		fmt.Fprintf(&b, "input %s %v\n", v.Name, v.Pos)
+	}
+	defs := map[*ir.Value]bool{}
+	for _, v := range prog.Inputs {
+		defs[v] = true
+	}
+	prog.Body.Walk(func(op *ir.Op) {
+		fmt.Fprintf(&b, "%s %v:", op.Code, op.Pos)
+		for _, v := range op.Operands {
+			fmt.Fprintf(&b, " %s %v %v", v.Name, v.Pos, v.Lit != nil || defs[v])
+		}
+		for _, a := range op.Attrs {
+			fmt.Fprintf(&b, " %s %v", a.Key, a.Pos)
+		}
+		for _, v := range op.Results {
+			fmt.Fprintf(&b, " -> %s %v %v", v.Name, v.Pos, v.Def == op)
+			defs[v] = true
+		}
+		if op.Body != nil {
+			for _, v := range op.Body.Args {
+				fmt.Fprintf(&b, " arg %s %v", v.Name, v.Pos)
+				defs[v] = true
+			}
+		}
+		b.WriteString("\n")
+	})
+	return b.String()
 }
 
 func parseLineReference(tokens []lexer.Token) (ast *lineAST, err error) {

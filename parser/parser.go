@@ -7,7 +7,9 @@
 // on its own with a participle grammar, so a syntax error costs one line and
 // the rest of the file is still checked. Each line is turned into IR as
 // soon as it is parsed: regions are nested, names are resolved to the values that define them, and
-// the program is checked with ir.Verify. Every error is reported as
+// the program is checked with ir.Verify. A large source is scanned, parsed
+// and built on every core but for its names, which are resolved in order
+// on one (chunks.go). Every error is reported as
 // `file:line:col: message`, as many at once as can be found without
 // repeating one mistake as many errors.
 package parser
@@ -74,6 +76,12 @@ func parse(filename string, src []byte, verify bool) (*ir.Program, error) {
 func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program, error) {
 	b := newBuilder(filename)
 	b.reference = reference
+	return b.parse(src, verify)
+}
+
+// parse reads src with the builder as set up by parseWith (or a test).
+func (b *builder) parse(src []byte, verify bool) (*ir.Program, error) {
+	filename := b.file
 	// The source is read in place, not copied: what the program keeps of
 	// its text (names, attribute keys and words) is copied out (keep), so
 	// nothing refers to src once Parse returns.

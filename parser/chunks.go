@@ -1,0 +1,262 @@
+package parser
+
+import (
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// Reading a large program on several cores.
+//
+// A statement is one line and no token spans a newline, so the source is
+// cut into chunks of whole lines that are scanned and parsed apart. Workers,
+// one per core, turn each line of a chunk into an op as far as the line
+// alone says (opcode, literal operands, attributes, types, named results).
+// The builder takes the chunks in order, on the caller's goroutine, and does
+// what depends on the lines before: it resolves the operands' names, claims
+// the results' names and places the op in its region (commit). A line no
+// worker built (a header other than an op's, a `}`, anything with an error)
+// and one whose names do not resolve cleanly are scanned and built again by
+// readLine, as on one goroutine. So the errors, their positions and their
+// order are those of the sequential reader by construction.
+
+const (
+	parallelMin = 512 << 10 // smaller sources are read on one goroutine
+	chunkBytes  = 32 << 10  // about 700 lines of a typical program
+)
+
+// preLine is a line of a chunk: where it is and, when a worker built it,
+// its op.
+type preLine struct {
+	start int    // the line's offset in the source
+	line  int    // its number
+	pos   ir.Pos // its first token
+	// op is the line's op, its named operands nil (their names are the
+	// chunk's refs from refs on), or nil: the builder reads the line.
+	op   *ir.Op
+	refs int32
+	open bool // the line opens op's region
+}
+
+// chunk is a run of whole lines, start to end of the source, and what a
+// worker made of them.
+type chunk struct {
+	start, end, line int
+	lines            []preLine
+	refs             []string // the named operands' names, without %
+	panicked         any      // what a worker's panic carried, raised again by the builder
+}
+
+// workers is how many goroutines read a source of size bytes.
+func (b *builder) workers(size int) int {
+	switch {
+	case b.reference:
+		return 1 // the reference reader is the sequential one
+	case b.chunkBytes > 0:
+		return max(2, runtime.GOMAXPROCS(0)) // tests: any size in parallel
+	case b.chunkBytes < 0:
+		return 1 // tests: any size on one goroutine
+	case size < parallelMin:
+		return 1
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// cut splits src into chunks of about size bytes of whole lines, with the
+// number of each one's first line.
+func cut(src string, size int) []chunk {
+	var chunks []chunk
+	line := 1
+	for start := 0; start < len(src); {
+		end := len(src)
+		if start+size < len(src) {
+			if nl := strings.IndexByte(src[start+size:], '\n'); nl >= 0 {
+				end = start + size + nl + 1
+			}
+		}
+		chunks = append(chunks, chunk{start: start, end: end, line: line})
+		line += strings.Count(src[start:end], "\n")
+		start = end
+	}
+	return chunks
+}
+
+// readParallel reads the source of s (at its start) with workers
+// goroutines building lines ahead of the builder.
+func (b *builder) readParallel(s *scanner, workers int) {
+	size := b.chunkBytes
+	if size == 0 {
+		size = chunkBytes
+	}
+	chunks := cut(s.src, size)
+	// ready[i] gets chunk i once built; ahead bounds the chunks built and
+	// not yet taken (each holds its lines), free hands their buffers back.
+	ready := make([]chan *chunk, len(chunks))
+	for i := range ready {
+		ready[i] = make(chan *chunk, 1)
+	}
+	window := 4 * workers
+	ahead := make(chan struct{}, window)
+	free := make(chan *chunk, window)
+	stop := make(chan struct{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &builder{file: b.file, filePos: b.filePos}
+			for {
+				select {
+				case ahead <- struct{}{}:
+				case <-stop:
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= len(chunks) {
+					return
+				}
+				c := &chunks[i]
+				select {
+				case old := <-free:
+					c.lines, c.refs = old.lines[:0], old.refs[:0]
+				default:
+				}
+				w.buildChunk(c, s.src)
+				ready[i] <- c
+			}
+		}()
+	}
+	// Workers stop when the builder does, a panic included.
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for i := range chunks {
+		c := <-ready[i]
+		<-ahead
+		if c.panicked != nil {
+			panic(c.panicked)
+		}
+		b.commitChunk(c, s)
+		select {
+		case free <- c:
+		default:
+		}
+	}
+}
+
+// buildChunk is a worker's part: it builds what it can of c's lines.
+func (w *builder) buildChunk(c *chunk, src string) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.panicked = r
+		}
+	}()
+	s := scanner{filename: w.file, src: src, i: c.start, line: c.line, lineStart: c.start, tokens: w.tokens[:0]}
+	for s.i < c.end {
+		p := preLine{start: s.i, line: s.line}
+		s.tokens = s.tokens[:0]
+		s.scanLine()
+		if toks := s.tokens; len(toks) > 1 {
+			toks[len(toks)-1] = lexer.EOFToken(toks[len(toks)-1].Pos)
+			w.prebuild(&p, c, toks)
+			c.lines = append(c.lines, p)
+		}
+	}
+	w.tokens = s.tokens
+}
+
+// prebuild builds the op of a line (its tokens) that is an op's, with no
+// error, but for its names; other lines are left to the builder.
+func (w *builder) prebuild(p *preLine, c *chunk, toks []lexer.Token) {
+	for _, t := range toks {
+		if t.Type == tokBad {
+			return
+		}
+	}
+	w.alloc.reset()
+	ast, ok := parseLineFast(toks, &w.alloc)
+	if !ok || ast.Op == nil || ast.Op.For != nil {
+		return
+	}
+	o := ast.Op
+	op, ok := w.genericOp(o, true)
+	if !ok || len(w.errs) > 0 {
+		w.errs = w.errs[:0]
+		return
+	}
+	p.refs = int32(len(c.refs))
+	for _, x := range o.Generic.Operands {
+		if x.Name != nil {
+			c.refs = append(c.refs, (*x.Name)[1:])
+		}
+	}
+	if len(o.Results) > 0 {
+		op.Results = w.ir.valueSlice(len(o.Results))
+		for i, r := range o.Results {
+			op.Results = append(op.Results, w.result(op, r, w.types, i))
+		}
+	}
+	p.op, p.open, p.pos = op, o.Generic.Open, w.pos(o.Pos)
+}
+
+// commitChunk is the builder's part: c's lines in order, each committed
+// when a worker built it, else read as on one goroutine (with s).
+func (b *builder) commitChunk(c *chunk, s *scanner) {
+	for i := range c.lines {
+		p := &c.lines[i]
+		if p.op != nil && b.commit(p, c.refs[p.refs:]) {
+			continue
+		}
+		s.i, s.line, s.lineStart = p.start, p.line, p.start
+		b.readLine(s)
+	}
+}
+
+// commit adds the op a worker built for p to the program, if the line
+// would have built it without error: every operand's name resolves and
+// every result's is new. Otherwise it returns false having changed
+// nothing that reading the line changes otherwise (statementAt and opAt do
+// nothing the second time; the name entries it makes, readLine makes in the
+// same order).
+func (b *builder) commit(p *preLine, refs []string) bool {
+	b.statementAt(p.pos)
+	b.opAt(p.pos)
+	op := p.op
+	scope := b.top().scope
+	for i, x := range op.Operands {
+		if x == nil {
+			v, _ := scope.lookup(refs[0])
+			if v == nil {
+				return false
+			}
+			op.Operands[i] = v
+			refs = refs[1:]
+		}
+	}
+	var entryBuf [4]*nameEntry
+	entries := entryBuf[:0]
+	for _, r := range op.Results {
+		e := b.names.entry(r.Name)
+		for _, f := range entries {
+			if f == e {
+				return false // the name twice
+			}
+		}
+		if e.defined() {
+			return false
+		}
+		entries = append(entries, e)
+	}
+	for i, r := range op.Results {
+		entries[i].line, entries[i].col = max(r.Pos.Line, 1), r.Pos.Col
+	}
+	b.place(op, entries, nil, true, p.open)
+	return true
+}
