@@ -9,6 +9,7 @@
 //	hirrun rules
 //	hirrun run --backend cuda prog.hir  (one process per GPU)
 //	hirrun topo --nproc 2
+//	hirrun version --backend cuda
 //
 // Exit codes: 0 success, 1 the program is wrong or failed (parse, check or
 // run), 2 the command line is (unknown command or flag, missing file or
@@ -57,6 +58,7 @@ func init() {
 	commands = beforeHelp(commands, topoCommand)
 	commands = beforeHelp(commands, codegenCommand)
 	commands = beforeHelp(commands, benchCommand)
+	commands = beforeHelp(commands, versionCommand)
 }
 
 // beforeHelp inserts extra into list ahead of the help command, which
