@@ -40,17 +40,39 @@ type Options struct {
 	Graph bool
 }
 
-// TraceEvent is one op of one Run on one rank, for a timeline: Start is the
-// wall clock in µs since the Unix epoch (ranks in other processes of one
-// machine share it), Dur how long the op took, the wait for its stream
-// included.
+// TraceEvent is one op of one Run on one rank, for a timeline. Times are
+// integer nanoseconds on the job's clock: the wall clock at NewJob (since
+// the Unix epoch) plus the monotonic time since, so one process's events
+// are exact and ordered, and ranks in other processes of one machine share
+// the scale. Dur is how long the op took on the host, the wait for its
+// stream included (Trace serialises ops, as Stats does), so one rank's
+// slices never overlap: one ends (Start+Dur) before the next starts.
 type TraceEvent struct {
-	Op    string  `json:"op"`
-	Pos   string  `json:"pos"`
-	Start float64 `json:"start_us"`
-	Dur   float64 `json:"dur_us"`
+	Op    string `json:"op"`
+	Pos   string `json:"pos"`
+	Start int64  `json:"start_ns"`
+	Dur   int64  `json:"dur_ns"`
 	// Iter is the loop index of the innermost enclosing `for`, or -1.
 	Iter int64 `json:"iter"`
+	// Stream is the stream the op's work went to (TraceDefaultStream,
+	// TraceCommStream for async collectives and transfers, or
+	// TraceFirstStream plus the op id of the `stream` op that made it);
+	// StreamName says which, for a timeline's track.
+	Stream     int    `json:"stream"`
+	StreamName string `json:"stream_name"`
+	// OpID numbers the op in the program (the same on every rank) and
+	// Occurrence counts its executions in this Run from 0: a collective's
+	// (OpID, Occurrence) is one call, the same on every rank.
+	OpID       int   `json:"op_id"`
+	Occurrence int64 `json:"occurrence"`
+	// Collective marks ops every rank joins: collectives and barrier.
+	Collective bool `json:"collective,omitempty"`
+	// Async marks async collectives and transfers, whose work goes on
+	// after the op. Done is when the run saw it complete: the end of the
+	// `wait` for its result (timed with the wait's stream synchronised),
+	// or the end of the Run for one no `wait` saw.
+	Async bool  `json:"async,omitempty"`
+	Done  int64 `json:"done_ns,omitempty"`
 }
 
 // Job is a program bound to a runtime: one rank state per hosted rank.
@@ -70,6 +92,10 @@ type Job struct {
 	// hostMem, where the runtime's memory is the host's, budgets the host
 	// copies of input shards and outputs.
 	hostMem runtime.HostMemory
+	// epoch is NewJob's time, the origin of TraceEvent times (epochNs on
+	// the wall clock).
+	epoch   time.Time
+	epochNs int64
 }
 
 // Result holds what one Run produced on every hosted rank.
@@ -126,6 +152,8 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		}
 	}
 	j := &Job{prog: prog, rt: rt, opts: opts, plan: newPlan(prog, rt.WorldSize(), opts.Trace)}
+	j.epoch = time.Now()
+	j.epochNs = j.epoch.UnixNano()
 	j.hostMem, _ = rt.(runtime.HostMemory)
 	for _, in := range prog.Inputs {
 		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric {

@@ -27,9 +27,10 @@ type rank struct {
 	comm    runtime.Stream   // where async collectives run
 	xfer    *transferState   // one-sided transfers (transfer.go), made at the first register
 
-	stats   Stats
-	opStats []OpStat     // by op id (Count 0: never timed)
-	trace   []TraceEvent // this Run's ops, with Options.Trace
+	stats      Stats
+	opStats    []OpStat     // by op id (Count 0: never timed)
+	trace      []TraceEvent // this Run's ops, with Options.Trace
+	traceState traceState   // Options.Trace's bookkeeping (trace.go)
 
 	frame frame            // the Run's bindings, reused by the next Run
 	args  []runtime.Tensor // compute's kernel arguments, reused
@@ -97,7 +98,7 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 	f.setCurrent(r.dev.DefaultStream())
 	f.iter = -1
 	f.used, f.events = f.used[:0], f.events[:0]
-	r.trace = r.trace[:0]
+	r.resetTrace()
 	if r.xfer != nil {
 		// Live registrations are this Run's: a Run that failed between
 		// register and deregister must not leave one for the next.
@@ -125,6 +126,7 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 			err = serr
 		}
 	}
+	r.endTrace()
 	r.releaseFrame(f)
 	if err != nil {
 		return nil, r.runError(nil, err)
@@ -296,6 +298,7 @@ func (r *rank) block(f *frame, ops []*opPlan) error {
 	for _, p := range ops {
 		op := p.op
 		var start time.Time
+		cur := f.current
 		if timed {
 			start = time.Now()
 		}
@@ -316,8 +319,7 @@ func (r *rank) block(f *frame, ops []*opPlan) error {
 			r.recordOp(p, time.Since(start))
 		}
 		if opts.Trace && op.Code != ir.OpFor {
-			r.trace = append(r.trace, TraceEvent{Op: p.code, Pos: p.pos, Iter: f.iter,
-				Start: float64(start.UnixNano()) / 1e3, Dur: float64(time.Since(start).Nanoseconds()) / 1e3})
+			r.traceOp(f, p, cur, start, time.Now())
 		}
 	}
 	return nil

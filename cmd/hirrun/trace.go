@@ -1,55 +1,46 @@
 package main
 
 import (
-	"encoding/json"
+	"bytes"
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/internal/timeline"
 )
 
-// chromeEvent is one record of the Chrome trace event format, which
-// chrome://tracing and ui.perfetto.dev read: "X" slices with a start and a
-// duration in µs, and "M" metadata naming each process row.
-type chromeEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	Args map[string]any `json:"args,omitempty"`
-}
+// A --trace file is the Chrome trace event format (chrome://tracing and
+// ui.perfetto.dev read it; docs/TRACE.md shows one):
+//
+//   - one process (pid) per rank, named "rank N", and in it one thread
+//     (tid) per stream the rank's ops went to: the default stream, each
+//     stream a `stream` op made, the communication stream of async
+//     collectives and transfers; each named by thread_name metadata;
+//   - an "X" slice per op, from the op's start to its end on the host, the
+//     wait for its stream included (--trace serialises ops as --stats does),
+//     so one track's slices are disjoint;
+//   - a collective's slices on every rank chained by flows ("s" to "f"),
+//     from the rank that started it first to the one that started it last,
+//     keyed by the op and its occurrence in the run (the k-th execution of
+//     the op, the same on every rank);
+//   - an async slice ("b" to "e") per async collective and transfer, from
+//     its post to the end of the `wait` that saw it complete.
+//
+// Times are integer ns from the evaluator, written as µs with three
+// decimals relative to the job's first op, so nothing is rounded.
 
-// writeTrace writes every rank's traced ops to path as a timeline, one row
-// (process) per rank; nothing when path is empty.
+// writeTrace writes every rank's traced ops to path as a timeline; nothing
+// when path is empty.
 func (c *cli) writeTrace(path string, reports []rankReport) int {
 	if path == "" {
 		return exitOK
 	}
-	events := []chromeEvent{}
-	var origin float64 // the earliest start: timelines read better from 0
-	for _, rep := range reports {
-		for _, ev := range rep.Stats.Trace {
-			if origin == 0 || ev.Start < origin {
-				origin = ev.Start
-			}
-		}
-	}
-	for _, rep := range reports {
-		events = append(events, chromeEvent{Name: "process_name", Ph: "M", Pid: rep.Rank,
-			Args: map[string]any{"name": fmt.Sprintf("rank %d", rep.Rank)}})
-		for _, ev := range rep.Stats.Trace {
-			args := map[string]any{"pos": ev.Pos}
-			if ev.Iter >= 0 {
-				args["iter"] = ev.Iter
-			}
-			events = append(events, chromeEvent{Name: ev.Op, Cat: "op", Ph: "X", Ts: ev.Start - origin, Dur: ev.Dur,
-				Pid: rep.Rank, Args: args})
-		}
-	}
-	raw, err := json.Marshal(map[string]any{"traceEvents": events, "displayTimeUnit": "ns"})
+	var b bytes.Buffer
+	err := timeline.Write(&b, buildTimeline(reports))
 	if err == nil {
-		err = os.WriteFile(path, raw, 0o644)
+		err = os.WriteFile(path, b.Bytes(), 0o644)
 	}
 	if err != nil {
 		c.errorf("run: --trace %s: %v", path, err)
@@ -57,3 +48,112 @@ func (c *cli) writeTrace(path string, reports []rankReport) int {
 	}
 	return exitOK
 }
+
+// commSortIndex puts the communication stream's track below the others.
+const commSortIndex = 1 << 20
+
+// buildTimeline turns the ranks' trace events into trace format events.
+func buildTimeline(reports []rankReport) *timeline.File {
+	origin, found := int64(0), false // the earliest start: timelines read better from 0
+	for _, rep := range reports {
+		for _, ev := range rep.Stats.Trace {
+			if !found || ev.Start < origin {
+				origin, found = ev.Start, true
+			}
+		}
+	}
+	at := func(ns int64) timeline.Micros { return timeline.Micros(ns - origin) }
+
+	// One call of a collective: (op, occurrence), and its slice on a rank.
+	type call struct {
+		op  int
+		occ int64
+	}
+	type part struct {
+		rank, tid  int
+		start, mid int64
+		name       string
+	}
+	calls := map[call][]part{}
+	var order []call
+
+	var events []timeline.Event
+	meta := func(name string, pid, tid int, args map[string]any) {
+		events = append(events, timeline.Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: args})
+	}
+	for _, rep := range reports {
+		pid := rep.Rank
+		meta("process_name", pid, 0, map[string]any{"name": fmt.Sprintf("rank %d", rep.Rank)})
+		meta("process_sort_index", pid, 0, map[string]any{"sort_index": rep.Rank})
+		var streams []evaluator.TraceEvent // one event per stream, for its name
+		for _, ev := range rep.Stats.Trace {
+			if !slices.ContainsFunc(streams, func(s evaluator.TraceEvent) bool { return s.Stream == ev.Stream }) {
+				streams = append(streams, ev)
+			}
+		}
+		slices.SortFunc(streams, func(a, b evaluator.TraceEvent) int { return cmp.Compare(a.Stream, b.Stream) })
+		for _, s := range streams {
+			idx := s.Stream
+			if idx == evaluator.TraceCommStream {
+				idx = commSortIndex
+			}
+			meta("thread_name", pid, tid(s.Stream), map[string]any{"name": s.StreamName})
+			meta("thread_sort_index", pid, tid(s.Stream), map[string]any{"sort_index": idx})
+		}
+		for i, ev := range rep.Stats.Trace {
+			args := map[string]any{"pos": ev.Pos, "op_id": ev.OpID, "occurrence": ev.Occurrence}
+			if ev.Iter >= 0 {
+				args["iter"] = ev.Iter
+			}
+			cat := "op"
+			if ev.Collective {
+				cat = "collective"
+			}
+			events = append(events, timeline.Event{Name: ev.Op, Cat: cat, Ph: "X", Ts: at(ev.Start), Dur: timeline.Micros(ev.Dur),
+				Pid: pid, Tid: tid(ev.Stream), Args: args})
+			if ev.Collective {
+				k := call{ev.OpID, ev.Occurrence}
+				if _, seen := calls[k]; !seen {
+					order = append(order, k)
+				}
+				calls[k] = append(calls[k], part{rank: pid, tid: tid(ev.Stream), start: ev.Start, mid: ev.Start + ev.Dur/2, name: ev.Op})
+			}
+			if ev.Async {
+				end := ev.Done
+				if end < ev.Start+ev.Dur {
+					end = ev.Start + ev.Dur // not seen complete: the post alone
+				}
+				id := fmt.Sprintf("rank%d.%d", pid, i)
+				events = append(events,
+					timeline.Event{Name: ev.Op, Cat: "async", Ph: "b", Ts: at(ev.Start), Pid: pid, Tid: tid(ev.Stream), ID: id,
+						Args: map[string]any{"pos": ev.Pos, "op_id": ev.OpID, "occurrence": ev.Occurrence}},
+					timeline.Event{Name: ev.Op, Cat: "async", Ph: "e", Ts: at(end), Pid: pid, Tid: tid(ev.Stream), ID: id})
+			}
+		}
+	}
+	// Chain each collective call's slices, earliest start first, so every
+	// arrow points forward in time; flows bind to the slice enclosing their
+	// ts (bp "e"), the slice's middle.
+	flow := 0
+	for _, k := range order {
+		ps := calls[k]
+		slices.SortStableFunc(ps, func(a, b part) int { return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.rank, b.rank)) })
+		for i := 0; i+1 < len(ps); i++ {
+			from, to := ps[i], ps[i+1]
+			if from.rank == to.rank {
+				continue // one rank reached the call twice: not a cross-rank link
+			}
+			flow++
+			id := fmt.Sprintf("flow%d", flow)
+			args := map[string]any{"op_id": k.op, "occurrence": k.occ}
+			events = append(events,
+				timeline.Event{Name: from.name, Cat: "collective", Ph: "s", Ts: at(from.mid), Pid: from.rank, Tid: from.tid, ID: id, Bp: "e", Args: args},
+				timeline.Event{Name: to.name, Cat: "collective", Ph: "f", Ts: at(to.mid), Pid: to.rank, Tid: to.tid, ID: id, Bp: "e", Args: args})
+		}
+	}
+	return &timeline.File{TraceEvents: events, DisplayTimeUnit: "ns"}
+}
+
+// tid is a stream's thread id: the evaluator's stream number plus one
+// (some viewers take thread 0 for the process itself).
+func tid(stream int) int { return stream + 1 }
