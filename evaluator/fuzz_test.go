@@ -2,6 +2,7 @@ package evaluator_test
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -94,19 +95,55 @@ func checkThenRun(t *testing.T, src []byte) {
 		tt := in.Tensor()
 		inputs[in.Name] = host.Random(tt.DType, tt.Shape(), uint64(i+1))
 	}
+	var want *evaluator.Result
 	for run := 1; run <= 2; run++ {
-		done := make(chan error, 1)
-		go func() { _, err := job.Run(inputs); done <- err }()
-		select {
-		case err := <-done:
-			if err != nil && isResourceError(err) {
-				return
+		res, ok := runChecked(t, job, inputs, src, fmt.Sprintf("run %d", run))
+		if !ok {
+			return
+		}
+		want = res
+	}
+	// What check --graph accepts runs in graph mode too (warm-up, capture,
+	// replay), with the eager run's outputs, bit for bit.
+	if ir.CheckCapturable(prog) != nil {
+		return
+	}
+	graph, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: true})
+	require.NoError(t, err, "NewJob in graph mode of a program check --graph accepts\n%s", src)
+	defer graph.Close()
+	for run := 1; run <= 3; run++ {
+		got, ok := runChecked(t, graph, inputs, src, fmt.Sprintf("graph-mode run %d", run))
+		if !ok {
+			return
+		}
+		for i := range want.Ranks {
+			for name, w := range want.Ranks[i].Outputs {
+				require.Equal(t, w.Data, got.Ranks[i].Outputs[name].Data, "graph-mode run %d, rank %d, output %s differs from eager\n%s", run, i, name, src)
 			}
-			require.NoError(t, err, "run %d of a checked program failed\n%s", run, src)
-		case <-time.After(fuzzHang):
-			require.FailNow(t, "a checked program hangs", "run %d: no end after %v\n%s", run, fuzzHang, src)
 		}
 	}
+}
+
+// runChecked runs job once under the contract: success (ok), a resource
+// error (not ok: the case ends), or a test failure.
+func runChecked(t *testing.T, job *evaluator.Job, inputs map[string]*host.Array, src []byte, what string) (*evaluator.Result, bool) {
+	type outcome struct {
+		res *evaluator.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() { res, err := job.Run(inputs); done <- outcome{res, err} }()
+	select {
+	case o := <-done:
+		if o.err != nil && isResourceError(o.err) {
+			return nil, false
+		}
+		require.NoError(t, o.err, "%s of a checked program failed\n%s", what, src)
+		return o.res, true
+	case <-time.After(fuzzHang):
+		require.FailNow(t, "a checked program hangs", "%s: no end after %v\n%s", what, fuzzHang, src)
+	}
+	return nil, false
 }
 
 // isResourceError reports the errors the contract allows a checked
