@@ -31,26 +31,66 @@ func (op *Op) String() string {
 	return strings.TrimSuffix(pr.b.String(), "\n")
 }
 
+// A Line is one line of a program's canonical text, as PrintLines gives
+// it: what a formatter needs to put other text (comments) between the
+// lines Print writes.
+type Line struct {
+	Kind  LineKind
+	Depth int    // the regions around it; Print indents each by two spaces
+	Text  string // the line without its indentation and newline; "" for LineBlank
+	// Op is the op of a LineOp, or the op whose body a LineClose ends;
+	// Value is the input of a LineInput.
+	Op    *Op
+	Value *Value
+}
+
+// LineKind says what a Line holds.
+type LineKind uint8
+
+const (
+	LineMesh   LineKind = iota // mesh N
+	LineBlank                  // the empty line after the mesh
+	LineInput                  // input %x : type
+	LineOp                     // an op; a header that opens a body ends with {
+	LineClose                  // the } that ends an op's body
+	LineOutput                 // output %a, %b
+)
+
+// PrintLines calls f with each line of p's canonical text, in order:
+// Print writes each line's Text, indented two spaces per Depth, and a
+// newline.
+func PrintLines(p *Program, f func(Line)) {
+	pr := &printer{emit: f}
+	pr.program(p)
+}
+
 type printer struct {
 	b      strings.Builder
 	indent int
+	emit   func(Line) // PrintLines': each line goes here rather than to b
 }
 
-func (pr *printer) line(format string, args ...any) {
-	pr.b.WriteString(strings.Repeat("  ", pr.indent))
-	fmt.Fprintf(&pr.b, format, args...)
+func (pr *printer) line(kind LineKind, op *Op, v *Value, text string) {
+	if pr.emit != nil {
+		pr.emit(Line{Kind: kind, Depth: pr.indent, Text: text, Op: op, Value: v})
+		return
+	}
+	for range pr.indent {
+		pr.b.WriteString("  ")
+	}
+	pr.b.WriteString(text)
 	pr.b.WriteByte('\n')
 }
 
 func (pr *printer) program(p *Program) {
 	if p.Mesh.IsLinear() {
-		pr.line("mesh %d", p.Mesh.Size())
+		pr.line(LineMesh, nil, nil, "mesh "+strconv.Itoa(p.Mesh.Size()))
 	} else {
-		pr.line("mesh %s", formatInts(intsToInt64(p.Mesh.Devices)))
+		pr.line(LineMesh, nil, nil, "mesh "+formatInts(intsToInt64(p.Mesh.Devices)))
 	}
-	pr.b.WriteByte('\n')
+	pr.line(LineBlank, nil, nil, "")
 	for _, in := range p.Inputs {
-		pr.line("input %s : %s", in, typeString(in.Type))
+		pr.line(LineInput, nil, in, "input "+in.String()+" : "+typeString(in.Type))
 	}
 	if p.Body != nil {
 		for _, op := range p.Body.Ops {
@@ -58,7 +98,7 @@ func (pr *printer) program(p *Program) {
 		}
 	}
 	if len(p.Outputs) > 0 {
-		pr.line("output %s", joinValues(p.Outputs))
+		pr.line(LineOutput, nil, nil, "output "+joinValues(p.Outputs))
 	}
 }
 
@@ -98,16 +138,17 @@ func (pr *printer) op(op *Op) {
 		}
 	}
 	if op.Body == nil {
-		pr.line("%s", b.String())
+		pr.line(LineOp, op, nil, b.String())
 		return
 	}
-	pr.line("%s {", b.String())
+	b.WriteString(" {")
+	pr.line(LineOp, op, nil, b.String())
 	pr.indent++
 	for _, inner := range op.Body.Ops {
 		pr.op(inner)
 	}
 	pr.indent--
-	pr.line("}")
+	pr.line(LineClose, op, nil, "}")
 }
 
 // FormatAttrValue spells an attribute value as the text format does.

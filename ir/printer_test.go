@@ -82,3 +82,33 @@ func TestPrintOpDetails(t *testing.T) {
 	s.Results = []*Value{{Name: "s", Def: s, Type: &StreamType{}}}
 	assert.Equal(t, "%s = stream : stream", s.String())
 }
+
+// TestPrintLines: the lines PrintLines gives, indented and joined, are
+// what Print writes, and each says what it holds.
+func TestPrintLines(t *testing.T) {
+	x := &Value{Name: "x", Type: Tensor(F32, 4)}
+	loop := &Op{Code: OpFor, Body: &Block{Args: []*Value{{Name: "i"}}}}
+	loop.SetAttr("from", AttrValue{Kind: KindInt, Int: 0})
+	loop.SetAttr("to", AttrValue{Kind: KindInt, Int: 2})
+	inner := &Op{Code: OpRelu, Operands: []*Value{x}}
+	inner.Results = []*Value{{Name: "r", Def: inner}}
+	loop.Body.Ops = []*Op{inner}
+	barrier := &Op{Code: OpBarrier}
+	p := &Program{Mesh: LinearMesh(2), Inputs: []*Value{x}, Body: &Block{Ops: []*Op{loop, barrier}}, Outputs: []*Value{x}}
+
+	var b strings.Builder
+	var kinds []LineKind
+	var ops []*Op
+	PrintLines(p, func(l Line) {
+		b.WriteString(strings.Repeat("  ", l.Depth) + l.Text + "\n")
+		kinds = append(kinds, l.Kind)
+		ops = append(ops, l.Op)
+		if l.Kind == LineInput {
+			assert.Same(t, x, l.Value)
+		}
+	})
+	assert.Equal(t, p.String(), b.String())
+	assert.Equal(t, "mesh 2\n\ninput %x : f32[4]\nfor %i = 0 to 2 {\n  %r = relu %x\n}\nbarrier\noutput %x\n", b.String())
+	assert.Equal(t, []LineKind{LineMesh, LineBlank, LineInput, LineOp, LineOp, LineClose, LineOp, LineOutput}, kinds)
+	assert.Equal(t, []*Op{nil, nil, nil, loop, inner, loop, barrier, nil}, ops)
+}
