@@ -163,6 +163,7 @@ type builder struct {
 	types      []ir.Type                  // an op's result types, reused from op to op
 	dimBuf     []ir.Dim                   // a type's dims, reused from type to type
 	typeCache  map[typeKey]*ir.TensorType // tensorType's
+	ends       map[*ir.Op]ir.Pos          // with ParseComments: where each region's } is
 
 	meshPos    ir.Pos
 	meshBad    bool
@@ -709,6 +710,9 @@ func (b *builder) close(c *closeAST) {
 	if b.atTopLevel() {
 		b.errs.Add(b.pos(c.Pos), "unexpected }: no region is open")
 		return
+	}
+	if fr := b.top(); b.ends != nil && fr.op != nil {
+		b.ends[fr.op] = b.pos(c.Pos)
 	}
 	b.pop()
 }

@@ -96,6 +96,9 @@ type scanner struct {
 	i               int
 	line, lineStart int
 	tokens          []lexer.Token
+	// comments, when not nil, gets every comment (scanComments); the
+	// tokens of a line are then the line's alone.
+	comments *[]Comment
 }
 
 func (s *scanner) emit(typ lexer.TokenType, start int, value string) {
@@ -123,8 +126,12 @@ func (s *scanner) scanLine() bool {
 			s.line, s.lineStart = s.line+1, i
 			return true
 		case c == '/' && i+1 < len(src) && src[i+1] == '/':
+			start := i
 			for i < len(src) && src[i] != '\n' {
 				i++
+			}
+			if s.comments != nil {
+				s.comment(start, i)
 			}
 		case c == '%':
 			j := i + 1

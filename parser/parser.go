@@ -12,6 +12,10 @@
 // on one (chunks.go). Every error is reported as
 // `file:line:col: message`, as many at once as can be found without
 // repeating one mistake as many errors.
+//
+// Comments are no part of the program: ParseSource with ParseComments gives
+// them apart, with where each region's } is, for package format (`hirrun
+// fmt`) to print them back (comments.go); Parse never looks for them.
 package parser
 
 import (
