@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
+	"github.com/hirlab/hir/format"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/passes"
 )
@@ -56,14 +58,16 @@ type fmtOptions struct{ write, list bool }
 
 var fmtCommand = &command{
 	name:    "fmt",
-	args:    "[-w] [-l] prog.hir...",
-	summary: "print programs in canonical form",
+	args:    "[-w] [-l] prog.hir... | -",
+	summary: "print programs in canonical form, comments kept",
 	help: `Prints each program in the canonical text form (the form ir.Print writes
-and the parser reads back to the same program). With -l, lists the files
-whose text differs from it instead; with -w, rewrites them.
-
-The canonical form keeps no comments, so -w refuses to rewrite a file that
-has some: print the canonical form and merge it by hand.`,
+and the parser reads back to the same program), with the file's comments
+and blank lines kept: a comment above a statement stays above it, one at
+the end of a line stays there (those of consecutive lines aligned), one at
+the end of a body stays before its }, and a run of blank lines becomes one.
+With -l, lists the files whose text differs from it instead; with -w,
+rewrites them. "-" reads a program from standard input and writes it
+formatted to standard output.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &fmtOptions{}
 		fs.BoolVar(&o.write, "w", false, "write the canonical form back to the file")
@@ -76,6 +80,12 @@ has some: print the canonical form and merge it by hand.`,
 			c.errorf("fmt: no program given (usage: %s)", usageLine("fmt"))
 			return exitUsage
 		}
+		for _, path := range args {
+			if path == "-" && o.write {
+				c.errorf("fmt: cannot use -w with standard input")
+				return exitUsage
+			}
+		}
 		worst := exitOK
 		for _, path := range args {
 			worst = max(worst, c.format(path, o))
@@ -84,37 +94,53 @@ has some: print the canonical form and merge it by hand.`,
 	},
 }
 
+// fmtStdin is what `hirrun fmt -` reads (tests replace it).
+var fmtStdin io.Reader = os.Stdin
+
+// stdinName names standard input in fmt's messages and -l, as gofmt does.
+const stdinName = "<standard input>"
+
 func (c *cli) format(path string, o *fmtOptions) int {
-	src, code := c.readSource(path)
-	if code != exitOK {
-		return code
+	name := path
+	var src []byte
+	if path == "-" {
+		name = stdinName
+		var err error
+		if src, err = io.ReadAll(fmtStdin); err != nil {
+			c.errorf("fmt: reading standard input: %v", err)
+			return exitUsage
+		}
+	} else {
+		var code int
+		if src, code = c.readSource(path); code != exitOK {
+			return code
+		}
 	}
-	prog, code := c.parse(path)
-	if code != exitOK {
-		return code
+	formatted, err := format.Source(name, src)
+	if err != nil {
+		if path == "-" {
+			fmt.Fprintln(c.stderr, err) // every message has a position, <standard input>:3:1
+		} else {
+			c.report(err)
+		}
+		return exitFail
 	}
-	canonical := []byte(prog.String())
-	changed := !bytes.Equal(src, canonical)
+	changed := !bytes.Equal(src, formatted)
 	if o.list && changed {
-		fmt.Fprintln(c.stdout, path)
+		fmt.Fprintln(c.stdout, name)
 	}
 	if !o.write {
 		if !o.list {
-			c.stdout.Write(canonical)
+			c.stdout.Write(formatted)
 		}
 		return exitOK
 	}
 	if !changed {
 		return exitOK
 	}
-	// The text format has no string literals, so // always starts a comment.
-	if bytes.Contains(src, []byte("//")) {
-		c.errorf("fmt: %s has comments, which the canonical form does not keep; not rewriting it (see 'hirrun fmt %s')", path, path)
-		return exitFail
-	}
 	st, err := os.Stat(path)
 	if err == nil {
-		err = os.WriteFile(path, canonical, st.Mode().Perm())
+		err = os.WriteFile(path, formatted, st.Mode().Perm())
 	}
 	if err != nil {
 		c.errorf("fmt: %v", err)
