@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -215,13 +217,44 @@ func TestErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "parser.ParseComments")
 }
 
+// sprinkle adds comments and blank lines to src as recipe says, two
+// bytes a change: what (a comment line, indented or not, a trailing
+// comment, a blank line, an odd comment) and before which line. Comments
+// and blank lines mean nothing to the parser, so the text parses if src
+// does, to the same program.
+func sprinkle(src, recipe []byte) []byte {
+	lines := strings.Split(string(src), "\n")
+	for k := 0; k+1 < len(recipe); k += 2 {
+		what, at := recipe[k], int(recipe[k+1])%len(lines)
+		c := "// c" + strconv.Itoa(k/2)
+		switch what % 5 {
+		case 0:
+			lines = slices.Insert(lines, at, strings.Repeat(" ", int(what/5%4))+c)
+		case 1:
+			lines[at] += " " + c
+		case 2:
+			lines = slices.Insert(lines, at, "")
+		case 3:
+			lines[at] += "\t//\t" + c + "//x \r"
+		case 4:
+			lines = slices.Insert(lines, at, "\t"+c, "   ", c)
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
+}
+
 // FuzzFormat: formatting any text the parser accepts gives text that parses
 // to the same program, with every comment where it was, and that formatting
 // again leaves alone; text the parser rejects is rejected with its errors.
-// Nothing panics.
+// Nothing panics. Each input is tried as it is and with comments and blank
+// lines sprinkled over it (recipe), so that mutations of the repository's
+// programs that still parse are commented every which way.
 func FuzzFormat(f *testing.F) {
+	recipes := [][]byte{nil, {0, 3, 1, 3, 2, 5, 3, 7, 4, 1, 5, 0, 1, 255}, {4, 0, 4, 200, 1, 9, 1, 10, 1, 11}}
+	k := 0
 	for _, src := range shippedFiles(f) {
-		f.Add(src)
+		f.Add(src, recipes[k%len(recipes)])
+		k++
 	}
 	for _, s := range []string{
 		"// a\nmesh 2 // b\n// c\n\n\n// d\n",
@@ -229,17 +262,19 @@ func FuzzFormat(f *testing.F) {
 		"mesh 2\ninput %x : f32[4]\n%a, %b = fusion %x { //\n  %c = relu %x //x\n  yield %c, %c\n\n  //\n}\noutput %a\n//",
 		"mesh 2\r\n// \r\n\r\n%a = barrier\r\n",
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(s), recipes[1])
 	}
-	f.Fuzz(func(t *testing.T, src []byte) {
-		_, perr := parser.Parse("f.hir", src)
-		if perr != nil {
-			_, err := Source("f.hir", src)
-			if err == nil || err.Error() != perr.Error() {
-				t.Fatalf("Source gives %v where Parse gives %v", err, perr)
+	f.Fuzz(func(t *testing.T, src, recipe []byte) {
+		for _, text := range [][]byte{src, sprinkle(src, recipe)} {
+			_, perr := parser.Parse("f.hir", text)
+			if perr != nil {
+				_, err := Source("f.hir", text)
+				if err == nil || err.Error() != perr.Error() {
+					t.Fatalf("Source gives %v where Parse gives %v", err, perr)
+				}
+				continue
 			}
-			return
+			checkFormat(t, "f.hir", text)
 		}
-		checkFormat(t, "f.hir", src)
 	})
 }

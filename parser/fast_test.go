@@ -33,7 +33,7 @@ func differentialSeeds(t testing.TB) [][]byte {
 	for _, pattern := range []string{
 		"testdata/*.hir", "testdata/errors/*.hir",
 		"../testdata/*.hir", "../testdata/contract/*.hir", "../examples/*.hir", "../examples/*/*.hir",
-		"../passes/testdata/*/*.hir",
+		"../passes/testdata/*/*.hir", "../format/testdata/*.hir",
 	} {
 		files, err := filepath.Glob(pattern)
 		if err != nil {
