@@ -4,12 +4,14 @@ package host
 // is a Python dict literal {'descr': '<f4', 'fortran_order': False,
 // 'shape': (2, 3), } padded with spaces to a multiple of 64 bytes and ended
 // by a newline, then the raw elements. Versions 1.0 (16-bit header length)
-// and 2.0/3.0 (32-bit) are read; 1.0 is written. Only little-endian,
-// C-ordered arrays of the dtypes hir has are supported. NumPy has no
-// bfloat16: a bf16 array is written as <f4 (exact), and a program input
-// declared bf16 may be given as <f4, which Convert rounds to nearest even.
+// and 2.0/3.0 (32-bit) are read; 1.0 is written. Only little-endian
+// arrays of the dtypes hir has are supported; Fortran-ordered ones are
+// read into row-major order (fortran.go). NumPy has no bfloat16: a bf16
+// array is written as <f4 (exact), and 16-bit raw data (<u2, <i2, or the
+// <V2 that ml_dtypes' bfloat16 saves as) is read as bf16 bits (npydescr.go).
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -30,11 +32,6 @@ const maxHeaderLen = 1 << 20
 
 // maxNPYBytes bounds the data size a header may claim (1 TiB).
 const maxNPYBytes = 1 << 40
-
-var npyDescrs = map[string]ir.DType{
-	"<f4": ir.F32, "<f8": ir.F64, "<f2": ir.F16,
-	"<i4": ir.I32, "<i8": ir.I64, "|b1": ir.Bool,
-}
 
 // npyDescr is the descr written for each dtype.
 func npyDescr(dt ir.DType) string {
@@ -58,12 +55,26 @@ func npyDescr(dt ir.DType) string {
 // ReadNPY reads one array from r, consuming exactly its bytes (several
 // arrays saved back to back can be read in turn).
 func ReadNPY(r io.Reader) (*Array, error) {
+	s, err := ReadStoredNPY(r)
+	return s.Array, err
+}
+
+// ReadStoredNPY is ReadNPY that also says how the header spelled the dtype.
+func ReadStoredNPY(r io.Reader) (Stored, error) {
+	a, descr, err := readNPY(r)
+	if err != nil {
+		return Stored{}, err
+	}
+	return Stored{Array: a, Descr: descr}, nil
+}
+
+func readNPY(r io.Reader) (*Array, string, error) {
 	var pre [8]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
-		return nil, fmt.Errorf("not an NPY file: %v", shortRead(err))
+		return nil, "", fmt.Errorf("not an NPY file: %v", shortRead(err))
 	}
 	if string(pre[:6]) != npyMagic {
-		return nil, errors.New("not an NPY file (it does not start with \\x93NUMPY)")
+		return nil, "", errors.New("not an NPY file (it does not start with \\x93NUMPY)")
 	}
 	major, minor := pre[6], pre[7]
 	var headerLen uint32
@@ -71,33 +82,34 @@ func ReadNPY(r io.Reader) (*Array, error) {
 	case 1:
 		var b [2]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, fmt.Errorf("NPY header: %v", shortRead(err))
+			return nil, "", fmt.Errorf("NPY header: %v", shortRead(err))
 		}
 		headerLen = uint32(binary.LittleEndian.Uint16(b[:]))
 	case 2, 3:
 		var b [4]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, fmt.Errorf("NPY header: %v", shortRead(err))
+			return nil, "", fmt.Errorf("NPY header: %v", shortRead(err))
 		}
 		headerLen = binary.LittleEndian.Uint32(b[:])
 	default:
-		return nil, fmt.Errorf("NPY format version %d.%d is not supported (1.0, 2.0 and 3.0 are)", major, minor)
+		return nil, "", fmt.Errorf("NPY format version %d.%d is not supported (1.0, 2.0 and 3.0 are)", major, minor)
 	}
 	if headerLen > maxHeaderLen {
-		return nil, fmt.Errorf("NPY header length %d is implausibly large (the file is corrupt?)", headerLen)
+		return nil, "", fmt.Errorf("NPY header length %d is implausibly large (the file is corrupt?)", headerLen)
 	}
 	header := make([]byte, headerLen)
 	if _, err := io.ReadFull(r, header); err != nil {
-		return nil, fmt.Errorf("NPY header: %v", shortRead(err))
+		return nil, "", fmt.Errorf("NPY header: %v", shortRead(err))
 	}
-	dt, shape, err := parseNPYHeader(string(header))
+	h, err := parseNPYHeader(string(header))
 	if err != nil {
-		return nil, fmt.Errorf("NPY header %s: %v", strings.TrimSpace(string(header)), err)
+		return nil, "", fmt.Errorf("NPY header %s: %v", strings.TrimSpace(string(header)), err)
 	}
+	dt, shape := h.dtype, h.shape
 	n := int64(dt.Size())
 	for _, e := range shape {
 		if e != 0 && n > maxNPYBytes/e {
-			return nil, fmt.Errorf("NPY shape %v is too large", shape)
+			return nil, "", fmt.Errorf("NPY shape %v is too large", shape)
 		}
 		n *= e
 	}
@@ -107,12 +119,15 @@ func ReadNPY(r io.Reader) (*Array, error) {
 	buf.Grow(int(min(n, 64<<20)))
 	got, err := io.Copy(&buf, io.LimitReader(r, n))
 	if err != nil {
-		return nil, fmt.Errorf("NPY data: %v", err)
+		return nil, "", fmt.Errorf("NPY data: %v", err)
 	}
 	if got != n {
-		return nil, fmt.Errorf("NPY data is truncated: %v of %s needs %d bytes, the file has %d", shape, npyDescr(dt), n, got)
+		return nil, "", fmt.Errorf("NPY data is truncated: %v of %s needs %d bytes, the file has %d", shape, h.descr, n, got)
 	}
 	a := &Array{DType: dt, Shape: shape, Data: buf.Bytes()}
+	if h.fortran {
+		a = fromFortranOrder(a)
+	}
 	if dt == ir.Bool {
 		for i, b := range a.Data {
 			if b > 1 {
@@ -120,7 +135,7 @@ func ReadNPY(r io.Reader) (*Array, error) {
 			}
 		}
 	}
-	return a, nil
+	return a, h.descr, nil
 }
 
 func shortRead(err error) error {
@@ -130,8 +145,16 @@ func shortRead(err error) error {
 	return err
 }
 
+// npyHeader is what an NPY header says.
+type npyHeader struct {
+	descr   string
+	dtype   ir.DType
+	shape   []int64
+	fortran bool // column-major data; false where the orders agree
+}
+
 // parseNPYHeader reads the header dict.
-func parseNPYHeader(h string) (ir.DType, []int64, error) {
+func parseNPYHeader(h string) (npyHeader, error) {
 	p := &pyParser{s: h}
 	v, err := p.value()
 	if err == nil {
@@ -141,41 +164,38 @@ func parseNPYHeader(h string) (ir.DType, []int64, error) {
 		}
 	}
 	if err != nil {
-		return 0, nil, err
+		return npyHeader{}, err
 	}
 	dict, ok := v.(map[string]any)
 	if !ok {
-		return 0, nil, errors.New("the header is not a dict")
+		return npyHeader{}, errors.New("the header is not a dict")
 	}
 	descrV, ok := dict["descr"]
 	if !ok {
-		return 0, nil, errors.New("no 'descr' key")
+		return npyHeader{}, errors.New("no 'descr' key")
 	}
 	descr, ok := descrV.(string)
 	if !ok {
-		return 0, nil, errors.New("structured dtypes are not supported")
+		return npyHeader{}, errors.New("structured dtypes are not supported")
 	}
-	dt, ok := npyDescrs[descr]
-	if !ok {
-		if strings.HasPrefix(descr, ">") {
-			return 0, nil, fmt.Errorf("big-endian data (%s) is not supported: save it little-endian", descr)
-		}
-		return 0, nil, fmt.Errorf("dtype %s is not supported (supported: <f4 <f8 <f2 <i4 <i8 |b1)", descr)
+	dt, err := descrDType(descr)
+	if err != nil {
+		return npyHeader{}, err
 	}
 	shapeV, ok := dict["shape"]
 	if !ok {
-		return 0, nil, errors.New("no 'shape' key")
+		return npyHeader{}, errors.New("no 'shape' key")
 	}
 	tuple, ok := shapeV.([]any)
 	if !ok {
-		return 0, nil, errors.New("'shape' is not a tuple")
+		return npyHeader{}, errors.New("'shape' is not a tuple")
 	}
 	shape := make([]int64, len(tuple))
 	nonUnit := 0
 	for i, e := range tuple {
 		n, ok := e.(int64)
 		if !ok || n < 0 {
-			return 0, nil, fmt.Errorf("'shape' holds %v, which is not an extent", e)
+			return npyHeader{}, fmt.Errorf("'shape' holds %v, which is not an extent", e)
 		}
 		shape[i] = n
 		if n > 1 {
@@ -184,17 +204,14 @@ func parseNPYHeader(h string) (ir.DType, []int64, error) {
 	}
 	fortranV, ok := dict["fortran_order"]
 	if !ok {
-		return 0, nil, errors.New("no 'fortran_order' key")
+		return npyHeader{}, errors.New("no 'fortran_order' key")
 	}
 	fortran, ok := fortranV.(bool)
 	if !ok {
-		return 0, nil, errors.New("'fortran_order' is not True or False")
+		return npyHeader{}, errors.New("'fortran_order' is not True or False")
 	}
 	// With at most one axis longer than 1 both orders lay elements out alike.
-	if fortran && nonUnit > 1 {
-		return 0, nil, errors.New("Fortran-ordered arrays are not supported: save a C-ordered array (numpy.ascontiguousarray)")
-	}
-	return dt, shape, nil
+	return npyHeader{descr: descr, dtype: dt, shape: shape, fortran: fortran && nonUnit > 1}, nil
 }
 
 // pyParser reads the subset of Python literals NPY headers use: dicts,
@@ -393,16 +410,23 @@ func (a *Array) WriteNPY(w io.Writer) error {
 
 // ReadNPYFile reads the NPY file at path; errors name the file.
 func ReadNPYFile(path string) (*Array, error) {
+	s, err := ReadStoredNPYFile(path)
+	return s.Array, err
+}
+
+// ReadStoredNPYFile is ReadNPYFile that also says how the header spelled
+// the dtype.
+func ReadStoredNPYFile(path string) (Stored, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return Stored{}, err
 	}
 	defer f.Close()
-	a, err := ReadNPY(f)
+	s, err := ReadStoredNPY(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return Stored{}, fmt.Errorf("%s: %v", path, err)
 	}
-	return a, nil
+	return s, nil
 }
 
 // WriteNPYFile writes a to path as an NPY file.

@@ -123,11 +123,40 @@ func TestReadNPYSequential(t *testing.T) {
 }
 
 func TestReadNPYFortranOrder(t *testing.T) {
-	_, err := ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 2), }", make([]byte, 32))))
-	assert.ErrorContains(t, err, "Fortran-ordered arrays are not supported", "2-D Fortran order")
-	// With one axis longer than 1 the layouts agree, so it is read.
+	// [[1, 2, 3], [4, 5, 6]] stored column by column: 1 4 2 5 3 6.
+	var col []byte
+	for _, v := range []float64{1, 4, 2, 5, 3, 6} {
+		col = binary.LittleEndian.AppendUint64(col, math.Float64bits(v))
+	}
+	a, err := ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }", col)))
+	require.NoError(t, err)
+	want := New(ir.F64, []int64{2, 3})
+	for i := range int64(6) {
+		want.Set(i, float64(i+1))
+	}
+	assert.Empty(t, cmp.Diff(want, a), "2x3 Fortran order read")
+
+	// Three axes, one of extent 1: element [i, 0, k] of a 2x1x3 array is
+	// at i + 2k in the column-major data.
+	var col3 []byte
+	for _, v := range []int32{10, 20, 11, 21, 12, 22} {
+		col3 = binary.LittleEndian.AppendUint32(col3, uint32(v))
+	}
+	a, err = ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 1, 3), }", col3)))
+	require.NoError(t, err)
+	var got []int64
+	for i := range a.Len() {
+		got = append(got, a.AtInt(i))
+	}
+	assert.Equal(t, []int64{10, 11, 12, 20, 21, 22}, got, "2x1x3 Fortran order read")
+
+	// With one axis longer than 1 the layouts agree; an empty array has
+	// nothing to move.
 	_, err = ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (1, 4), }", make([]byte, 32))))
 	assert.NoError(t, err, "1x4 Fortran order")
+	a, err = ReadNPY(bytes.NewReader(npyBytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (3, 0), }", nil)))
+	require.NoError(t, err, "3x0 Fortran order")
+	assert.Equal(t, []int64{3, 0}, a.Shape)
 }
 
 func TestReadNPYBoolNormalises(t *testing.T) {
@@ -150,7 +179,7 @@ func TestReadNPYErrors(t *testing.T) {
 		{"version", badVersion, "NPY format version 4.0 is not supported"},
 		{"short header", []byte("\x93NUMPY\x01\x00\x40\x00{'descr'"), "NPY header: the file ends too early"},
 		{"big endian", header("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8), "big-endian data (>f4) is not supported"},
-		{"dtype", header("{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", 4), "dtype <u2 is not supported (supported: <f4 <f8 <f2 <i4 <i8 |b1)"},
+		{"dtype", header("{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }", 8), "dtype <u4 is not supported (supported: <f4 <f8 <f2 <i4 <i8 |b1, and <u2 <i2 <V2 as bf16 bits)"},
 		{"structured", header("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8), "structured dtypes are not supported"},
 		{"no shape", header("{'descr': '<f4', 'fortran_order': False}", 8), "no 'shape' key"},
 		{"negative", header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", 8), "'shape' holds -1"},
