@@ -38,6 +38,13 @@ type Options struct {
 	// program with an op a graph cannot hold (ir.CaptureBlockers), a runtime
 	// that cannot capture, and Stats or Trace (they time ops one by one).
 	Graph bool
+	// KeepInputs lets a Run leave out inputs an earlier successful Run
+	// gave: each keeps, on the device, the value last uploaded, so weights
+	// that do not change are uploaded once (as a CUDA graph's static
+	// inputs are). An input the program may write in place (a copy or
+	// collective into it, a recv or transfer into it, a registration that
+	// lets peers write it) cannot be kept and must be given every Run.
+	KeepInputs bool
 }
 
 // TraceEvent is one op of one Run on one rank, for a timeline. Times are
@@ -96,6 +103,11 @@ type Job struct {
 	// the wall clock).
 	epoch   time.Time
 	epochNs int64
+	// writers: by input index, an op that may write the input in place
+	// (KeepInputs cannot keep it); given: which inputs a successful Run
+	// has uploaded, so a later Run may leave them out.
+	writers []*ir.Op
+	given   []bool
 }
 
 // Result holds what one Run produced on every hosted rank.
@@ -155,14 +167,19 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 	j.epoch = time.Now()
 	j.epochNs = j.epoch.UnixNano()
 	j.hostMem, _ = rt.(runtime.HostMemory)
+	j.writers, j.given = inputWriters(prog), make([]bool, len(prog.Inputs))
 	for _, in := range prog.Inputs {
 		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric {
 			j.symmetricInputs = true
 		}
 	}
+	oneStream := true
 	prog.Walk(func(op *ir.Op) {
 		if op.Code == ir.OpStream {
 			j.multiStream = true
+		}
+		if op.Code == ir.OpStream || op.Async() || op.Code.Info().Class == ir.ClassOneSided {
+			oneStream = false
 		}
 	})
 	for _, r := range rt.Ranks() {
@@ -172,6 +189,7 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		}
 		r := newRank(j, dev)
 		r.pool.deterministic = opts.Graph
+		r.pool.streamOrdered = oneStream
 		j.ranks = append(j.ranks, r)
 	}
 	return j, nil
@@ -214,6 +232,11 @@ func (j *Job) Run(inputs map[string]*host.Array) (*Result, error) {
 	if err := joinRankErrors(j.ranks, errs); err != nil {
 		return nil, err
 	}
+	for i, in := range j.prog.Inputs {
+		if _, ok := inputs[in.Name]; ok {
+			j.given[i] = true
+		}
+	}
 	return res, nil
 }
 
@@ -246,11 +269,13 @@ func joinRankErrors(ranks []*rank, errs []error) error {
 
 func (j *Job) checkInputs(inputs map[string]*host.Array) error {
 	var missing []string
-	for _, in := range j.prog.Inputs {
+	for i, in := range j.prog.Inputs {
 		t := in.Tensor()
 		a, ok := inputs[in.Name]
 		if !ok {
-			missing = append(missing, fmt.Sprintf("%s : %s", in, t))
+			if !j.opts.KeepInputs || !j.given[i] || j.writers[i] != nil {
+				missing = append(missing, j.keptInputError(i))
+			}
 			continue
 		}
 		if a.DType != t.DType || !slices.Equal(a.Shape, t.Shape()) {

@@ -26,6 +26,12 @@ type pool struct {
 	// must take exactly the buffers the warm-up left, and may neither
 	// allocate nor query an event it recorded).
 	deterministic bool
+	// streamOrdered: the rank works on one stream only (no streams of the
+	// program's own, no async collectives, no transfers), so a buffer
+	// freed on a stream is only ever taken again on that stream, where
+	// stream order alone puts the reuse after the last use: a free then
+	// records no event (a driver call saved per free on a GPU).
+	streamOrdered bool
 }
 
 // poolKey is a size and a memory type in one word (a map of uint64 keys
@@ -34,8 +40,9 @@ type poolKey uint64
 
 func keyOf(bytes int64, mem ir.MemoryType) poolKey { return poolKey(uint64(bytes)<<8 | uint64(mem)) }
 
-// pooled is a parked buffer; ev, when set, completes once on, the stream
-// that freed it, is done with it.
+// pooled is a parked buffer freed on stream on (nil: by a caller that
+// synchronised); ev, when set, completes once on is done with it (without
+// ev, only on itself may take the buffer before the next synchronisation).
 type pooled struct {
 	buf runtime.Buffer
 	ev  runtime.Event
@@ -48,6 +55,9 @@ type pooled struct {
 
 // done reports whether every stream that used e's buffer has passed it.
 func (e *pooled) done() bool {
+	if e.on != nil && e.ev == nil {
+		return false // no event to ask
+	}
 	if e.ev != nil && !e.ev.Query() {
 		return false
 	}
@@ -96,7 +106,7 @@ func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Bu
 // allocations are collective and must stay matched. -1: allocate anew.
 func (p *pool) reusable(list []pooled, mem ir.MemoryType, s runtime.Stream) int {
 	for i := len(list) - 1; i >= 0; i-- {
-		if e := &list[i]; e.ev == nil || (e.on == s && len(e.others) == 0) {
+		if e := &list[i]; e.on == nil || (e.on == s && len(e.others) == 0) {
 			return i
 		}
 	}
@@ -147,7 +157,7 @@ func (p *pool) put(buf runtime.Buffer, s runtime.Stream, others ...runtime.Strea
 		}
 		e.others = append(e.others, ev)
 	}
-	if s != nil {
+	if s != nil && !(p.streamOrdered && len(others) == 0) {
 		ev, err := p.takeEvent()
 		if err != nil {
 			return err

@@ -184,6 +184,10 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	for i, in := range r.job.prog.Inputs {
 		t := in.Tensor()
 		a := inputs[in.Name]
+		if a == nil { // kept (Options.KeepInputs): on the device since an earlier Run
+			f.vals[r.job.plan.inputs[i]] = slot{live: true, t: r.inputs[i]}
+			continue
+		}
 		if axis := t.ShardAxis(); axis >= 0 {
 			// the shard is a host copy, held until the upload is done
 			release, err := r.reserveHost(r.job.plan.inputWhat[i], int64(len(a.Data))/int64(mesh))

@@ -175,6 +175,9 @@ type OpInfo struct {
 	// HostWait says why the op waits on the host, not on a stream (on
 	// GPUs): such an op cannot be captured in a graph (CaptureBlockers).
 	HostWait string
+	// PeersWrite: the op exposes its first operand's storage to the peers,
+	// who may write it (register, for transfers with dir=write).
+	PeersWrite bool
 }
 
 // AlgoAccess is one algorithm of a collective and what it touches through
@@ -318,7 +321,7 @@ var opInfos = [numOpcodes]OpInfo{
 	OpSend: {Name: "send", Class: ClassP2P, MinOperands: 1, MaxOperands: 1, Attrs: []AttrSpec{peerAttr}},
 	OpRecv: {Name: "recv", Class: ClassP2P, MinOperands: 0, MaxOperands: 1, Results: 1, Aliases: AliasDest, Attrs: []AttrSpec{peerAttr}},
 
-	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst,
+	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst, PeersWrite: true,
 		HostWait: "register waits on the host for the tensor's producers, then for the peers"},
 	OpTransfer: {Name: "transfer", Class: ClassOneSided, MinOperands: 2, MaxOperands: 2, Results: 1, Aliases: AliasDest,
 		Attrs: []AttrSpec{{Key: "dir", Kind: KindWord, Required: true, Words: DirWords}, peerAttr}},

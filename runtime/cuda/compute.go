@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"unsafe"
@@ -46,9 +47,10 @@ type computeKernel struct {
 	impl            string
 	note            string // why matmul did not use cuBLAS
 
-	gen  *codegen.Kernel // generated kernels (ImplGenerated, ImplTiled)
-	fn   *Function
-	from string // where the image came from: memory, disk or nvrtc
+	gen    *codegen.Kernel // generated kernels (ImplGenerated, ImplTiled)
+	params *kernelParams   // gen's parameter block, reused by every launch
+	fn     *Function
+	from   string // where the image came from: memory, disk or nvrtc
 
 	blas *blasHandle // ImplCUBLAS
 	mm   struct {
@@ -126,7 +128,11 @@ func (d *Device) finishGenerated(k *computeKernel, gen *codegen.Kernel, impl str
 	if err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.opts.Rank, k.code, k.pos, err)
 	}
-	k.gen, k.fn, k.from, k.name, k.impl = gen, lk.fn, lk.from, gen.Name, impl
+	params, err := newKernelParams(gen, d.info.Multiprocessors)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.opts.Rank, k.code, k.pos, err)
+	}
+	k.gen, k.params, k.fn, k.from, k.name, k.impl = gen, params, lk.fn, lk.from, gen.Name, impl
 	return k, nil
 }
 
@@ -198,7 +204,13 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 		return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): %d arguments, want %d inputs and %d outputs",
 			d.opts.Rank, k.name, k.code, k.pos, len(args), nIn, len(k.outputs))
 	}
-	la := make([]launchArg, len(args))
+	// Up to eight arguments live on the stack: a launch allocates nothing.
+	var store [8]launchArg
+	la := store[:0]
+	if len(args) > len(store) {
+		la = make([]launchArg, 0, len(args))
+	}
+	la = la[:len(args)]
 	for i, t := range args {
 		want := k.inputs
 		j := i
@@ -219,6 +231,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 		lo, hi := byteSpan(t, ptr)
 		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: t.NumElements() > 0 && !t.IsContiguous()}
 	}
+	staged := false
 	for o := nIn; o < len(la); o++ {
 		for i := 0; i < nIn; i++ {
 			if la[o].lo < la[i].hi && la[i].lo < la[o].hi {
@@ -226,49 +239,69 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			}
 		}
 	}
-	err = d.withCtx(func() error {
-		var temps []uint64
-		run := func() error {
-			for i := range la {
-				a := &la[i]
-				if !a.stage {
-					continue
-				}
-				if err := d.drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(&a.addr)), uintptr(a.t.Bytes()), s.h); err != nil {
-					return d.tooLarge("kernel staging buffer", a.t.Bytes(), err)
-				}
-				temps = append(temps, a.addr)
-				if i < nIn {
-					if err := d.stridedCopy(a.addr, runtime.ContiguousStrides(a.t.Shape), a.ptr, a.t.EffectiveStrides(), a.t, s); err != nil {
-						return err
-					}
-				}
-			}
-			if err := d.launchCompute(k, la, s); err != nil {
-				return err
-			}
-			for _, a := range la[nIn:] {
-				if a.stage {
-					if err := d.stridedCopy(a.ptr, a.t.EffectiveStrides(), a.addr, runtime.ContiguousStrides(a.t.Shape), a.t, s); err != nil {
-						return err
-					}
-				}
-			}
-			if d.tune.CheckLaunches { // Tuning: a fault names the op that caused it
-				return d.drv.StreamSynchronize.Call1(s.h)
-			}
-			return nil
+	for i := range la {
+		staged = staged || la[i].stage
+	}
+	// The context is made current inline, not through withCtx: a closure
+	// over la would move it to the heap.
+	goruntime.LockOSThread()
+	err = d.drv.setCurrent(d.ctx)
+	if err == nil {
+		if staged {
+			err = d.launchStaged(k, la, nIn, s)
+		} else {
+			err = d.launchCompute(k, la, s)
 		}
-		err := run()
-		for _, tmp := range temps {
-			err = errors.Join(err, d.drv.MemFreeAsync.Call2(uintptr(tmp), s.h))
+		if err == nil && d.tune.CheckLaunches { // Tuning: a fault names the op that caused it
+			err = d.drv.StreamSynchronize.Call1(s.h)
 		}
-		return err
-	})
+	}
+	goruntime.UnlockOSThread()
 	if err != nil {
 		return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): %w", d.opts.Rank, k.name, k.code, k.pos, err)
 	}
 	return nil
+}
+
+// launchStaged runs k with its strided arguments, and outputs that overlap
+// an input, copied through stream-ordered temporaries (under the context).
+func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *stream) error {
+	var temps []uint64
+	run := func() error {
+		for i := range la {
+			a := &la[i]
+			if !a.stage {
+				continue
+			}
+			addr := new(uint64) // not &a.addr: the call's pointer would move la to the heap
+			if err := d.drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(addr)), uintptr(a.t.Bytes()), s.h); err != nil {
+				return d.tooLarge("kernel staging buffer", a.t.Bytes(), err)
+			}
+			a.addr = *addr
+			temps = append(temps, a.addr)
+			if i < nIn {
+				if err := d.stridedCopy(a.addr, runtime.ContiguousStrides(a.t.Shape), a.ptr, a.t.EffectiveStrides(), a.t, s); err != nil {
+					return err
+				}
+			}
+		}
+		if err := d.launchCompute(k, la, s); err != nil {
+			return err
+		}
+		for _, a := range la[nIn:] {
+			if a.stage {
+				if err := d.stridedCopy(a.ptr, a.t.EffectiveStrides(), a.addr, runtime.ContiguousStrides(a.t.Shape), a.t, s); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	err := run()
+	for _, tmp := range temps {
+		err = errors.Join(err, d.drv.MemFreeAsync.Call2(uintptr(tmp), s.h))
+	}
+	return err
 }
 
 // launchCompute enqueues the kernel itself (under withCtx).
@@ -284,25 +317,15 @@ func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *stream) erro
 		}
 		return k.blas.gemm(s, k.inputs[0].DType, la[0].addr, la[1].addr, out.addr, mm.batch, mm.m, mm.k, mm.n, mm.bBatched)
 	}
-	words := make([]uint64, len(la))
-	for i, a := range la {
-		words[i] = a.addr
-	}
-	buf, offsets, err := k.gen.PackArgs(words)
-	if err != nil {
-		return err
-	}
-	grid, block := k.gen.Launch(d.info.Multiprocessors)
-	// kernelParams: one pointer per parameter, into buf. Both live on the
-	// Go heap (the conversion in the call escapes them) and stay put.
-	params := make([]unsafe.Pointer, len(offsets)+1)
-	for i, off := range offsets {
-		params[i] = unsafe.Pointer(&buf[off])
-	}
-	return d.drv.LaunchKernel.Call11(k.fn.h,
-		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
-		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
-		0, s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+	kp := k.params
+	kp.mu.Lock()
+	kp.fill(la)
+	err := d.drv.LaunchKernel.Call11(k.fn.h,
+		uintptr(kp.grid[0]), uintptr(kp.grid[1]), uintptr(kp.grid[2]),
+		uintptr(kp.block[0]), uintptr(kp.block[1]), uintptr(kp.block[2]),
+		0, s.h, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0)
+	kp.mu.Unlock()
+	return err
 }
 
 // byteSpan is the address range [lo, hi) a tensor at ptr touches.

@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	goruntime "runtime"
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -281,6 +283,32 @@ func BenchmarkLaunchOverhead(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(best.Nanoseconds())/1e3/burst, "us/launch_host-enqueue")
+	// The floor: cuLaunchKernel alone through the same binding, its
+	// parameter block filled once, the context current on a locked thread,
+	// timed as above. launch_host-enqueue minus this is hir's own share.
+	ck := k.(*computeKernel)
+	kp := ck.params
+	kp.fill([]launchArg{{addr: mustPtr(b, d, args[0])}, {addr: mustPtr(b, d, args[1])}})
+	best = time.Duration(1 << 62)
+	goruntime.LockOSThread()
+	if err := d.drv.setCurrent(d.ctx); err != nil {
+		b.Fatal(err)
+	}
+	for range 50 {
+		t0 := time.Now()
+		for range burst {
+			if err := d.drv.LaunchKernel.Call11(ck.fn.h, uintptr(kp.grid[0]), 1, 1, uintptr(kp.block[0]), 1, 1,
+				0, d.def.h, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		best = min(best, time.Since(t0))
+		if err := d.drv.StreamSynchronize.Call1(d.def.h); err != nil {
+			b.Fatal(err)
+		}
+	}
+	goruntime.UnlockOSThread()
+	b.ReportMetric(float64(best.Nanoseconds())/1e3/burst, "us/launch_driver-only")
 	gpu := timeEvents(b, d, func() error { return d.Launch(k, args, nil) })
 	b.ReportMetric(gpu*1e6, "us/launch_gpu-tiny-fusion")
 }
@@ -293,4 +321,12 @@ func TestTinyLoopOnCPU(t *testing.T) {
 	defer rt.Close()
 	us := evaluatorPerOp(t, rt)
 	t.Logf("CPU runtime: %.2f µs per tiny fusion", us)
+}
+
+func mustPtr(tb testing.TB, d *Device, t runtime.Tensor) uint64 {
+	ptr, err := d.spanOf(t, func() string { return "benchmark argument" })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ptr
 }

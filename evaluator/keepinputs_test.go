@@ -1,0 +1,87 @@
+package evaluator_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/parser"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim"
+)
+
+func keepJob(t *testing.T, src string, opts evaluator.Options) *evaluator.Job {
+	t.Helper()
+	prog, err := parser.Parse("keep.hir", []byte(src))
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	rt, err := sim.New(runtime.Config{WorldSize: prog.Mesh.Size()})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close() })
+	j, err := evaluator.NewJob(prog, rt, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+// TestKeepInputs: with KeepInputs a Run may leave out an input an earlier
+// Run gave, and computes with the value then uploaded (eager and in graph
+// mode, where the captured graph reads the same buffer); an input never
+// given, or one the program writes in place, is still required.
+func TestKeepInputs(t *testing.T) {
+	const src = `mesh 2
+input %x : f32[4/DIDx, 3]
+input %w : f32[3, 2]
+%y = matmul %x, %w
+%z = all_gather %y : f32[4, 2] symmetric
+output %z
+`
+	for _, graph := range []bool{false, true} {
+		j := keepJob(t, src, evaluator.Options{KeepInputs: true, Graph: graph})
+		w := host.Random(ir.F32, []int64{3, 2}, 7)
+		_, err := j.Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{4, 3}, 1)})
+		require.EqualError(t, err, "missing input: [%w : f32[3, 2] (no earlier Run gave it, so there is nothing to keep)]")
+		for run := range 5 {
+			x := host.Random(ir.F32, []int64{4, 3}, uint64(10+run))
+			in := map[string]*host.Array{"x": x}
+			if run == 0 {
+				in["w"] = w
+			}
+			got, err := j.Run(in)
+			require.NoError(t, err, "graph=%v run %d", graph, run)
+			want, err := keepJob(t, src, evaluator.Options{}).Run(map[string]*host.Array{"x": x, "w": w})
+			require.NoError(t, err)
+			require.Equal(t, want.Ranks[0].Outputs["z"].Data, got.Ranks[0].Outputs["z"].Data, "graph=%v run %d", graph, run)
+		}
+	}
+	j := keepJob(t, src, evaluator.Options{})
+	in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{4, 3}, 1), "w": host.Random(ir.F32, []int64{3, 2}, 2)}
+	_, err := j.Run(in)
+	require.NoError(t, err)
+	delete(in, "w")
+	_, err = j.Run(in)
+	require.EqualError(t, err, "missing input: [%w : f32[3, 2]]", "without KeepInputs every input is required")
+}
+
+func TestKeepInputsRefusesWrittenInputs(t *testing.T) {
+	const src = `mesh 1
+input %x : f32[4]
+input %b : f32[4]
+%v = reshape %b shape=[2, 2]
+%y = neg %x
+%u = reshape %y shape=[2, 2]
+%c = copy %u, %v
+output %c
+`
+	j := keepJob(t, src, evaluator.Options{KeepInputs: true})
+	in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{4}, 1), "b": host.Random(ir.F32, []int64{4}, 2)}
+	_, err := j.Run(in)
+	require.NoError(t, err)
+	delete(in, "b")
+	_, err = j.Run(in)
+	require.EqualError(t, err, "missing input: [%b : f32[4] (kept inputs must not change, but copy at keep.hir:7:6 may write it: pass it to every Run)]")
+}
