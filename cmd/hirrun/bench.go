@@ -25,12 +25,16 @@ type benchOptions struct {
 	noSave           bool
 	graph            bool // --graph: also time each figure replayed from a CUDA graph
 	timeout          time.Duration
+	format           string // --format: table, csv or json
+	plot             string // --plot: a chart of the figures, .svg or .png
+	from             string // --from: print and draw a saved --format json file instead of measuring
+	fs               *flag.FlagSet
 }
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--nproc N] [flags]",
-	summary: "time every collective algorithm and NCCL on the GPUs, and save auto's table",
+	args:    "[--nproc N] [--format F] [--plot FILE.svg] [flags] | --from FILE.json",
+	summary: "time every collective algorithm and NCCL on the GPUs, save auto's table; print or chart the figures",
 	help: `Starts one process per GPU (--nproc of them, default every GPU this machine
 shows) and times every algorithm of all_reduce, all_gather, reduce_scatter
 and all_to_all, NCCL included where it loads, at every power of two from
@@ -48,7 +52,18 @@ collectives, world size and dtype classes. With --graph, each figure's
 calls are also captured in one CUDA graph and replayed (docs/GRAPHS.md):
 a third metric per line (graph-ns/op), and the fastest in a graph per
 size next to NCCL in a graph. Needs GPUs; like run, it also works as one
-rank of a job torchrun or srun started.`,
+rank of a job torchrun or srun started.
+
+--format csv or json prints the figures as records instead (op, dtype,
+world, size_bytes, algo, iters, latency_us, algbw_GBps, busbw_GBps,
+graph_latency_us, graph_busbw_GBps, fastest, fastest_in_graph; json
+within an object that also names the device and the world size), for
+other tools, and notes go to stderr. --plot FILE.svg (or .png) also
+draws them: a row per collective, bus bandwidth and latency against the
+message size, a line per algorithm and NCCL (dashed: in a graph).
+--from FILE.json prints and draws what an earlier --format json saved,
+with no GPU: hirrun bench --from run.json --plot run.svg. Field names
+and the chart: docs/COLLECTIVES.md.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &benchOptions{}
 		fs.IntVar(&o.nproc, "nproc", 0, "the number of GPUs, one process each (0: every GPU of this machine)")
@@ -60,6 +75,10 @@ rank of a job torchrun or srun started.`,
 		fs.BoolVar(&o.noSave, "no-save", false, "print the figures only; leave the table as it is")
 		fs.BoolVar(&o.graph, "graph", false, "also time each figure's calls captured in one CUDA graph and replayed (graph-ns/op; docs/GRAPHS.md)")
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: "+runtime.DefaultTimeout.String()+")")
+		fs.StringVar(&o.format, "format", "table", "how to print the figures: table (benchstat lines and the fastest per size), csv or json")
+		fs.StringVar(&o.plot, "plot", "", "also draw the figures to this .svg or .png file")
+		fs.StringVar(&o.from, "from", "", "print (and with --plot draw) a file --format json saved, instead of measuring; needs no GPU")
+		o.fs = fs
 		return o
 	},
 	run: func(c *cli, opts any, args []string) int { return c.bench(opts.(*benchOptions), args) },
@@ -148,6 +167,9 @@ func (c *cli) bench(o *benchOptions, args []string) int {
 		c.errorf("bench: --nproc and --timeout must not be negative")
 		return exitUsage
 	}
+	if o.from != "" {
+		return c.benchFrom(o)
+	}
 	plan, err := parseBenchOptions(o)
 	if err != nil {
 		c.errorf("bench: %v", err)
@@ -158,21 +180,27 @@ func (c *cli) bench(o *benchOptions, args []string) int {
 		c.errorf("bench: %v", err)
 		return exitUsage
 	}
+	// Only rank 0 writes the chart: the others check its name alone.
+	out, err := checkBenchOutput(o, !launched || env.Rank == 0)
+	if err != nil {
+		c.errorf("bench: %v", err)
+		return exitUsage
+	}
 	if launched {
 		if o.nproc != 0 && o.nproc != env.WorldSize {
 			c.errorf("bench: --nproc %d, but %s started %d ranks (WORLD_SIZE)", o.nproc, env.Source, env.WorldSize)
 			return exitUsage
 		}
-		return c.benchRank(o, plan, env.WorldSize)
+		return c.benchRank(o, plan, out, env.WorldSize)
 	}
 	n, code, ok := c.gpuRanks("bench", o.nproc)
 	if !ok {
 		return code
 	}
 	if n == 1 {
-		return c.benchRank(o, plan, 1)
+		return c.benchRank(o, plan, out, 1)
 	}
-	rankArgs := []string{"bench", "--min-size", o.minSize, "--max-size", o.maxSize, "--dtypes", o.dtypes, "--ops", o.ops}
+	rankArgs := []string{"bench", "--min-size", o.minSize, "--max-size", o.maxSize, "--dtypes", o.dtypes, "--ops", o.ops, "--format", o.format}
 	if o.table != "" {
 		rankArgs = append(rankArgs, "--table", o.table)
 	}
@@ -185,11 +213,14 @@ func (c *cli) bench(o *benchOptions, args []string) int {
 	if o.timeout > 0 {
 		rankArgs = append(rankArgs, "--timeout", o.timeout.String())
 	}
+	if o.plot != "" {
+		rankArgs = append(rankArgs, "--plot", o.plot)
+	}
 	return c.launchRanks(n, rankArgs)
 }
 
-// benchRank measures with the other ranks; rank 0 prints and saves.
-func (c *cli) benchRank(o *benchOptions, plan *benchPlan, world int) int {
+// benchRank measures with the other ranks; rank 0 prints, draws and saves.
+func (c *cli) benchRank(o *benchOptions, plan *benchPlan, out *benchOutput, world int) int {
 	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: o.timeout})
 	if err != nil {
 		c.errorf("bench: %v", err)
@@ -218,9 +249,10 @@ func (c *cli) benchRank(o *benchOptions, plan *benchPlan, world int) int {
 	if rank != 0 {
 		return exitOK
 	}
-	c.printBench(device, world, figs)
+	rep := newBenchReport(device, world, o.graph, figs, time.Now().UTC().Format(time.RFC3339), buildVersion())
+	code := c.emitBench(out, rep, figs)
 	if o.noSave {
-		return exitOK
+		return code
 	}
 	path := o.table
 	if path == "" {
@@ -229,8 +261,8 @@ func (c *cli) benchRank(o *benchOptions, plan *benchPlan, world int) int {
 			return exitFail
 		}
 		if path == "" {
-			fmt.Fprintf(c.stdout, "\nauto table: not saved (%s turns it off)\n", cuda.AutoTableEnv)
-			return exitOK
+			out.note(c, "auto table: not saved (%s turns it off)", cuda.AutoTableEnv)
+			return code
 		}
 	}
 	saved, err := saveAutoTable(path, table)
@@ -238,8 +270,8 @@ func (c *cli) benchRank(o *benchOptions, plan *benchPlan, world int) int {
 		c.errorf("bench: saving the auto table: %v", err)
 		return exitFail
 	}
-	fmt.Fprintf(c.stdout, "\nauto table: %d entries (%d measured now) saved to %s\n", len(saved.Entries), len(table.Entries), path)
-	return exitOK
+	out.note(c, "auto table: %d entries (%d measured now) saved to %s", len(saved.Entries), len(table.Entries), path)
+	return code
 }
 
 // saveAutoTable merges the fresh table into the one at path (entries of

@@ -162,7 +162,7 @@ func Plots(c Chart) ([][]*plot.Plot, error) {
 		}
 		bw := newPanel(r.Title+": bus bandwidth", BandwidthLabel)
 		lat := newPanel(r.Title+": latency", LatencyLabel)
-		lat.Y.Tick.Marker = latencyTicks{}
+		bw.Y.Tick.Marker, lat.Y.Tick.Marker = bandwidthTicks{}, latencyTicks{}
 		for _, s := range r.Series {
 			sty := draw.LineStyle{Color: Color(colors[s.Key]), Width: vg.Points(1.5)}
 			if s.Dashed {

@@ -232,4 +232,19 @@ func TestLatencyTicks(t *testing.T) {
 	assert.Equal(t, []string{"5", "10", "20", "50", "100"}, labels(4, 150), "two decades: 1, 2, 5")
 	assert.Equal(t, []string{"0.2", "0.5", "1", "2"}, labels(0.15, 3), "below 1 µs, no float noise")
 	assert.Equal(t, []string{"1", "10", "100", "1000", "10000"}, labels(1, 20000), "more than three decades: powers of ten")
+	assert.Equal(t, []string{"3", "4", "5", "6", "7", "8", "9", "10"}, labels(3, 11.7), "under a decade: every whole one")
+}
+
+func TestBandwidthTicks(t *testing.T) {
+	labels := func(lo, hi float64) []string {
+		var out []string
+		for _, tk := range (bandwidthTicks{}).Ticks(lo, hi) {
+			out = append(out, tk.Label)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"0", "5", "10", "15", "20", "25"}, labels(0, 26))
+	assert.Equal(t, []string{"0", "100", "200", "300", "400"}, labels(0, 420))
+	assert.Equal(t, []string{"0.0", "0.5", "1.0", "1.5"}, labels(0, 1.6))
+	assert.Empty(t, labels(1, 1), "an empty range")
 }

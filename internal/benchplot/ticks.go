@@ -47,9 +47,9 @@ func SizeWord(n int64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// latencyTicks marks an axis of log10(µs): labels at 1, 2 and 5 of each
-// decade when the axis spans at most three, else at powers of ten only;
-// unlabelled marks at the other whole multiples.
+// latencyTicks marks an axis of log10(µs) at the whole multiples of each
+// decade and labels them: every one when the axis spans at most a decade,
+// 1, 2 and 5 up to three, powers of ten alone beyond.
 type latencyTicks struct{}
 
 func (latencyTicks) Ticks(logLo, logHi float64) []plot.Tick {
@@ -58,9 +58,12 @@ func (latencyTicks) Ticks(logLo, logHi float64) []plot.Tick {
 	}
 	lo, hi := math.Pow(10, logLo), math.Pow(10, logHi)
 	first, last := int(math.Floor(logLo)), int(math.Ceil(logHi))
-	labelled := map[int]bool{1: true, 2: true, 5: true}
-	if last-first > 3 {
-		labelled = map[int]bool{1: true}
+	labelled := func(m int) bool { return true }
+	switch span := logHi - logLo; {
+	case span > 3:
+		labelled = func(m int) bool { return m == 1 }
+	case span > 1:
+		labelled = func(m int) bool { return m == 1 || m == 2 || m == 5 }
 	}
 	var ticks []plot.Tick
 	for e := first; e <= last; e++ {
@@ -71,11 +74,37 @@ func (latencyTicks) Ticks(logLo, logHi float64) []plot.Tick {
 				continue
 			}
 			t := plot.Tick{Value: math.Log10(v)}
-			if labelled[m] {
+			if labelled(m) {
 				t.Label = strconv.FormatFloat(v, 'f', max(-e, 0), 64) // 0.2, not 0.20000000000000001
 			}
 			ticks = append(ticks, t)
 		}
+	}
+	return ticks
+}
+
+// bandwidthTicks labels a linear axis at a round step (1, 2 or 5 times a
+// power of ten) that gives 4 to 7 labels; gonum's own ticks can leave two
+// ("0.00", "25.00") on a small range.
+type bandwidthTicks struct{}
+
+func (bandwidthTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return nil
+	}
+	raw := (hi - lo) / 6
+	e := int(math.Floor(math.Log10(raw)))
+	step := math.Pow10(e)
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*math.Pow10(e) >= raw {
+			step = m * math.Pow10(e)
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for i := math.Ceil(lo / step); i*step <= hi; i++ {
+		v := i * step
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', max(-e, 0), 64)})
 	}
 	return ticks
 }
