@@ -200,23 +200,29 @@ func (c *cli) bench(o *benchOptions, args []string) int {
 	if n == 1 {
 		return c.benchRank(o, plan, out, 1)
 	}
-	rankArgs := []string{"bench", "--min-size", o.minSize, "--max-size", o.maxSize, "--dtypes", o.dtypes, "--ops", o.ops, "--format", o.format}
+	return c.launchRanks(n, benchRankArgs(o))
+}
+
+// benchRankArgs are the arguments of each rank hirrun starts: the
+// options, spelled out.
+func benchRankArgs(o *benchOptions) []string {
+	args := []string{"bench", "--min-size", o.minSize, "--max-size", o.maxSize, "--dtypes", o.dtypes, "--ops", o.ops, "--format", o.format}
 	if o.table != "" {
-		rankArgs = append(rankArgs, "--table", o.table)
+		args = append(args, "--table", o.table)
 	}
 	if o.noSave {
-		rankArgs = append(rankArgs, "--no-save")
+		args = append(args, "--no-save")
 	}
 	if o.graph {
-		rankArgs = append(rankArgs, "--graph")
+		args = append(args, "--graph")
 	}
 	if o.timeout > 0 {
-		rankArgs = append(rankArgs, "--timeout", o.timeout.String())
+		args = append(args, "--timeout", o.timeout.String())
 	}
 	if o.plot != "" {
-		rankArgs = append(rankArgs, "--plot", o.plot)
+		args = append(args, "--plot", o.plot)
 	}
-	return c.launchRanks(n, rankArgs)
+	return args
 }
 
 // benchRank measures with the other ranks; rank 0 prints, draws and saves.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,4 +111,19 @@ func TestBenchFromErrors(t *testing.T) {
 		expectCode(t, r, exitUsage)
 		assert.Empty(t, r.stdout, "%v", args)
 	}
+}
+
+// TestBenchRankArgs: the ranks hirrun starts get the same options back,
+// --format and --plot included (rank 0 prints and draws).
+func TestBenchRankArgs(t *testing.T) {
+	want := &benchOptions{minSize: "16KiB", maxSize: "1MiB", dtypes: "bf16,f32", ops: "all_reduce", table: "t.json", noSave: true, graph: true,
+		timeout: 90 * time.Second, format: "json", plot: "out/run.svg"}
+	args := benchRankArgs(want)
+	require.Equal(t, "bench", args[0])
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	got := benchCommand.flags(fs).(*benchOptions)
+	require.NoError(t, fs.Parse(args[1:]))
+	assert.Empty(t, fs.Args(), "positional arguments")
+	got.fs, want.fs = nil, nil
+	assert.Equal(t, want, got)
 }
