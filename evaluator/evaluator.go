@@ -34,9 +34,12 @@ type Options struct {
 	// Graph runs the program as one graph per rank (docs/GRAPHS.md): the
 	// first Run is eager (the warm-up), the second captures every device
 	// call of the rank into a graph and launches it, later Runs only upload
-	// the inputs, launch the graph and read the outputs. NewJob rejects a
-	// program with an op a graph cannot hold (ir.CaptureBlockers), a runtime
-	// that cannot capture, and Stats or Trace (they time ops one by one).
+	// the inputs, launch the graph and read the outputs. An op that waits
+	// on the host (ir.GraphSplits: register, deregister, barrier,
+	// sync_stream) splits the graph: it runs on the host between two
+	// graphs, at capture and at every replay. NewJob rejects a loop too
+	// long to unroll (ir.CaptureBlockers), a runtime that cannot capture,
+	// and Stats or Trace (they time ops one by one).
 	Graph bool
 	// KeepInputs lets a Run leave out inputs an earlier successful Run
 	// gave: each keeps, on the device, the value last uploaded, so weights
@@ -129,9 +132,12 @@ type Stats struct {
 	Ops                      []OpStat
 	// Trace holds the last Run's ops in order, when Options.Trace is set.
 	Trace []TraceEvent `json:",omitempty"`
-	// In graph mode: the nodes of the rank's graph (kernels, copies,
-	// collectives, event edges) and how many times it was launched.
+	// In graph mode: the nodes of the rank's graphs (kernels, copies,
+	// collectives, event edges), how many graphs the program is split into
+	// (one more than the ops run on the host between them) and how many
+	// times the program was replayed.
 	GraphNodes   int   `json:",omitempty"`
+	Graphs       int   `json:",omitempty"`
 	GraphReplays int64 `json:",omitempty"`
 }
 

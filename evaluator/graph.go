@@ -13,10 +13,32 @@ import (
 // Graph mode (Options.Graph, docs/GRAPHS.md). The first Run is eager: it
 // allocates, exchanges symmetric handles, compiles kernels. The second
 // interprets the program once more with the default stream capturing, so
-// every device call lands in one graph per rank (the program's streams
+// every device call lands in a graph per rank (the program's streams
 // joined as forks), then launches it. Later Runs upload the inputs into the
 // same input buffers, launch the graph and read the outputs: the host no
 // longer walks the program.
+//
+// An op that waits on the host (ir.GraphSplits) splits the capture: the
+// graph so far is ended and launched, its stream synchronised, the op run
+// on the host, and a new graph begun. A replay does the same with what the
+// capture left: each graph in turn, and between two graphs the op's host
+// part (a registration's meeting with the peers, a barrier).
+
+// graphStep is one graph of a rank's program and, when the program goes
+// on after it, the host part of the op that split it there.
+type graphStep struct {
+	g    runtime.Graph
+	op   *ir.Op       // the op that ended this graph (nil for the last)
+	host func() error // its part on the host at a replay (nil: none)
+}
+
+// capturing is a capture in progress: its stream and the streams forked
+// from it.
+type capturing struct {
+	c      runtime.Capturer
+	origin runtime.Stream
+	forks  []runtime.Stream
+}
 
 // checkGraphMode says why prog cannot run in graph mode on rt, or nil.
 func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
@@ -38,31 +60,59 @@ func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
 	return nil
 }
 
-// capture runs the body with the default stream capturing, launches the
-// graph it made and reads the outputs. Inputs are bound already (outside
-// the graph: later Runs upload new ones into the same buffers).
+// capture runs the body with the default stream capturing (split at each
+// op that waits on the host), launching each graph as it is made, and
+// reads the outputs. Inputs are bound already (outside the graphs: later
+// Runs upload new ones into the same buffers).
 func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
-	c := r.dev.(runtime.Capturer) // checked at NewJob
 	origin := f.current
-	if err := c.BeginCapture(origin); err != nil {
-		return nil, err
-	}
-	// The program's other streams (made by the warm-up) join the capture
+	// The program's other streams (made by the warm-up) join each capture
 	// first, so the work the program puts on them is captured too.
-	forks := r.otherStreams(origin)
-	err := r.forkJoin(f, forks, origin, true)
+	r.capturing = &capturing{c: r.dev.(runtime.Capturer), origin: origin, forks: r.otherStreams(origin)} // checked at NewJob
+	defer func() { r.capturing = nil }()
+	err := r.beginGraph(f)
 	if err == nil {
 		err = r.block(f, r.job.plan.body)
-	}
-	if err == nil {
-		err = r.forkJoin(f, forks, origin, false)
 	}
 	f.setCurrent(origin) // the outputs are read after the graph, on its stream
 	var ts []runtime.Tensor
 	if err == nil {
 		ts, err = r.outputTensors(f)
 	}
-	g, endErr := c.EndCapture(origin)
+	if err = r.endGraph(f, nil, err); err != nil {
+		// No partial program is left to replay: the next Run captures anew.
+		if cerr := r.closeGraph(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	r.graphOuts = ts
+	for _, st := range r.graph {
+		r.stats.GraphNodes += st.g.Nodes()
+	}
+	r.stats.Graphs = len(r.graph)
+	r.stats.GraphReplays++
+	return r.readTensors(f, r.graphOuts)
+}
+
+// beginGraph starts capturing on the origin and forks the other streams.
+func (r *rank) beginGraph(f *frame) error {
+	cs := r.capturing
+	if err := cs.c.BeginCapture(cs.origin); err != nil {
+		return err
+	}
+	return r.forkJoin(f, cs.forks, cs.origin, true)
+}
+
+// endGraph joins the forks, ends the capture and launches the graph (err:
+// the capture's work failed; the capture is still ended). at is the op
+// that splits the program here, nil at its end.
+func (r *rank) endGraph(f *frame, at *ir.Op, err error) error {
+	cs := r.capturing
+	if err == nil {
+		err = r.forkJoin(f, cs.forks, cs.origin, false)
+	}
+	g, endErr := cs.c.EndCapture(cs.origin)
 	if err == nil {
 		err = endErr
 	}
@@ -70,12 +120,86 @@ func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
 		if g != nil {
 			g.Close()
 		}
-		return nil, err
+		return err
 	}
-	r.graph, r.graphOuts = g, ts
-	r.stats.GraphNodes = g.Nodes()
-	return r.replay(f)
+	r.graph = append(r.graph, graphStep{g: g, op: at})
+	return g.Launch(cs.origin)
 }
+
+// splitGraph runs op p, which waits on the host, between two graphs: the
+// graph so far is ended, launched and waited for; the op runs as in an
+// eager Run; its host part is kept for the replays; a new graph begins.
+// Everything before the split is then done, so what is left of it (a
+// producer's event, an async result's) needs no wait.
+func (r *rank) splitGraph(f *frame, p *opPlan) error {
+	if err := r.endGraph(f, p.op, nil); err != nil {
+		return err
+	}
+	origin := r.capturing.origin
+	if err := origin.Synchronize(); err != nil {
+		return err
+	}
+	host, err := r.hostPart(f, p)
+	if err != nil {
+		return err
+	}
+	r.graph[len(r.graph)-1].host = host
+	for i := range f.vals {
+		if s := &f.vals[i]; s.live {
+			s.ready = nil
+			if s.done != nil {
+				s.done.Close()
+				s.done = settled
+			}
+		}
+	}
+	return r.beginGraph(f)
+}
+
+// hostPart runs an op that waits on the host (at a split, every stream
+// synchronised) and returns what a replay must do again on the host.
+func (r *rank) hostPart(f *frame, p *opPlan) (func() error, error) {
+	switch p.op.Code {
+	case ir.OpRegister:
+		if err := r.register(f, p); err != nil {
+			return nil, err
+		}
+		// The registration is cached from now on: a replay meets the
+		// peers with it, so none reads this rank's tensor before its
+		// producers (the graph before) are done.
+		return r.xfer.bound[p.res[0]].Quiesce, nil
+	case ir.OpDeregister:
+		reg, err := r.registration(p.args[0])
+		if err != nil {
+			return nil, err
+		}
+		if err := r.deregister(p); err != nil {
+			return nil, err
+		}
+		// The graph before holds this rank's transfers and has finished:
+		// meeting the peers says none of theirs touches the tensor now.
+		return reg.Quiesce, nil
+	case ir.OpBarrier:
+		origin := r.capturing.origin
+		if err := r.dev.Barrier(origin); err != nil {
+			return nil, err
+		}
+		return func() error { return r.dev.Barrier(origin) }, nil
+	case ir.OpSyncStream:
+		return nil, nil // the split synchronised every stream
+	}
+	return nil, fmt.Errorf("%s waits on the host, but graph mode cannot split at it", p.op.Code)
+}
+
+// settled stands for an async result whose work finished at a graph
+// split: wait has nothing to order.
+var settled runtime.Event = settledEvent{}
+
+type settledEvent struct{}
+
+func (settledEvent) Synchronize() error { return nil }
+func (settledEvent) Query() bool        { return true }
+func (settledEvent) Close() error       { return nil }
 
 // otherStreams are the rank's streams other than origin: the program's
 // and the one async collectives and transfers run on.
@@ -116,22 +240,37 @@ func (r *rank) forkJoin(f *frame, streams []runtime.Stream, origin runtime.Strea
 	return nil
 }
 
-// replay launches the graph on the current (default) stream and reads the
-// outputs it wrote.
+// replay launches the graphs in turn on the current (default) stream, with
+// the host parts of the ops between them, and reads the outputs the last
+// one wrote.
 func (r *rank) replay(f *frame) (map[string]*host.Array, error) {
-	if err := r.graph.Launch(f.current); err != nil {
-		return nil, err
+	for _, st := range r.graph {
+		if err := st.g.Launch(f.current); err != nil {
+			return nil, err
+		}
+		if st.op == nil {
+			continue
+		}
+		if err := f.current.Synchronize(); err != nil {
+			return nil, err
+		}
+		if st.host != nil {
+			if err := st.host(); err != nil {
+				return nil, r.runError(st.op, err)
+			}
+		}
 	}
 	r.stats.GraphReplays++
 	return r.readTensors(f, r.graphOuts)
 }
 
-// closeGraph releases the graph (before the buffers it uses).
+// closeGraph releases the graphs (before the buffers they use).
 func (r *rank) closeGraph() error {
-	g := r.graph
+	steps := r.graph
 	r.graph, r.graphOuts = nil, nil
-	if g == nil {
-		return nil
+	var errs []error
+	for _, st := range steps {
+		errs = append(errs, st.g.Close())
 	}
-	return g.Close()
+	return errors.Join(errs...)
 }

@@ -12,6 +12,9 @@ import (
 // op runs one op of the program on this rank.
 func (r *rank) op(f *frame, p *opPlan) error {
 	op := p.op
+	if r.capturing != nil && op.Code.Info().HostWait != "" {
+		return r.splitGraph(f, p) // graph mode: run it between two graphs
+	}
 	switch op.Code.Class() {
 	case ir.ClassPointwise, ir.ClassReduction, ir.ClassMatmul:
 		return r.compute(f, p)
@@ -467,8 +470,10 @@ func (r *rank) wait(f *frame, id int) error {
 	if s.done == nil {
 		return fmt.Errorf("%s is not the result of an async op, or was waited for already", r.job.plan.values[id])
 	}
-	if err := f.current.WaitEvent(s.done); err != nil {
-		return err
+	if s.done != settled { // settled: done before a graph split
+		if err := f.current.WaitEvent(s.done); err != nil {
+			return err
+		}
 	}
 	err := s.done.Close()
 	s.done = nil

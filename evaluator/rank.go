@@ -38,7 +38,8 @@ type rank struct {
 	outputsHeld []func() // budget of the last Run's outputs (releaseOutputs)
 
 	runs      int64            // Runs that succeeded
-	graph     runtime.Graph    // graph mode: the captured program (graph.go)
+	graph     []graphStep      // graph mode: the captured program, in steps (graph.go)
+	capturing *capturing       // graph mode: the capture in progress
 	graphOuts []runtime.Tensor // the outputs the graph writes, by output index
 }
 

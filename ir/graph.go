@@ -8,26 +8,35 @@ import "fmt"
 // ops capture time and the graph's memory grow out of proportion.
 const MaxGraphOps = 1 << 20
 
-// CaptureBlocker is an op that stops a graph capture, and why.
+// CaptureBlocker is an op that stops a graph capture, or splits it, and why.
 type CaptureBlocker struct {
 	Op  *Op
 	Why string
 }
 
-// CaptureBlockers lists, in program order, the ops of p that a graph
-// cannot hold (OpInfo.HostWait) and the loop, if any, that would unroll to
-// more than MaxGraphOps ops. Fusion bodies are not walked: a fusion is one
-// kernel.
+// CaptureBlockers lists the loop, if any, that would unroll to more than
+// MaxGraphOps ops in p's graph: graph mode refuses such a program. Fusion
+// bodies are not walked: a fusion is one kernel.
 func CaptureBlockers(p *Program) []CaptureBlocker {
+	if p == nil || p.Body == nil {
+		return nil
+	}
+	if n, loop := graphOps(p.Body, 1); n > MaxGraphOps && loop != nil {
+		return []CaptureBlocker{{Op: loop, Why: fmt.Sprintf(
+			"the loop unrolls to more than %d ops in the graph (loops are unrolled into it): run it eagerly, or make it shorter", MaxGraphOps)}}
+	}
+	return nil
+}
+
+// GraphSplits lists, in program order, the ops of p that wait on the host
+// (OpInfo.HostWait): a graph cannot hold them, so graph mode ends the
+// graph before each, runs it on the host, and starts a new graph after.
+func GraphSplits(p *Program) []CaptureBlocker {
 	if p == nil || p.Body == nil {
 		return nil
 	}
 	var out []CaptureBlocker
 	collectHostWaits(p.Body, &out)
-	if n, loop := graphOps(p.Body, 1); n > MaxGraphOps && loop != nil {
-		out = append(out, CaptureBlocker{Op: loop, Why: fmt.Sprintf(
-			"the loop unrolls to more than %d ops in the graph (loops are unrolled into it): run it eagerly, or make it shorter", MaxGraphOps)})
-	}
 	return out
 }
 

@@ -173,7 +173,8 @@ type OpInfo struct {
 	// (remote.go: Algorithms, LookupRule, SymmetricRules).
 	Algos []AlgoAccess
 	// HostWait says why the op waits on the host, not on a stream (on
-	// GPUs): such an op cannot be captured in a graph (CaptureBlockers).
+	// GPUs): a graph cannot hold such an op, so graph mode runs it on the
+	// host between two graphs (GraphSplits).
 	HostWait string
 	// PeersWrite: the op exposes its first operand's storage to the peers,
 	// who may write it (register, for transfers with dir=write).

@@ -21,12 +21,14 @@ var checkCommand = &command{
 	summary: "parse and check programs, printing every error",
 	help: `Parses each program and runs the passes that can reject one (typecheck,
 validate, symmetric, deadlock). Prints nothing when every program is
-correct. With --graph, also lists each op that stops a graph capture (run
---graph): its position and why.`,
+correct. With --graph, also checks the program for graph mode (run
+--graph): a loop too long to unroll into a graph is an error; each op that
+waits on the host (register, deregister, barrier, sync_stream) is noted
+with its position, since graph mode runs it on the host between two graphs.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &checkOptions{}
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
-		fs.BoolVar(&o.graph, "graph", false, "also check that the program can run as one graph (run --graph)")
+		fs.BoolVar(&o.graph, "graph", false, "also check the program for graph mode (run --graph), noting where ops on the host split the graph")
 		return o
 	},
 	run: func(c *cli, opts any, args []string) int {
@@ -41,7 +43,11 @@ correct. With --graph, also lists each op that stops a graph capture (run
 			if code == exitOK {
 				err := passes.Check(prog, c.passContext(o.explain))
 				if err == nil && o.graph {
-					err = ir.CheckCapturable(prog)
+					if err = ir.CheckCapturable(prog); err == nil {
+						for _, sp := range ir.GraphSplits(prog) {
+							fmt.Fprintf(c.stderr, "%s: note: %s splits the graph, running on the host between two graphs: %s\n", sp.Op.Pos, sp.Op.Code, sp.Why)
+						}
+					}
 				}
 				if err != nil {
 					c.report(err)

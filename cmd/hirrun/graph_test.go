@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,19 +26,23 @@ func TestRunGraph(t *testing.T) {
 	assert.Contains(t, r.stderr, "--graph runs each rank's program as one graph")
 }
 
-// TestGraphRefusesHostWaits: run --graph and check --graph name each op a
-// graph cannot hold, with its position; plain check accepts the program.
-func TestGraphRefusesHostWaits(t *testing.T) {
-	prog := writeProgram(t, "b.hir", "mesh 2\ninput %x : f32[4/DIDx]\n%y = mul %x, 2.0\nbarrier\nsync_stream\noutput %y\n")
-	expectCode(t, hirrun("check", prog), exitOK)
-	for _, args := range [][]string{
-		{"check", "--graph", prog},
-		{"run", "--graph", prog, "--input", "x=random"},
-	} {
-		r := hirrun(args...)
-		expectCode(t, r, exitFail)
-		require.Contains(t, r.stderr, prog+":4:1: barrier cannot be captured in a graph: barrier waits on the host for the peers", "%v", args)
-		require.Contains(t, r.stderr, prog+":5:1: sync_stream cannot be captured in a graph", "%v", args)
-	}
+// TestGraphSplitsAtHostWaits: check --graph notes each op that waits on the
+// host, with its position; run --graph runs the program, those ops on the
+// host between graphs, with the eager outputs.
+func TestGraphSplitsAtHostWaits(t *testing.T) {
+	prog := writeProgram(t, "b.hir", "mesh 2\ninput %x : f32[4/DIDx]\n%y = mul %x, 2.0\nbarrier\nsync_stream\n%z = add %y, 1.0\noutput %z\n")
+	r := hirrun("check", "--graph", prog)
+	expectCode(t, r, exitOK)
+	require.Equal(t, prog+":4:1: note: barrier splits the graph, running on the host between two graphs: barrier waits on the host for the peers\n"+
+		prog+":5:1: note: sync_stream splits the graph, running on the host between two graphs: sync_stream waits on the host for the stream\n", r.stderr)
+	eager := filepath.Join(t.TempDir(), "eager.npy")
+	graph := filepath.Join(t.TempDir(), "graph.npy")
+	expectCode(t, hirrun("run", prog, "--input", "x=random:seed=3", "--output", "z="+eager), exitOK)
+	expectCode(t, hirrun("run", "--graph", "--repeat", "4", prog, "--input", "x=random:seed=3", "--output", "z="+graph), exitOK)
+	a, err := os.ReadFile(eager)
+	require.NoError(t, err)
+	b, err := os.ReadFile(graph)
+	require.NoError(t, err)
+	require.Equal(t, a, b, "graph mode's output differs from the eager run's")
 	expectCode(t, hirrun("check", "--graph", writeProgram(t, "p.hir", pointwiseSrc)), exitOK)
 }

@@ -94,6 +94,7 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 	if err := c.checkJoined(); err != nil {
 		return nil, err
 	}
+	d.rt.liveGraphs.Add(1)
 	return &graph{dev: d, id: c.id, nodes: c.nodes, forks: len(c.streams) - 1, nMarks: c.nMarks}, nil
 }
 
@@ -385,6 +386,7 @@ func (g *graph) Close() error {
 		return nil
 	}
 	g.closed = true
+	g.dev.rt.liveGraphs.Add(-1)
 	var errs []error
 	for _, f := range g.side {
 		errs = append(errs, f.Close())
@@ -402,3 +404,6 @@ func (s *stream) takeErr() error {
 	s.err = nil
 	return err
 }
+
+// LiveGraphs counts the graphs EndCapture made that are not closed yet.
+func (rt *Runtime) LiveGraphs() int { return int(rt.liveGraphs.Load()) }

@@ -49,7 +49,8 @@ type Runtime struct {
 	rv          *rendezvous
 	ranks       []int // 0 … size-1, shared by every meeting of all ranks: never changed
 
-	nextID atomic.Uint64
+	nextID     atomic.Uint64
+	liveGraphs atomic.Int64 // graphs made by EndCapture and not yet closed
 
 	mu   sync.Mutex
 	live map[uint64]*buffer // allocations and views not yet released
