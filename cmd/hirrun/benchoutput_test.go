@@ -76,6 +76,8 @@ func TestBenchFromErrors(t *testing.T) {
 	}{
 		{"syntax.json", "{\n  \"format\": \"hir-bench/1\",,\n}", `syntax.json:2:27: invalid character ','`},
 		{"type.json", "{\n  \"format\": \"hir-bench/1\",\n  \"world\": \"two\"\n}", `type.json:3:16: "world" must be a JSON number, not string`},
+		{"array.json", `[]`, `array.json:1:1: the file must be a JSON object, not array`},
+		{"graphtype.json", first(`"graph_latency_us": 3.505`, `"graph_latency_us": "fast"`), `"records.graph_latency_us" must be a JSON number, not string`},
 		{"table.json", `{"version": 1, "device": "GPU X", "entries": []}`, `table.json: not a file ` + "`hirrun bench --format json`" + ` wrote ("format" is "", not "hir-bench/1")`},
 		{"empty.json", `{"format": "hir-bench/1", "device": "GPU X", "world": 2, "records": []}`, "empty.json: no records"},
 		{"world0.json", `{"format": "hir-bench/1", "world": 0, "records": []}`, `"world" must be at least 1, not 0`},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -226,7 +227,11 @@ func jsonError(name string, data []byte, err error) error {
 		off = syn.Offset
 	case errors.As(err, &typ):
 		off = typ.Offset
-		msg = fmt.Sprintf("%q must be a JSON %s, not %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+		what := "the file"
+		if typ.Field != "" {
+			what = strconv.Quote(typ.Field)
+		}
+		msg = fmt.Sprintf("%s must be a JSON %s, not %s", what, jsonKind(typ.Type), typ.Value)
 	}
 	if off < 0 {
 		return fmt.Errorf("%s: %v", name, msg)
@@ -239,15 +244,19 @@ func jsonError(name string, data []byte, err error) error {
 	return fmt.Errorf("%s:%d:%d: %s", name, line, max(col, 1), msg)
 }
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
+// jsonKind is what JSON calls the values that decode into t.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
 		return "string"
-	case "bool":
+	case reflect.Bool:
 		return "boolean"
-	case "slice":
+	case reflect.Slice, reflect.Array:
 		return "array"
-	case "struct", "map":
+	case reflect.Struct, reflect.Map:
 		return "object"
 	}
 	return "number"
