@@ -15,9 +15,10 @@ import (
 
 // Gathering a multi-process job's results on rank 0, through the job's
 // store. Each rank publishes a header (its output summaries, its counters,
-// and the dtype, shape and chunk count of each shard --output needs), after
-// first storing those shards' bytes under keys of its own in chunks of at
-// most gatherChunk bytes (the store takes values up to 64 MiB). The headers
+// and the dtype, shape and chunk count of each shard --output or --expect
+// needs), after first storing those shards' bytes under keys of its own in
+// chunks of at most gatherChunk bytes (the store takes values up to 64
+// MiB). The headers
 // are all-gathered with store.ExchangeAll, whose barriers fail at once,
 // naming the rank, when a rank's process has died. Rank 0 then reads every
 // shard, deletes the keys, and joins the shards as the in-process backends

@@ -87,7 +87,7 @@ func TestMisuse(t *testing.T) {
 		{[]string{"rules", "extra"}, "rules: takes no arguments"},
 		{[]string{"run", prog, "--repeat", "0", "--input", "x=random"}, "--repeat must be at least 1"},
 		{[]string{"run", prog, "--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
-		{[]string{"run", prog, "--input", "x"}, "--input x: want NAME=random:seed=N or NAME=FILE.npy"},
+		{[]string{"run", prog, "--input", "x"}, "--input x: want NAME=random:seed=N, NAME=FILE.npy, or FILE.npz for every input it names"},
 		{[]string{"run", prog, "--input", "x=random", "--input", "x=random:seed=2"}, "--input x is given twice"},
 		{[]string{"run", prog, "--input", "w=random"}, "--input w: the program has no input %w (its inputs: %x)"},
 		{[]string{"run", prog, "--input", "x=random:sed=1"}, `--input x=random:sed=1: unknown random option "sed=1" (want random:seed=N)`},
@@ -186,7 +186,7 @@ output %y, %g
 	// A file of the wrong shape or dtype is a usage error naming both.
 	r = hirrun("run", prog, "--input", "x="+sPath, "--input", "s="+sPath)
 	expectCode(t, r, exitUsage)
-	expectContains(t, "stderr", r.stderr, "--input x="+sPath+": the file holds f32[2] but %x is declared f32[8/DIDx, 2]")
+	expectContains(t, "stderr", r.stderr, "--input x="+sPath+": shape: the file holds f32[2] but %x is declared f32[8/DIDx, 2]")
 	bad := filepath.Join(dir, "bad.npy")
 	require.NoError(t, os.WriteFile(bad, []byte("not numpy"), 0o644))
 	r = hirrun("run", prog, "--input", "x="+bad, "--input", "s="+sPath)

@@ -32,11 +32,12 @@ import (
 //   - the mesh has one rank: it runs that rank in this process.
 //
 // Results reach the user through rank 0 alone: every rank sends rank 0 its
-// output summaries, counters and the shards --output needs (gather.go), and
-// rank 0 prints them in rank order with the same functions the in-process
-// backends use, so the two print the same bytes. The launcher passes rank
-// 0's stdout through unprefixed; everything else a rank writes is prefixed
-// "[rank N] ".
+// output summaries, counters and the shards --output and --expect need
+// (gather.go), and rank 0 prints them in rank order with the same
+// functions the in-process backends use, so the two print the same bytes;
+// rank 0 alone writes the --output files and reads the --expect
+// references. The launcher passes rank 0's stdout through unprefixed;
+// everything else a rank writes is prefixed "[rank N] ".
 
 // processBackend is a backend that runs one rank per process.
 type processBackend struct {
@@ -73,7 +74,7 @@ func meshDevices(prog *ir.Program) []int {
 }
 
 // runProcesses runs prog on a one-rank-per-process backend.
-func (c *cli) runProcesses(pb processBackend, prog *ir.Program, path string, inputs map[string]*host.Array, outSpecs []spec, o *runOptions) int {
+func (c *cli) runProcesses(pb processBackend, prog *ir.Program, path string, inputs map[string]*host.Array, files *results, o *runOptions) int {
 	env, launched, err := launch.FromEnv()
 	if err != nil {
 		c.errorf("run: %v", err)
@@ -85,15 +86,28 @@ func (c *cli) runProcesses(pb processBackend, prog *ir.Program, path string, inp
 			c.errorf("run: the program's mesh has %d rank%s but %s started %d (WORLD_SIZE=%d)", mesh, plural(mesh), env.Source, env.WorldSize, env.WorldSize)
 			return exitUsage
 		}
-		return c.runRank(prog, inputs, outSpecs, o)
+		// Only rank 0 saves and compares outputs (on its node's files).
+		if env.Rank == 0 {
+			if err := files.prepare(prog, o); err != nil {
+				c.errorf("run: %v", err)
+				return exitUsage
+			}
+		}
+		return c.runRank(prog, inputs, files, o)
 	}
 	if err := pb.check(prog); err != nil {
 		c.errorf("run: %v", err)
 		return exitFail
 	}
-	if mesh == 1 {
-		return c.runRank(prog, inputs, outSpecs, o)
+	// Check the files before any rank starts; rank 0 loads them again.
+	if err := files.prepare(prog, o); err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
 	}
+	if mesh == 1 {
+		return c.runRank(prog, inputs, files, o)
+	}
+	files.loaded = nil
 	return c.launchRanks(mesh, o.rankArgs(path))
 }
 
@@ -105,6 +119,15 @@ func (o *runOptions) rankArgs(path string) []string {
 	}
 	for _, out := range o.outputs {
 		a = append(a, "--output", out)
+	}
+	for _, e := range o.expects {
+		a = append(a, "--expect", e)
+	}
+	if o.rtol.set {
+		a = append(a, "--rtol", o.rtol.String())
+	}
+	if o.atol.set {
+		a = append(a, "--atol", o.atol.String())
 	}
 	if o.stats {
 		a = append(a, "--stats")
@@ -208,7 +231,7 @@ func peerGone(err error) bool {
 
 // runRank runs this process's rank of prog; on rank 0 it prints every
 // rank's results.
-func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs []spec, o *runOptions) int {
+func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, files *results, o *runOptions) int {
 	rt, err := runtime.Open(o.backend, runtime.Config{
 		WorldSize: prog.Mesh.Size(),
 		Devices:   meshDevices(prog),
@@ -229,11 +252,7 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs 
 	if sh, ok := rt.(storeHolder); ok {
 		client = sh.Store()
 	}
-	var save []string
-	for _, s := range outSpecs {
-		save = append(save, s.name)
-	}
-	reports, all, err := gatherResults(client, prog, res, save, rt.WorldSize(), o.timeout)
+	reports, all, err := gatherResults(client, prog, res, files.wholeOutputs(prog), rt.WorldSize(), o.timeout)
 	if err != nil {
 		c.report(err)
 		abort(rt, err)
@@ -247,14 +266,7 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, outSpecs 
 	if reports == nil {
 		return exitOK // not rank 0: rank 0 prints
 	}
-	c.printOutputs(prog, reports)
-	if code := c.writeOutputs(prog, all, outSpecs); code != exitOK {
-		return code
-	}
-	if o.stats {
-		c.printStats(reports)
-	}
-	return c.writeTrace(o.trace, reports)
+	return c.finishRun(prog, reports, all, files, o)
 }
 
 // runJob runs the program o.repeat times on the ranks rt hosts. On failure

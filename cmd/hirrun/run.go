@@ -4,10 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +21,9 @@ type runOptions struct {
 	nproc   int
 	inputs  specList
 	outputs specList
+	expects specList // --expect: references to compare outputs with
+	rtol    tolFlag
+	atol    tolFlag
 	stats   bool
 	trace   string // --trace FILE: a Chrome/Perfetto timeline
 	timeout time.Duration
@@ -52,13 +52,34 @@ declares, and prints each rank's outputs (its local shards):
 
   rank 0: %y = f32[2, 3] = [[1, 2, 3], [4, 5, 6]]
 
-Every program input needs an --input: random values from a seed
-(NAME=random:seed=N; floats uniform in [-1, 1), integers in [-8, 8), bools
-0/1; the same on every platform; NAME=random alone means seed 0, so a run
-is reproducible) or an NPY file (NAME=FILE.npy, holding the
-whole logical tensor; a bf16 input may be given as <f4 and is rounded to
-nearest even). --output NAME=FILE.npy saves an output's logical tensor,
-assembled from the ranks' shards (bf16 is saved as <f4).
+Every program input needs a value: random values from a seed
+(--input NAME=random:seed=N; floats uniform in [-1, 1), integers in [-8, 8),
+bools 0/1; the same on every platform; NAME=random alone means seed 0, so a
+run is reproducible), an NPY file holding the whole logical tensor
+(--input NAME=FILE.npy), or an NPZ archive (--input FILE.npz, as np.savez
+writes it) that gives every input one of its arrays is named after (arrays
+named after an output are skipped, any other name is an error). NPY data
+may be C- or Fortran-ordered; a bf16 input may be given as <f4 (rounded to
+nearest even) or as raw bf16 bits: <u2, <i2, or <V2 (what np.save writes
+for ml_dtypes.bfloat16).
+
+--output NAME=FILE.npy saves an output's logical tensor, assembled from the
+ranks' shards (bf16 is saved as <f4); --output FILE.npz saves every output
+in one archive, under its name. The paths are checked before the run: the
+directory exists and is writable, no two outputs go to the same file.
+
+--expect NAME=REF.npy compares an output's logical tensor with a reference
+after the (last) run, as numpy.allclose does: |out - ref| <= atol +
+rtol*|ref|, NaN matching NaN and an infinity the same infinity; --expect
+REF.npz compares every output one of its arrays is named after (arrays
+named after an input are skipped). The reference must have the output's
+dtype (a bf16 output's may be <f4 or raw bits) and logical shape, which is
+checked before the run. --rtol and --atol apply to every comparison; by
+default they depend on the output's dtype: f64 1e-7 and 1e-7, f32 1.3e-6 and
+1e-5, f16 1e-3 and 1e-5, bf16 1.6e-2 and 1e-5, integers and bool exact. A
+line per comparison gives the number of mismatches, the first one's index
+and values, and the largest absolute and relative errors; any mismatch
+makes the exit status 1, once every comparison is printed.
 
 --backend cuda runs one process per rank, one GPU each: hirrun starts the
 mesh's ranks itself (--nproc, if given, must equal the mesh size), or is one
@@ -83,8 +104,11 @@ with each op's position (hirrun check --graph lists them).`,
 		o := &runOptions{}
 		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
 		fs.IntVar(&o.nproc, "nproc", 0, "the number of ranks, one process per GPU on cuda; must equal the program's mesh size (0: the mesh size)")
-		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` (random alone: seed 0) or NAME=FILE.npy (repeat for each input)")
-		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy` (repeatable)")
+		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` (random alone: seed 0) or NAME=FILE.npy, or every input named in FILE.npz (repeatable)")
+		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy`, or every output: FILE.npz (repeatable)")
+		fs.Var(&o.expects, "expect", "compare an output with a reference after the run: `NAME=REF.npy`, or every output named in REF.npz (repeatable)")
+		fs.Var(&o.rtol, "rtol", "the relative tolerance of --expect (default: per dtype, see above)")
+		fs.Var(&o.atol, "atol", "the absolute tolerance of --expect (default: per dtype, see above)")
 		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op (serialises the ops)")
 		fs.StringVar(&o.trace, "trace", "", "write the last run's ops on every rank as a Chrome/Perfetto timeline to `FILE.json` (serialises the ops, like --stats)")
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: the runtime's default, "+runtime.DefaultTimeout.String()+")")
@@ -127,6 +151,11 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		c.errorf("run: %v", err)
 		return exitUsage
 	}
+	expSpecs, err := parseSpecs("expect", o.expects)
+	if err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
+	}
 	prog, code := c.parse(args[0])
 	if code != exitOK {
 		return code
@@ -135,7 +164,11 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		c.report(err)
 		return exitFail
 	}
-	if err := checkOutputNames(prog, outSpecs); err != nil {
+	if err := checkOutputNames(prog, "output", outSpecs); err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
+	}
+	if err := checkOutputNames(prog, "expect", expSpecs); err != nil {
 		c.errorf("run: %v", err)
 		return exitUsage
 	}
@@ -148,8 +181,13 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		c.errorf("run: %v", err)
 		return exitUsage
 	}
+	files := &results{outputs: outSpecs, expects: expSpecs}
 	if pb, ok := processBackends[o.backend]; ok {
-		return c.runProcesses(pb, prog, args[0], inputs, outSpecs, o)
+		return c.runProcesses(pb, prog, args[0], inputs, files, o)
+	}
+	if err := files.prepare(prog, o); err != nil {
+		c.errorf("run: %v", err)
+		return exitUsage
 	}
 
 	rt, err := runtime.Open(o.backend, runtime.Config{
@@ -179,30 +217,7 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		return exitFail
 	}
 
-	reports := reportsOf(prog, res)
-	c.printOutputs(prog, reports)
-	if code := c.writeOutputs(prog, res, outSpecs); code != exitOK {
-		return code
-	}
-	if o.stats {
-		c.printStats(reports)
-	}
-	return c.writeTrace(o.trace, reports)
-}
-
-// writeOutputs saves the logical tensors --output asked for.
-func (c *cli) writeOutputs(prog *ir.Program, res *evaluator.Result, outSpecs []spec) int {
-	for _, s := range outSpecs {
-		a, err := res.Logical(prog, s.name)
-		if err == nil {
-			err = a.WriteNPYFile(s.value)
-		}
-		if err != nil {
-			c.errorf("run: --output %s=%s: %v", s.name, s.value, err)
-			return exitFail
-		}
-	}
-	return exitOK
+	return c.finishRun(prog, reportsOf(prog, res), res, files, o)
 }
 
 // execute binds the program to the runtime and runs it o.repeat times.
@@ -222,133 +237,6 @@ func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*h
 		err = fmt.Errorf("closing the job: %w", cerr)
 	}
 	return res, err
-}
-
-// spec is one NAME=VALUE of --input or --output.
-type spec struct{ name, value string }
-
-func parseSpecs(flagName string, raw []string) ([]spec, error) {
-	var out []spec
-	seen := map[string]bool{}
-	for _, s := range raw {
-		name, value, ok := strings.Cut(s, "=")
-		name = strings.TrimPrefix(name, "%")
-		if !ok || name == "" || value == "" {
-			if flagName == "input" {
-				return nil, fmt.Errorf("--input %s: want NAME=random:seed=N or NAME=FILE.npy", s)
-			}
-			return nil, fmt.Errorf("--output %s: want NAME=FILE.npy", s)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("--%s %s is given twice", flagName, name)
-		}
-		seen[name] = true
-		out = append(out, spec{name, value})
-	}
-	return out, nil
-}
-
-func checkOutputNames(prog *ir.Program, specs []spec) error {
-	for _, s := range specs {
-		found := false
-		for _, out := range prog.Outputs {
-			found = found || out.Name == s.name
-		}
-		if !found {
-			return fmt.Errorf("--output %s: the program has no output %%%s (its outputs: %s)", s.name, s.name, valueList(prog.Outputs))
-		}
-	}
-	return nil
-}
-
-// loadInputs makes the logical tensor of every program input from its
-// spec; every input needs one and every spec must name an input.
-func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) {
-	byName := map[string]string{}
-	for _, s := range specs {
-		if prog.Input(s.name) == nil {
-			return nil, fmt.Errorf("--input %s: the program has no input %%%s (its inputs: %s)", s.name, s.name, valueList(prog.Inputs))
-		}
-		byName[s.name] = s.value
-	}
-	var missing []string
-	for _, in := range prog.Inputs {
-		if _, ok := byName[in.Name]; !ok {
-			missing = append(missing, fmt.Sprintf("%s : %s (declared at %s)", in, in.Type, in.Pos))
-		}
-	}
-	if len(missing) > 0 {
-		first := prog.Inputs[0].Name
-		for _, in := range prog.Inputs {
-			if _, ok := byName[in.Name]; !ok {
-				first = in.Name
-				break
-			}
-		}
-		return nil, fmt.Errorf("missing input%s %s; give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input %s=random:seed=1",
-			plural(len(missing)), strings.Join(missing, ", "), first)
-	}
-	if err := checkInputMemory(prog); err != nil {
-		return nil, err
-	}
-	inputs := map[string]*host.Array{}
-	for _, in := range prog.Inputs {
-		a, err := makeInput(in, byName[in.Name])
-		if err != nil {
-			return nil, fmt.Errorf("--input %s=%s: %v", in.Name, byName[in.Name], err)
-		}
-		inputs[in.Name] = a
-	}
-	return inputs, nil
-}
-
-// makeInput builds input in's logical tensor from a spec's value.
-func makeInput(in *ir.Value, value string) (*host.Array, error) {
-	t := in.Tensor()
-	if value == "random" || strings.HasPrefix(value, "random:") {
-		seed, err := parseRandom(value)
-		if err != nil {
-			return nil, err
-		}
-		return host.Random(t.DType, t.Shape(), seed), nil
-	}
-	a, err := host.ReadNPYFile(value)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errors.New("no such file")
-	}
-	if err != nil {
-		return nil, err
-	}
-	if a.DType == ir.F32 && t.DType == ir.BF16 {
-		a = a.Convert(ir.BF16) // NumPy has no bf16: <f4 stands in for it
-	}
-	if a.DType != t.DType || !slices.Equal(a.Shape, t.Shape()) {
-		return nil, fmt.Errorf("the file holds %s but %s is declared %s (the whole logical tensor is wanted)", a.TypeString(), in, t)
-	}
-	return a, nil
-}
-
-// parseRandom reads "random" or "random:seed=N". The seed defaults to 0
-// (documented in run's help): the values are reproducible either way.
-func parseRandom(value string) (uint64, error) {
-	opts, _ := strings.CutPrefix(value, "random")
-	opts, _ = strings.CutPrefix(opts, ":")
-	var seed uint64
-	for _, opt := range strings.Split(opts, ",") {
-		if opt == "" {
-			continue
-		}
-		key, v, _ := strings.Cut(opt, "=")
-		if key != "seed" {
-			return 0, fmt.Errorf("unknown random option %q (want random:seed=N)", opt)
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("seed %q is not a non-negative integer", v)
-		}
-		seed = n
-	}
-	return seed, nil
 }
 
 // rankReport is what hirrun prints of one rank's run: a summary of each

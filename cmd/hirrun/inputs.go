@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+)
+
+// inputSource is where an input's value comes from: its own spec, or an
+// array of an archive.
+type inputSource struct {
+	spec    spec
+	archive *host.NPZ // nil for NAME=VALUE
+}
+
+// loadInputs makes the logical tensor of every program input from the
+// specs: every input needs a value, and every NAME= must name an input.
+// An archive gives each input one of its arrays is named after; arrays
+// named after an output are skipped (one archive may hold a whole case,
+// for --input and --expect alike), any other name is an error.
+func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) {
+	src := map[string]inputSource{}
+	for _, s := range specs {
+		if s.name == "" {
+			continue
+		}
+		if prog.Input(s.name) == nil {
+			return nil, fmt.Errorf("--input %s: the program has no input %%%s (its inputs: %s)", s.name, s.name, valueList(prog.Inputs))
+		}
+		src[s.name] = inputSource{spec: s}
+	}
+	for _, s := range specs {
+		if s.name != "" {
+			continue
+		}
+		z, err := openArchive(s.value)
+		if err != nil {
+			return nil, fmt.Errorf("--input %s: %v", s, err)
+		}
+		defer z.Close()
+		given := 0
+		for _, name := range z.Names() {
+			if prog.Input(name) == nil {
+				if outputValue(prog, name) != nil {
+					continue
+				}
+				return nil, fmt.Errorf("--input %s: the archive's array %q names no input of the program (its inputs: %s)", s, name, valueList(prog.Inputs))
+			}
+			if prev, ok := src[name]; ok {
+				return nil, fmt.Errorf("--input %s: %%%s is also given by --input %s", s, name, prev.spec)
+			}
+			src[name] = inputSource{spec: s, archive: z}
+			given++
+		}
+		if given == 0 {
+			return nil, fmt.Errorf("--input %s: the archive holds no array named after an input (its inputs: %s; its arrays: %s)", s, valueList(prog.Inputs), arrayNames(z.Names()))
+		}
+	}
+	var missing []string
+	first := ""
+	for _, in := range prog.Inputs {
+		if _, ok := src[in.Name]; !ok {
+			missing = append(missing, fmt.Sprintf("%s : %s (declared at %s)", in, in.Type, in.Pos))
+			if first == "" {
+				first = in.Name
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing input%s %s; give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input %s=random:seed=1",
+			plural(len(missing)), strings.Join(missing, ", "), first)
+	}
+	if err := checkInputMemory(prog); err != nil {
+		return nil, err
+	}
+	inputs := map[string]*host.Array{}
+	for _, in := range prog.Inputs {
+		s := src[in.Name]
+		var a *host.Array
+		var err error
+		if s.archive != nil {
+			a, err = archiveInput(in, s.archive)
+		} else {
+			a, err = makeInput(in, s.spec.value)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--input %s: %v", s.spec, err)
+		}
+		inputs[in.Name] = a
+	}
+	return inputs, nil
+}
+
+// openArchive opens an .npz file, saying "no such file" plainly.
+func openArchive(path string) (*host.NPZ, error) {
+	z, err := host.OpenNPZ(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errors.New("no such file")
+	}
+	return z, err
+}
+
+// makeInput builds input in's logical tensor from a spec's value.
+func makeInput(in *ir.Value, value string) (*host.Array, error) {
+	t := in.Tensor()
+	if value == "random" || strings.HasPrefix(value, "random:") {
+		seed, err := parseRandom(value)
+		if err != nil {
+			return nil, err
+		}
+		return host.Random(t.DType, t.Shape(), seed), nil
+	}
+	st, err := host.ReadStoredNPYFile(value)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errors.New("no such file")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fitInput(in, st)
+}
+
+// archiveInput reads input in's array from an archive.
+func archiveInput(in *ir.Value, z *host.NPZ) (*host.Array, error) {
+	st, err := z.Read(in.Name)
+	if err != nil {
+		return nil, err
+	}
+	a, err := fitInput(in, st)
+	if err != nil {
+		return nil, fmt.Errorf("array %s: %v", in.Name, err)
+	}
+	return a, nil
+}
+
+// fitInput checks that a file's array is input in's logical tensor. A bf16
+// input may be given as <f4 (NumPy has no bf16), rounded to nearest even,
+// or as raw bits, which host reads as bf16 already.
+func fitInput(in *ir.Value, st host.Stored) (*host.Array, error) {
+	t := in.Tensor()
+	a := st.Array
+	if a.DType == ir.F32 && t.DType == ir.BF16 {
+		a = a.Convert(ir.BF16)
+	}
+	if a.DType != t.DType {
+		return nil, fmt.Errorf("dtype: the file holds %s but %s is declared %s", st.DTypeText(), in, t)
+	}
+	if !slices.Equal(a.Shape, t.Shape()) {
+		return nil, fmt.Errorf("shape: the file holds %s but %s is declared %s (the whole logical tensor is wanted)", st.Array.TypeString(), in, t)
+	}
+	return a, nil
+}
+
+// parseRandom reads "random" or "random:seed=N". The seed defaults to 0
+// (documented in run's help): the values are reproducible either way.
+func parseRandom(value string) (uint64, error) {
+	opts, _ := strings.CutPrefix(value, "random")
+	opts, _ = strings.CutPrefix(opts, ":")
+	var seed uint64
+	for _, opt := range strings.Split(opts, ",") {
+		if opt == "" {
+			continue
+		}
+		key, v, _ := strings.Cut(opt, "=")
+		if key != "seed" {
+			return 0, fmt.Errorf("unknown random option %q (want random:seed=N)", opt)
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("seed %q is not a non-negative integer", v)
+		}
+		seed = n
+	}
+	return seed, nil
+}
