@@ -27,6 +27,15 @@ type Config struct {
 	// Timeout bounds every wait for peers (collectives, rendezvous). Zero
 	// means DefaultTimeout.
 	Timeout time.Duration
+	// Stalled, when set, hears once of every wait for peers that lasts
+	// StallAfter (zero: DefaultStallAfter) and is still short of Timeout:
+	// which rank waits, where, and for which ranks (Stall). The wait then
+	// goes on until the peers come or Timeout ends it, as without the hook.
+	// It is called on the waiting goroutine: it must return quickly (print,
+	// log). The CPU runtime reports every wait; the CUDA runtime its host's
+	// barriers (stall.go, docs/RUNTIME.md).
+	Stalled    func(Stall)
+	StallAfter time.Duration
 }
 
 // DefaultTimeout is how long a rank waits for its peers before it fails

@@ -39,6 +39,10 @@ type Options struct {
 	// Tuning is the rank's tuning knobs; nil: TuningFromEnv() when the
 	// device opens (knobs.go).
 	Tuning *Tuning
+	// Stalled hears of a host barrier that has waited StallAfter for its
+	// peers (runtime.Config.Stalled; 0: runtime.DefaultStallAfter).
+	Stalled    func(runtime.Stall)
+	StallAfter time.Duration
 }
 
 // Open is the "cuda" backend's runtime.Factory: one rank per process. The
@@ -74,7 +78,7 @@ func Open(cfg runtime.Config) (runtime.Runtime, error) {
 
 func optionsFromEnv(cfg runtime.Config) (Options, *launch.Rendezvous, error) {
 	o := Options{Rank: cfg.Rank, WorldSize: cfg.WorldSize, Timeout: cfg.EffectiveTimeout(),
-		NoFabric: os.Getenv("HIR_CUDA_FABRIC") == "0"}
+		NoFabric: os.Getenv("HIR_CUDA_FABRIC") == "0", Stalled: cfg.Stalled, StallAfter: cfg.StallAfter}
 	env, launched, err := launch.FromEnv()
 	if err != nil {
 		return o, nil, err
@@ -386,10 +390,25 @@ func (d *Device) Barrier(s runtime.Stream) error {
 		return err
 	}
 	n := d.barrierN.Add(1)
-	if err := d.storeBarrier(fmt.Sprintf("cuda/barrier/%d", n)); err != nil {
+	if err := d.stalledBarrier(fmt.Sprintf("cuda/barrier/%d", n), fmt.Sprintf("barrier #%d", n)); err != nil {
 		return fmt.Errorf("rank %d: barrier #%d: %w", d.opts.Rank, n, err)
 	}
 	return nil
+}
+
+// stalledBarrier is storeBarrier telling Options.Stalled, once, of a wait
+// that lasts StallAfter, with the ranks not yet arrived (what names the
+// wait). The op that waits is the caller's to know: the host is in it.
+func (d *Device) stalledBarrier(name, what string) error {
+	watch := runtime.Config{Timeout: d.opts.Timeout, Stalled: d.opts.Stalled, StallAfter: d.opts.StallAfter}.StallWatch()
+	if d.opts.WorldSize == 1 || watch == nil {
+		return d.storeBarrier(name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	defer cancel()
+	return d.opts.Store.BarrierStalled(ctx, name, d.opts.Rank, d.opts.WorldSize, d.opts.Timeout, watch.After, func(missing []int) {
+		watch.Report(runtime.Stall{Rank: d.opts.Rank, What: what, Waited: watch.After, Waiting: missing})
+	})
 }
 
 func (d *Device) close() error {

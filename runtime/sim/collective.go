@@ -201,7 +201,7 @@ func (j *collJob) run(s *stream) error {
 		staging = d.rt.newBuffer(make([]byte, slot*int64(d.rt.size)), ir.Global, d.rank, nil, false)
 		defer d.rt.release(staging)
 	}
-	res, err := d.rt.rv.meet(s.replay.key(meetKey{kind: "coll", seq: j.seq}), d.rt.allRanks(), d.rank, arrival{j.desc(), staging, oomErr}, d.rt.timeout, j.what,
+	res, err := d.rt.rv.meet(s.replay.key(meetKey{kind: "coll", seq: j.seq}), d.rt.allRanks(), d.rank, arrival{j.desc(), staging, oomErr}, d.rt.timeout, j.what, s.running,
 		func(payloads map[int]any) (any, error) {
 			descs := map[int]any{}
 			for r, p := range payloads {
@@ -217,6 +217,7 @@ func (j *collJob) run(s *stream) error {
 			}
 			g := newGroup(d.rt.size, d.rt.timeout, j.what, d.rt.closed)
 			g.slot = slot
+			g.stall = d.rt.rv.stall
 			for r := 0; r < d.rt.size; r++ {
 				g.staging = append(g.staging, payloads[r].(arrival).staging)
 			}
@@ -226,6 +227,7 @@ func (j *collJob) run(s *stream) error {
 		return errorf(d.rank, "%w", err)
 	}
 	m := res.(*group).member(d.rank)
+	m.label = s.running
 	if err := j.alg.run(j, m); err != nil {
 		return errorf(d.rank, "%w", err)
 	}

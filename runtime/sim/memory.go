@@ -101,7 +101,7 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	d.symAllocSeq++
 	d.mu.Unlock()
 	what := fmt.Sprintf("symmetric alloc #%d", seq)
-	res, err := d.rt.rv.meet(meetKey{kind: "alloc", seq: seq}, d.rt.allRanks(), d.rank, bytes, d.rt.timeout, what,
+	res, err := d.rt.rv.meet(meetKey{kind: "alloc", seq: seq}, d.rt.allRanks(), d.rank, bytes, d.rt.timeout, what, nil,
 		func(payloads map[int]any) (any, error) {
 			if err := agree(what, "size in bytes", payloads, d.rt.size); err != nil {
 				return nil, err

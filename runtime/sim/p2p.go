@@ -69,7 +69,7 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 			return errorf(d.rank, "%s: buffer freed before it ran", what)
 		}
 		key := s.replay.key(meetKey{kind: "p2p", src: src, dst: dst, seq: seq})
-		res, err := d.rt.rv.meet(key, []int{src, dst}, me, p2pArrival{v}, d.rt.timeout, what,
+		res, err := d.rt.rv.meet(key, []int{src, dst}, me, p2pArrival{v}, d.rt.timeout, what, s.running,
 			func(payloads map[int]any) (any, error) {
 				sv, rv := payloads[0].(p2pArrival).v, payloads[1].(p2pArrival).v
 				if sv.dt != rv.dt || sv.n != rv.n {
@@ -116,8 +116,8 @@ func (d *Device) Barrier(rs runtime.Stream) error {
 	d.barrierSeq++
 	d.mu.Unlock()
 	what := fmt.Sprintf("barrier #%d", seq)
-	return s.enqueue(work{run: func(*stream) error {
-		_, err := d.rt.rv.meet(meetKey{kind: "barrier", seq: seq}, d.rt.allRanks(), d.rank, nil, d.rt.timeout, what,
+	return s.enqueue(work{run: func(s *stream) error {
+		_, err := d.rt.rv.meet(meetKey{kind: "barrier", seq: seq}, d.rt.allRanks(), d.rank, nil, d.rt.timeout, what, s.running,
 			func(map[int]any) (any, error) { return nil, nil })
 		if err != nil {
 			return errorf(d.rank, "%w", err)

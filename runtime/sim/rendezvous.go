@@ -40,19 +40,21 @@ type rendezvous struct {
 	mu       sync.Mutex
 	meetings map[meetKey]*meeting
 	closed   <-chan struct{}
+	stall    *runtime.StallWatch // runtime.Config.Stalled, nil without a hook
 	// opened, when set (by tests), sees the key of every meeting made.
 	opened func(meetKey)
 }
 
-func newRendezvous(closed <-chan struct{}) *rendezvous {
-	return &rendezvous{meetings: map[meetKey]*meeting{}, closed: closed}
+func newRendezvous(closed <-chan struct{}, stall *runtime.StallWatch) *rendezvous {
+	return &rendezvous{meetings: map[meetKey]*meeting{}, closed: closed, stall: stall}
 }
 
 // meet registers the arrival of party me (an index into parties, which
 // holds the ranks used in messages) with payload and blocks until every
 // party has arrived (complete then runs once, under the lock, over all
-// payloads by party index) or the timeout passes.
-func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, timeout time.Duration, what string,
+// payloads by party index) or the timeout passes. label is the waiting
+// work's label (runtime.Stall.Label), for the stall report.
+func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, timeout time.Duration, what string, label any,
 	complete func(payloads map[int]any) (any, error)) (any, error) {
 	rv.mu.Lock()
 	m, ok := rv.meetings[key]
@@ -82,11 +84,15 @@ func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, time
 	}
 	rv.mu.Unlock()
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-m.done:
-	case <-timer.C:
+	clock := newWaitClock(timeout, rv.stall)
+	defer clock.stop()
+	switch rv.await(m, &clock, func(w *runtime.StallWatch) {
+		rv.mu.Lock()
+		missing := m.missing()
+		rv.mu.Unlock()
+		w.Report(runtime.Stall{Rank: parties[me], What: what, Label: label, Waited: w.After, Waiting: missing})
+	}) {
+	case timedOut:
 		rv.mu.Lock()
 		select {
 		case <-m.done: // completed while we took the lock
@@ -95,7 +101,7 @@ func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, time
 			close(m.done)
 		}
 		rv.mu.Unlock()
-	case <-rv.closed:
+	case closedDown:
 		rv.mu.Lock()
 		select {
 		case <-m.done:
@@ -109,6 +115,30 @@ func (rv *rendezvous) meet(key meetKey, parties []int, me int, payload any, time
 	rv.depart(key, m)
 	rv.mu.Unlock()
 	return m.result, m.err
+}
+
+// How a wait ended.
+const (
+	met = iota
+	timedOut
+	closedDown
+)
+
+// await blocks until m completes, the clock's timeout passes (telling
+// stalled at the stall threshold on the way) or the runtime closes.
+func (rv *rendezvous) await(m *meeting, clock *waitClock, stalled func(*runtime.StallWatch)) int {
+	for {
+		select {
+		case <-m.done:
+			return met
+		case <-clock.C():
+			if clock.expired(stalled) {
+				return timedOut
+			}
+		case <-rv.closed:
+			return closedDown
+		}
+	}
 }
 
 // depart forgets the meeting once every party has been through it.
@@ -168,6 +198,7 @@ type group struct {
 	staging []*buffer // rank r's private staging: one slot per sender
 	slot    int64     // bytes per staging slot
 	bar     barrier
+	stall   *runtime.StallWatch // runtime.Config.Stalled, nil without a hook
 }
 
 // A group's memory is linear in the ranks: pads and members keep counters
@@ -204,10 +235,11 @@ func newGroup(size int, timeout time.Duration, what string, closed <-chan struct
 
 // member is one rank's handle on a group: what it has consumed of its pad.
 type member struct {
-	g    *group
-	rank int
-	seen map[int]*[numChannels]uint64 // signals consumed, by sender
-	sent map[int]int64                // staged chunks sent, by receiver
+	g     *group
+	rank  int
+	label any                          // the collective's work label, for stall reports
+	seen  map[int]*[numChannels]uint64 // signals consumed, by sender
+	sent  map[int]int64                // staged chunks sent, by receiver
 }
 
 func (g *group) member(rank int) *member {
@@ -239,8 +271,8 @@ func (m *member) signal(peer, ch int) {
 // ch than consumed so far, or fails naming the ones that did not.
 func (m *member) wait(ch int, from ...int) error {
 	p := m.g.pads[m.rank]
-	timer := time.NewTimer(m.g.timeout)
-	defer timer.Stop()
+	clock := newWaitClock(m.g.timeout, m.g.stall)
+	defer clock.stop()
 	for {
 		p.mu.Lock()
 		var missing []int
@@ -266,9 +298,11 @@ func (m *member) wait(ch int, from ...int) error {
 		}
 		select {
 		case <-changed:
-		case <-timer.C:
-			return &runtime.TimeoutError{What: m.g.what, After: m.g.timeout, Missing: missing,
-				Awaited: "a " + channelNames[ch] + " signal"}
+		case <-clock.C():
+			if clock.expired(func(w *runtime.StallWatch) { m.reportStall(w, missing) }) {
+				return &runtime.TimeoutError{What: m.g.what, After: m.g.timeout, Missing: missing,
+					Awaited: "a " + channelNames[ch] + " signal"}
+			}
 		case <-m.g.closed:
 			return fmt.Errorf("%s: %w", m.g.what, ErrClosed)
 		}
@@ -294,30 +328,46 @@ func (m *member) barrier() error {
 	}
 	done := b.done
 	b.mu.Unlock()
-	timer := time.NewTimer(m.g.timeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-timer.C:
+	// absent lists the ranks that have not entered barrier k.
+	absent := func() []int {
 		b.mu.Lock()
-		var missing []int
+		defer b.mu.Unlock()
+		var out []int
 		for r, n := range b.entered {
 			if n <= k {
-				missing = append(missing, r)
+				out = append(out, r)
 			}
 		}
-		b.mu.Unlock()
-		select {
-		case <-done: // completed while we looked
-			return nil
-		default:
-		}
-		return &runtime.TimeoutError{What: m.g.what, After: m.g.timeout, Missing: missing,
-			Awaited: "a " + channelNames[chBarrier] + " signal"}
-	case <-m.g.closed:
-		return fmt.Errorf("%s: %w", m.g.what, ErrClosed)
+		return out
 	}
+	clock := newWaitClock(m.g.timeout, m.g.stall)
+	defer clock.stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-clock.C():
+			if !clock.expired(func(w *runtime.StallWatch) { m.reportStall(w, absent()) }) {
+				continue
+			}
+			missing := absent()
+			select {
+			case <-done: // completed while we looked
+				return nil
+			default:
+			}
+			return &runtime.TimeoutError{What: m.g.what, After: m.g.timeout, Missing: missing,
+				Awaited: "a " + channelNames[chBarrier] + " signal"}
+		case <-m.g.closed:
+			return fmt.Errorf("%s: %w", m.g.what, ErrClosed)
+		}
+	}
+}
+
+// reportStall tells the stall hook this member has waited w.After for
+// the ranks in missing.
+func (m *member) reportStall(w *runtime.StallWatch, missing []int) {
+	w.Report(runtime.Stall{Rank: m.rank, What: m.g.what, Label: m.label, Waited: w.After, Waiting: missing})
 }
 
 // send stages data in peer's private staging slot for this rank (waiting

@@ -100,7 +100,7 @@ func NewWithOptions(cfg runtime.Config, opts Options) (*Runtime, error) {
 		live:        map[uint64]*buffer{},
 		closed:      make(chan struct{}),
 	}
-	rt.rv = newRendezvous(rt.closed)
+	rt.rv = newRendezvous(rt.closed, cfg.StallWatch())
 	rt.ranks = make([]int, cfg.WorldSize)
 	for r := range rt.ranks {
 		rt.ranks[r] = r

@@ -64,6 +64,7 @@ type stream struct {
 
 	capture *capture // the open capture this stream records into, if any (under mu)
 	replay  *graph   // the replay of the work running now (worker only)
+	running any      // the label of the work running now (worker only), for stall reports
 }
 
 var _ runtime.Stream = (*stream)(nil)
@@ -101,9 +102,9 @@ func (s *stream) loop() {
 
 		var err error
 		if !skip {
-			s.replay = w.replay
+			s.replay, s.running = w.replay, w.label
 			err = s.runSafely(&w)
-			s.replay = nil
+			s.replay, s.running = nil, nil
 		}
 		if err != nil && w.label != nil {
 			err = &runtime.WorkError{Label: w.label, Err: err}

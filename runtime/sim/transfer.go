@@ -45,7 +45,7 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 	seq := d.exchangeSeq.Add(1) - 1
 	what := fmt.Sprintf("exchange #%d", seq)
 	mine := append([]byte(nil), value...)
-	res, err := d.rt.rv.meet(meetKey{kind: "exchange", seq: seq}, d.rt.allRanks(), d.rank, mine, d.rt.timeout, what,
+	res, err := d.rt.rv.meet(meetKey{kind: "exchange", seq: seq}, d.rt.allRanks(), d.rank, mine, d.rt.timeout, what, nil,
 		func(payloads map[int]any) (any, error) {
 			all := make([][]byte, d.rt.size)
 			for r := range all {
