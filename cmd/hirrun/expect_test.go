@@ -234,3 +234,25 @@ func rawNPYOrder(descr, shape string, fortran bool, data []byte) []byte {
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(header)))
 	return append(append(b, header...), data...)
 }
+
+// TestDataFilesDocShowsRealLines: the lines docs/DATA-FILES.md shows are
+// what hirrun prints for the case above.
+func TestDataFilesDocShowsRealLines(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/DATA-FILES.md")
+	require.NoError(t, err)
+	c := newExpectCase(t)
+	ref := c.y.Clone()
+	ref.Set(5, 2)
+	ref.Set(9, 5)
+	c.save(t, "y_ref.npy", ref)
+	require.NoError(t, host.WriteNPZFile(c.path("case.npz"), []string{"b"}, []*host.Array{c.b}))
+	t.Chdir(c.dir)
+	r := c.run("--expect", "y=y_ref.npy", "--expect", "case.npz")
+	expectCode(t, r, exitFail)
+	lines := checkLines(r.stdout)
+	require.Len(t, lines, 2)
+	for _, l := range lines {
+		assert.Contains(t, string(doc), "\n"+l+"\n", "docs/DATA-FILES.md should show this line as hirrun prints it")
+	}
+	assert.Contains(t, string(doc), "\n"+r.stderr, "docs/DATA-FILES.md should show the failure line as hirrun prints it")
+}

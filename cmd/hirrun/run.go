@@ -79,7 +79,8 @@ default they depend on the output's dtype: f64 1e-7 and 1e-7, f32 1.3e-6 and
 1e-5, f16 1e-3 and 1e-5, bf16 1.6e-2 and 1e-5, integers and bool exact. A
 line per comparison gives the number of mismatches, the first one's index
 and values, and the largest absolute and relative errors; any mismatch
-makes the exit status 1, once every comparison is printed.
+makes the exit status 1, once every comparison is printed. The files and
+their conventions: docs/DATA-FILES.md.
 
 --backend cuda runs one process per rank, one GPU each: hirrun starts the
 mesh's ranks itself (--nproc, if given, must equal the mesh size), or is one
