@@ -131,14 +131,22 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 					pe.dst, i, pe.src, r.dtype, r.elems, s.op.Pos, s.dtype, s.elems)
 			}
 		}
+		// The unmatched op's position leads the message; the peer's last
+		// partner of this pair, if any, is named too, so both sides show.
 		ns, nr := len(pe.sends), len(pe.recvs)
 		switch {
+		case ns > nr && nr == 0:
+			e := &trace[pe.sends[0]].ev
+			report(e.op, "send: rank %d sends to rank %d %d time(s), but rank %d never receives from rank %d: send #0 would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, ns, pe.dst, pe.src, pe.dst)
 		case ns > nr:
-			e := &trace[pe.sends[nr]].ev
-			report(e.op, "send: rank %d sends to rank %d %d time(s), but rank %d receives from rank %d only %d time(s): send #%d would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, ns, pe.dst, pe.src, nr, nr, pe.dst)
+			e, last := &trace[pe.sends[nr]].ev, &trace[pe.recvs[nr-1]].ev
+			report(e.op, "send: rank %d sends to rank %d %d time(s), but rank %d receives from rank %d only %d time(s), the last at %s: send #%d would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, ns, pe.dst, pe.src, nr, last.op.Pos, nr, pe.dst)
+		case nr > ns && ns == 0:
+			e := &trace[pe.recvs[0]].ev
+			report(e.op, "recv: rank %d receives from rank %d %d time(s), but rank %d never sends to rank %d: receive #0 would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, nr, pe.src, pe.dst, pe.src)
 		case nr > ns:
-			e := &trace[pe.recvs[ns]].ev
-			report(e.op, "recv: rank %d receives from rank %d %d time(s), but rank %d sends to rank %d only %d time(s): receive #%d would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, nr, pe.src, pe.dst, ns, ns, pe.src)
+			e, last := &trace[pe.recvs[ns]].ev, &trace[pe.sends[ns-1]].ev
+			report(e.op, "recv: rank %d receives from rank %d %d time(s), but rank %d sends to rank %d only %d time(s), the last at %s: receive #%d would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, nr, pe.src, pe.dst, ns, last.op.Pos, ns, pe.src)
 		}
 	}
 }

@@ -490,11 +490,11 @@ func (s *schedule) absent(op *ir.Op) string {
 func (s *schedule) hostAt(q *simRank) string {
 	switch {
 	case q.blocked != nil && q.blocked.seq == -1:
-		return fmt.Sprintf("its host waits at the %s at %s", q.blocked.op.Code, q.blocked.op.Pos.LineCol())
+		return fmt.Sprintf("its host waits at the %s at %s", q.blocked.op.Code, q.blocked.op.Pos)
 	case q.blocked != nil && q.pc < len(s.ops):
-		return fmt.Sprintf("its host waits, at the %s at %s, for the %s at %s", s.ops[q.pc].Code, s.ops[q.pc].Pos.LineCol(), q.blocked.op.Code, q.blocked.op.Pos.LineCol())
+		return fmt.Sprintf("its host waits, at the %s at %s, for the %s at %s", s.ops[q.pc].Code, s.ops[q.pc].Pos, q.blocked.op.Code, q.blocked.op.Pos)
 	case q.blocked != nil:
-		return fmt.Sprintf("its host waits, at the end, for the %s at %s", q.blocked.op.Code, q.blocked.op.Pos.LineCol())
+		return fmt.Sprintf("its host waits, at the end, for the %s at %s", q.blocked.op.Code, q.blocked.op.Pos)
 	case q.pc < len(s.ops):
 		return fmt.Sprintf("its host is at the %s at %s", s.ops[q.pc].Code, s.ops[q.pc].Pos)
 	}
@@ -503,11 +503,11 @@ func (s *schedule) hostAt(q *simRank) string {
 
 // explain says what item it waits for, following the chain a few steps.
 func (s *schedule) explain(r *simRank, it *item, depth int) string {
-	what := fmt.Sprintf("the %s at %s", it.op.Code, it.op.Pos.LineCol())
+	what := fmt.Sprintf("the %s at %s", it.op.Code, it.op.Pos)
 	st, idx := r.locate(it)
 	if st != nil && idx > st.done {
 		ahead := st.items[st.done]
-		return what + fmt.Sprintf(" is queued behind the %s at %s on %s, which %s", ahead.op.Code, ahead.op.Pos.LineCol(), st.name, s.explainRest(r, ahead, depth-1))
+		return what + fmt.Sprintf(" is queued behind the %s at %s on %s, which %s", ahead.op.Code, ahead.op.Pos, st.name, s.explainRest(r, ahead, depth-1))
 	}
 	return what + " " + s.explainRest(r, it, depth)
 }
@@ -515,7 +515,7 @@ func (s *schedule) explain(r *simRank, it *item, depth int) string {
 func (s *schedule) explainRest(r *simRank, it *item, depth int) string {
 	for _, d := range it.deps {
 		if !d.passed() {
-			return fmt.Sprintf("waits for the %s at %s on %s", d.s.items[d.s.done].op.Code, d.s.items[d.s.done].op.Pos.LineCol(), d.s.name)
+			return fmt.Sprintf("waits for the %s at %s on %s", d.s.items[d.s.done].op.Code, d.s.items[d.s.done].op.Pos, d.s.name)
 		}
 	}
 	switch it.kind {
@@ -529,14 +529,14 @@ func (s *schedule) explainRest(r *simRank, it *item, depth int) string {
 		if p == nil {
 			return fmt.Sprintf("waits for rank %d's matching %s, which rank %d never posts (%s)", q.id, want, q.id, s.hostAt(q))
 		}
-		msg := fmt.Sprintf("waits for rank %d's matching %s at %s", q.id, want, p.op.Pos.LineCol())
+		msg := fmt.Sprintf("waits for rank %d's matching %s at %s", q.id, want, p.op.Pos)
 		if depth <= 0 {
 			return msg
 		}
 		st, idx := q.locate(p)
 		if st != nil && idx > st.done {
 			ahead := st.items[st.done]
-			return msg + fmt.Sprintf(", queued on rank %d behind the %s at %s on %s", q.id, ahead.op.Code, ahead.op.Pos.LineCol(), st.name)
+			return msg + fmt.Sprintf(", queued on rank %d behind the %s at %s on %s", q.id, ahead.op.Code, ahead.op.Pos, st.name)
 		}
 		return msg
 	case collItem, barrierItem:

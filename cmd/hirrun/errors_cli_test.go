@@ -33,7 +33,7 @@ func TestRunDeadlockMessage(t *testing.T) {
 	expectCode(t, r, exitFail)
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	require.Len(t, lines, 1, "want one line, got %q", r.stderr)
-	expectContains(t, "stderr", lines[0], prog+":3:1: send: the ranks wait for each other forever: on rank 0 the send at 3:1 waits for rank 1's matching recv at 4:6")
+	expectContains(t, "stderr", lines[0], prog+":3:1: send: the ranks wait for each other forever: on rank 0 the send at "+prog+":3:1 waits for rank 1's matching recv at "+prog+":4:6")
 }
 
 // TestRunErrorPositionOnce: an op that fails at run time is reported like a
