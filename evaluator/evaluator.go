@@ -48,6 +48,9 @@ type Options struct {
 	// collective into it, a recv or transfer into it, a registration that
 	// lets peers write it) cannot be kept and must be given every Run.
 	KeepInputs bool
+	// Progress makes each rank's host publish where it is, for
+	// Job.Progress (progress.go): one atomic store per op.
+	Progress bool
 }
 
 // TraceEvent is one op of one Run on one rank, for a timeline. Times are

@@ -15,6 +15,11 @@ import (
 // addChain is BenchmarkOverheadPerOp's program with n unfused adds: a job
 // on the CPU runtime and its input.
 func addChain(t testing.TB, n int) (*evaluator.Job, map[string]*host.Array) {
+	return addChainWith(t, n, evaluator.Options{})
+}
+
+// addChainWith is addChain's job with opts.
+func addChainWith(t testing.TB, n int, opts evaluator.Options) (*evaluator.Job, map[string]*host.Array) {
 	bd := ir.NewBuilder(ir.LinearMesh(1))
 	x := bd.Input("x", ir.Tensor(ir.F32, 4))
 	v := x
@@ -33,7 +38,7 @@ func addChain(t testing.TB, n int) (*evaluator.Job, map[string]*host.Array) {
 	rt, err := runtime.Open("sim", runtime.Config{WorldSize: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close() })
-	j, err := evaluator.NewJob(prog, rt, evaluator.Options{})
+	j, err := evaluator.NewJob(prog, rt, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	return j, map[string]*host.Array{"x": host.Random(ir.F32, shape(4), 1)}

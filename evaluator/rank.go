@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hirlab/hir/host"
@@ -37,6 +38,12 @@ type rank struct {
 
 	outputsHeld []func() // budget of the last Run's outputs (releaseOutputs)
 
+	// progress is where the host is (progress.go): ops started in this
+	// Run and the current op's id, in one word stored once per op and read
+	// by Job.Progress; started is the count, the host's own copy.
+	progress atomic.Uint64
+	started  uint64
+
 	runs      int64            // Runs that succeeded
 	graph     []graphStep      // graph mode: the captured program, in steps (graph.go)
 	capturing *capturing       // graph mode: the capture in progress
@@ -53,7 +60,7 @@ type handleKey struct {
 
 func newRank(j *Job, dev runtime.Device) *rank {
 	n := len(j.plan.ops)
-	return &rank{
+	r := &rank{
 		job: j, dev: dev, id: dev.Rank(), size: dev.WorldSize(),
 		inputs:  make([]runtime.Tensor, len(j.prog.Inputs)),
 		pool:    newPool(dev),
@@ -62,6 +69,8 @@ func newRank(j *Job, dev runtime.Device) *rank {
 		streams: make([]runtime.Stream, n),
 		frame:   frame{vals: make([]slot, len(j.plan.values))},
 	}
+	r.startProgress()
+	return r
 }
 
 // slot is what a value is bound to during a Run.
@@ -100,6 +109,7 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 	f.iter = -1
 	f.used, f.events = f.used[:0], f.events[:0]
 	r.resetTrace()
+	r.startProgress()
 	if r.xfer != nil {
 		// Live registrations are this Run's: a Run that failed between
 		// register and deregister must not leave one for the next.
@@ -121,6 +131,7 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 			}
 		}
 	}
+	r.endProgress()
 	// Whatever happened, let every stream drain so no work outlives the Run.
 	for _, s := range f.used {
 		if serr := s.Synchronize(); serr != nil && err == nil {
@@ -300,8 +311,13 @@ func (r *rank) readTensors(f *frame, ts []runtime.Tensor) (map[string]*host.Arra
 func (r *rank) block(f *frame, ops []*opPlan) error {
 	opts := &r.job.opts
 	timed := opts.Stats || opts.Trace
+	track := opts.Progress
 	for _, p := range ops {
 		op := p.op
+		if track { // where the host is, for Job.Progress
+			r.started++
+			r.progress.Store(r.started<<progressShift | uint64(min(p.id, progressNone)))
+		}
 		var start time.Time
 		cur := f.current
 		if timed {
