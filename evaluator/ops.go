@@ -244,6 +244,7 @@ func (r *rank) selectView(f *frame, p *opPlan) error {
 	if index < 0 || index >= t.Shape[axis] {
 		return fmt.Errorf("index %d is out of range for axis %d of extent %d", index, axis, t.Shape[axis])
 	}
+	index = op.SelectIndex(index, int64(r.id), t.Shape[axis])
 	strides := t.EffectiveStrides()
 	view := runtime.Tensor{
 		Buf:     t.Buf,
@@ -257,12 +258,11 @@ func (r *rank) selectView(f *frame, p *opPlan) error {
 }
 
 func (r *rank) reshape(f *frame, p *opPlan) error {
-	op := p.op
 	t, err := r.tensor(f, p.args[0])
 	if err != nil {
 		return err
 	}
-	shape := op.Result().Tensor().Shape()
+	shape := r.job.plan.local[p.res[0]].shape // a sharded result's local shape
 	if t.IsContiguous() {
 		f.vals[p.res[0]] = slot{live: true, t: runtime.Tensor{Buf: t.Buf, Offset: t.Offset, DType: t.DType, Shape: shape}}
 		return nil

@@ -36,13 +36,23 @@ func (b *Builder) fresh() string {
 	}
 }
 
+// claim takes name for a value, or name.1, name.2, … when a value has it
+// already (helpers that build loops, called twice, name their indexes
+// alike), so every name is defined once.
 func (b *Builder) claim(name string) string {
 	if name == "" {
 		return b.fresh()
 	}
+	base := name
+	for n := 1; b.used[name]; n++ {
+		name = fmt.Sprintf("%s.%d", base, n)
+	}
 	b.used[name] = true
 	return name
 }
+
+// Mesh is the mesh of the program being built.
+func (b *Builder) Mesh() Mesh { return b.prog.Mesh }
 
 // Input declares a program input.
 func (b *Builder) Input(name string, t *TensorType) *Value {

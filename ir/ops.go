@@ -231,6 +231,7 @@ var (
 	DTypeWords    = []string{"f32", "f16", "bf16", "f64", "i32", "i64", "bool"}
 	MemWords      = []string{"global", "symmetric", "host"}
 	DirWords      = []string{"read", "write"}
+	ShiftWords    = []string{"rank"}
 )
 
 func collective(name string, layout Layout, algos []AlgoAccess, extra ...AttrSpec) OpInfo {
@@ -272,7 +273,7 @@ var opInfos = [numOpcodes]OpInfo{
 
 	OpSymmetricContiguousView: {Name: "symmetric_contiguous_view", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst},
 	OpSelect: {Name: "select", Class: ClassView, MinOperands: 2, MaxOperands: 2, Results: 1, Aliases: AliasFirst,
-		Attrs: []AttrSpec{{Key: "axis", Kind: KindInt}}},
+		Attrs: []AttrSpec{{Key: "axis", Kind: KindInt}, {Key: "shift", Kind: KindWord, Words: ShiftWords}}},
 	OpReshape: {Name: "reshape", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst,
 		Attrs: []AttrSpec{{Key: "shape", Kind: KindInts, Required: true}}},
 

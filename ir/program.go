@@ -260,6 +260,17 @@ func (op *Op) WordAttr(key, def string) string {
 	return def
 }
 
+// SelectIndex is the index a select takes on rank of a mesh, whose axis
+// has extent entries, for the index operand's value i: i itself, or with
+// shift=rank (i + rank) mod extent, so each rank starts at its own entry
+// (a ring's step i reaches peer rank+i).
+func (op *Op) SelectIndex(i, rank, extent int64) int64 {
+	if op.WordAttr("shift", "") == "rank" && extent > 0 {
+		return (i%extent + rank%extent) % extent
+	}
+	return i
+}
+
 // IntsAttr returns an integer-list attribute or nil.
 func (op *Op) IntsAttr(key string) []int64 {
 	v, _ := op.Attr(key)

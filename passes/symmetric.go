@@ -106,6 +106,8 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 	why := ""
 	if cv := contiguousViewOf(x); cv != nil {
 		why = " (it is symmetric, but as a view of the contiguous view " + cv.String() + " it is this rank's mapping of every shard, which peers cannot address)"
+	} else if sel := rankShiftedSelect(x); sel != nil && t.Mem == ir.Symmetric {
+		why = " (it is symmetric, but " + sel.String() + " selects with shift=rank, so each rank's window is another one)"
 	}
 	imp := &ir.Op{Code: ir.OpCopy, Operands: []*ir.Value{x}, Results: []*ir.Value{sym}, Pos: op.Pos}
 	imp.SetAttr("mem", ir.AttrValue{Kind: ir.KindWord, Word: ir.Symmetric.String()})
@@ -127,7 +129,19 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 // mapping of every shard, not a shard: peers cannot address it.
 func peerAddressable(x *ir.Value) bool {
 	t := x.Tensor()
-	return t != nil && t.Mem == ir.Symmetric && contiguousViewOf(x) == nil
+	return t != nil && t.Mem == ir.Symmetric && contiguousViewOf(x) == nil && rankShiftedSelect(x) == nil
+}
+
+// rankShiftedSelect returns the select with shift=rank that x is or looks
+// through, or nil: each rank's window is another one, so a peer's
+// counterpart is not the same window of its shard.
+func rankShiftedSelect(x *ir.Value) *ir.Value {
+	for y := x; y != nil; y = storageOf(y) {
+		if y.Def != nil && y.Def.Code == ir.OpSelect && y.Def.WordAttr("shift", "") == "rank" {
+			return y
+		}
+	}
+	return nil
 }
 
 // contiguousViewOf returns the symmetric_contiguous_view result that x is
@@ -148,6 +162,13 @@ func (s *symmetrizer) checkOutput(op *ir.Op, algo ir.Algo) {
 		out, buffer = op.Operands[1], true
 	}
 	t := out.Tensor()
+	if t != nil && t.Mem == ir.Symmetric && buffer {
+		if sel := rankShiftedSelect(out); sel != nil {
+			s.errs.Add(op.Pos, "%s (algo=%s) writes its output %s remotely, but %s selects with shift=rank, so each peer would write into the window its own rank picks; give %s an output buffer of this rank's own (`%%buf = alloc : %s`), then copy it into %s",
+				op.Code, algo, out, sel, op.Code, t, out)
+			return
+		}
+	}
 	if t == nil || t.Mem == ir.Symmetric {
 		return
 	}

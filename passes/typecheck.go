@@ -2,6 +2,7 @@ package passes
 
 import (
 	"math"
+	"slices"
 
 	"github.com/hirlab/hir/ir"
 )
@@ -698,10 +699,6 @@ func (c *checker) view(op *ir.Op) ([]inferred, bool) {
 		}
 		res.Dims = append(res.Dims[:axis:axis], t.Dims[axis+1:]...)
 	case ir.OpReshape:
-		if t.IsSharded() {
-			c.errs.Add(op.Pos, "reshape: %s is sharded (%s); reshape needs an unsharded tensor", x, t)
-			return nil, false
-		}
 		shape := op.IntsAttr("shape")
 		for _, e := range shape {
 			if e < 0 {
@@ -719,8 +716,58 @@ func (c *checker) view(op *ir.Op) ([]inferred, bool) {
 			return nil, false
 		}
 		res = ir.Tensor(t.DType, shape...).In(t.Mem)
+		if t.IsSharded() {
+			if res = c.shardedReshape(op, x, t, shape); res == nil {
+				return nil, false
+			}
+		}
 	}
 	return []inferred{{t: res, base: x}}, true
+}
+
+// shardedReshape types the reshape of a sharded tensor, which may only
+// split its sharded axis into new axes, the first of them sharded
+// (f32[8/DIDx, 4] with shape=[2, 2, 2, 4] is f32[2/DIDx, 2, 2, 4]), or
+// merge it with the axes right after it into one sharded axis (the
+// reverse), the other axes kept. Each rank's shard is then a whole block of
+// the sharded axis, contiguous in both layouts, so the local shard
+// reshapes in place. The mesh must divide the sharded axis (validate).
+func (c *checker) shardedReshape(op *ir.Op, x *ir.Value, t *ir.TensorType, shape []int64) *ir.TensorType {
+	a := t.ShardAxis()
+	old := t.Shape()
+	res := ir.Tensor(t.DType, shape...).In(t.Mem)
+	switch {
+	case len(shape) >= len(old) && slices.Equal(shape[:a], old[:a]):
+		k := len(shape) - len(old) + 1 // the axes the sharded one is split into
+		if slices.Equal(shape[a+k:], old[a+1:]) && ir.Product(shape[a:a+k]) == old[a] {
+			res.Dims[a].Parallel = ir.DIDx
+			return res
+		}
+	case len(shape) < len(old) && slices.Equal(shape[:a], old[:a]):
+		k := len(old) - len(shape) + 1 // the axes merged into the sharded one
+		if slices.Equal(shape[a+1:], old[a+k:]) && ir.Product(old[a:a+k]) == shape[a] {
+			res.Dims[a].Parallel = ir.DIDx
+			return res
+		}
+	}
+	c.errs.Add(op.Pos, "reshape: %s is sharded (%s); a sharded tensor can only have its sharded axis %d split into new axes (e.g. shape=%s) or merged with the axes after it, the other axes kept, and shape=%s does neither",
+		x, t, a, shapeString(splitExample(old, a)), shapeString(shape))
+	return nil
+}
+
+// splitExample is old with its axis a split in two where it can be.
+func splitExample(old []int64, a int) []int64 {
+	out := append([]int64(nil), old[:a]...)
+	e := old[a]
+	f := int64(1)
+	for d := int64(2); d < e; d++ {
+		if e%d == 0 {
+			f = d
+			break
+		}
+	}
+	out = append(out, f, e/f)
+	return append(out, old[a+1:]...)
 }
 
 // index checks select's index: an integer literal or a loop index, inside

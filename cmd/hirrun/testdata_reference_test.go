@@ -632,6 +632,18 @@ var references = map[string]reference{
 		out, acc := concat(0, parts...), concat(0, accs...)
 		return c.each(func(int) map[string]tens { return map[string]tens{"out": out, "acc": acc} })
 	},
+	"tp_all_gather_matmul": func(c *refCtx) []map[string]tens {
+		y := matmul(c.in["x"], c.in["w"]) // every decomposition: the gathered rows times w
+		return c.each(func(int) map[string]tens { return map[string]tens{"ref": y, "chunked": y, "ring": y} })
+	},
+	"tp_matmul_reduce_scatter": func(c *refCtx) []map[string]tens {
+		p := matmul(c.in["a"], c.in["w"]) // the same on every rank: a and w are not sharded
+		total := overRanks([]tens{p, p, p, p}, add)
+		return c.each(func(r int) map[string]tens {
+			mine := chunk(total, 0, r, 4)
+			return map[string]tens{"ref": mine, "chunked": mine, "ring": mine}
+		})
+	},
 	"fusion_explicit": func(c *refCtx) []map[string]tens {
 		b := c.in["b"]
 		return c.each(func(r int) map[string]tens {

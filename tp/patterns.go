@@ -1,0 +1,108 @@
+package tp
+
+import (
+	"fmt"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// AllGatherMatmul appends all_gather(x) × w: x is [M/DIDx, K] (each rank
+// holds M/mesh rows), w this rank's [K, N] weight block; the result is
+// this rank's [M, N]. PeerRing reads the peers' rows through the
+// symmetric contiguous view, so x must be symmetric there.
+func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error) {
+	const pattern = "AllGatherMatmul"
+	mesh := int64(b.Mesh().Size())
+	m, k, n, err := shapes(pattern, int(mesh), x, w, true)
+	if err != nil {
+		return nil, err
+	}
+	dt, rows := x.Tensor().DType, m/mesh
+	switch o.Decomposition {
+	case Unpipelined:
+		g := o.collective(b, ir.OpAllGather, x).Type(tensor(dt, ir.Symmetric, m, k)).Value()
+		return b.Op(ir.OpMatmul, g, w).Value(), nil
+	case Chunked:
+		c, err := o.chunks(pattern, rows)
+		if err != nil {
+			return nil, err
+		}
+		ch := rows / c
+		// [M/DIDx, K] as [mesh/DIDx, chunks, rows of a chunk, K]: select
+		// axis 1 takes one chunk of every rank's block.
+		x4 := reshape(b, x, mesh, c, ch, k)
+		out := b.Alloc(ir.Tensor(dt, mesh, c, ch, n))
+		b.For("c", 0, c, 1, func(i *ir.Value) {
+			g := o.collective(b, ir.OpAllGather, sel(b, x4, i, 1, false)).Type(tensor(dt, ir.Symmetric, mesh, ch, k)).Value()
+			y := b.Op(ir.OpMatmul, reshape(b, g, mesh*ch, k), w).Value()
+			b.Op(ir.OpCopy, reshape(b, y, mesh, ch, n), sel(b, out, i, 1, false))
+		})
+		return reshape(b, out, m, n), nil
+	case PeerRing:
+		if x.Tensor().Mem != ir.Symmetric {
+			return nil, fmt.Errorf("tp.%s: %s reads the peers' rows through the contiguous view, so %s must be symmetric; it is %s", pattern, PeerRing, x, x.Tensor())
+		}
+		view := b.Op(ir.OpSymmetricContiguousView, reshape(b, x, mesh, rows, k)).Value()
+		out := b.Alloc(ir.Tensor(dt, mesh, rows, n))
+		b.For("s", 0, mesh, 1, func(s *ir.Value) {
+			// step s: the rows of peer rank+s, copied here, multiplied
+			local := b.Op(ir.OpCopy, sel(b, view, s, 0, true)).Value()
+			y := b.Op(ir.OpMatmul, local, w).Value()
+			b.Op(ir.OpCopy, y, sel(b, out, s, 0, true))
+		})
+		return reshape(b, out, m, n), nil
+	}
+	return nil, fmt.Errorf("tp.%s: no decomposition %s", pattern, o.Decomposition)
+}
+
+// MatmulReduceScatter appends reduce_scatter(a × w) by rows: a is this
+// rank's [M, K] block, w its [K, N] weight block; the result is the sum
+// over ranks of their products, [M/DIDx, N] (each rank holds its M/mesh
+// rows). PeerRing writes each product block into its owner's slot through
+// the symmetric contiguous view and meets the peers twice (barrier) per
+// call: before writing, so no peer still reads the slots, and after.
+func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, error) {
+	const pattern = "MatmulReduceScatter"
+	mesh := int64(b.Mesh().Size())
+	m, k, n, err := shapes(pattern, int(mesh), a, w, false)
+	if err != nil {
+		return nil, err
+	}
+	dt, rows := a.Tensor().DType, m/mesh
+	switch o.Decomposition {
+	case Unpipelined:
+		p := b.Op(ir.OpMatmul, a, w).Value()
+		return o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Type(tensor(dt, ir.Symmetric, m, n).Sharded(0)).Value(), nil
+	case Chunked:
+		c, err := o.chunks(pattern, rows)
+		if err != nil {
+			return nil, err
+		}
+		ch := rows / c
+		out := b.Alloc(ir.Tensor(dt, m, n).Sharded(0))
+		out4 := reshape(b, out, mesh, c, ch, n) // [mesh/DIDx, chunks, ch, N]
+		a4 := reshape(b, a, mesh, c, ch, k)
+		b.For("c", 0, c, 1, func(i *ir.Value) {
+			p := b.Op(ir.OpMatmul, sel(b, a4, i, 1, false), w).Value() // chunk i of every rank's block
+			r := o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
+			b.Op(ir.OpCopy, r, sel(b, out4, i, 1, false))
+		})
+		return out, nil
+	case PeerRing:
+		// slots[owner][source]: what rank source computed for owner's rows
+		slots := b.Alloc(tensor(dt, ir.Symmetric, mesh, mesh, rows, n).Sharded(0))
+		view := b.Op(ir.OpSymmetricContiguousView, slots).Value()
+		a3 := reshape(b, a, mesh, rows, k)
+		b.Op(ir.OpBarrier)
+		b.For("s", 0, mesh, 1, func(s *ir.Value) {
+			// step s: the block of rank+s, into its slot for this rank
+			p := b.Op(ir.OpMatmul, sel(b, a3, s, 0, true), w).Value()
+			owner := sel(b, view, s, 0, true)
+			b.Op(ir.OpCopy, p, sel(b, owner, ir.Int(0), 0, true))
+		})
+		b.Op(ir.OpBarrier)
+		sum := b.Op(ir.OpSum, slots).Ints("axes", 1).Value()
+		return reshape(b, sum, m, n), nil
+	}
+	return nil, fmt.Errorf("tp.%s: no decomposition %s", pattern, o.Decomposition)
+}

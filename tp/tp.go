@@ -1,0 +1,122 @@
+// Package tp builds the two tensor-parallel patterns of a transformer
+// block into hir programs, each in several decompositions that overlap
+// communication with compute differently (docs/OVERLAP.md):
+//
+//   - AllGatherMatmul: a sequence-parallel input x, sharded by rows, is
+//     gathered and multiplied by a weight block w.
+//   - MatmulReduceScatter: the partial product a × w of every rank is
+//     summed and scattered by rows.
+//
+// Every decomposition gives the unpipelined program's result; they differ
+// in how the work is cut:
+//
+//   - Unpipelined: one collective and one matmul.
+//   - Chunked: each rank's block of rows is cut into Chunks pieces, and a
+//     collective moves one piece of every rank's block at a time, so the
+//     matmul of a piece can run while the next piece moves.
+//   - PeerRing: Mesh size steps; at step s each rank works on the block of
+//     rank (its own + s) mod the mesh, reading it from that peer (or
+//     writing its partial into that peer's slot) through the symmetric
+//     contiguous view, with no collective.
+//
+// A framework calls the builders on its own ir.Builder; the results are
+// ordinary values the program goes on with.
+package tp
+
+import (
+	"fmt"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// Decomposition says how a pattern is cut into communication and compute.
+type Decomposition int
+
+const (
+	Unpipelined Decomposition = iota
+	Chunked
+	PeerRing
+)
+
+var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring"}
+
+func (d Decomposition) String() string {
+	if d >= 0 && int(d) < len(decompositionNames) {
+		return decompositionNames[d]
+	}
+	return fmt.Sprintf("Decomposition(%d)", int(d))
+}
+
+// Decompositions lists them all, in order.
+func Decompositions() []Decomposition { return []Decomposition{Unpipelined, Chunked, PeerRing} }
+
+// Options choose a decomposition and its parameters.
+type Options struct {
+	Decomposition Decomposition
+	// Chunks is how many pieces Chunked cuts each rank's block of rows
+	// into (0 means 2); it must divide the block's rows.
+	Chunks int
+	// Algo is the algorithm of the collectives (auto when zero).
+	Algo ir.Algo
+}
+
+// shapes checks the operands of a pattern: a rank-2 float tensor x (its
+// rows sharded when sharded is set, symmetric when symmetric is set) and
+// a rank-2 weight w of x's dtype with as many rows as x has columns.
+func shapes(pattern string, mesh int, x, w *ir.Value, sharded bool) (rows, k, n int64, err error) {
+	xt, wt := x.Tensor(), w.Tensor()
+	switch {
+	case xt == nil || wt == nil:
+		return 0, 0, 0, fmt.Errorf("tp.%s: %s and %s need tensor types (declare them as inputs, or give their types)", pattern, x, w)
+	case xt.Rank() != 2 || wt.Rank() != 2:
+		return 0, 0, 0, fmt.Errorf("tp.%s: %s is %s and %s is %s; both must be rank 2", pattern, x, xt, w, wt)
+	case sharded && (xt.Dims[0].Parallel != ir.DIDx || xt.Dims[1].Parallel == ir.DIDx):
+		return 0, 0, 0, fmt.Errorf("tp.%s: %s is %s; it must be sharded by rows only ([M/DIDx, K])", pattern, x, xt)
+	case !sharded && xt.IsSharded():
+		return 0, 0, 0, fmt.Errorf("tp.%s: %s is %s; it must be unsharded (this rank's [M, K] block)", pattern, x, xt)
+	case wt.IsSharded():
+		return 0, 0, 0, fmt.Errorf("tp.%s: the weight %s is %s; it must be unsharded (this rank's block)", pattern, w, wt)
+	case xt.Dims[1].Extent != wt.Dims[0].Extent:
+		return 0, 0, 0, fmt.Errorf("tp.%s: %s is %s and %s is %s: the contracted extents differ", pattern, x, xt, w, wt)
+	case xt.Dims[0].Extent%int64(mesh) != 0:
+		return 0, 0, 0, fmt.Errorf("tp.%s: %s has %d rows, which the mesh of %d ranks does not divide", pattern, x, xt.Dims[0].Extent, mesh)
+	}
+	return xt.Dims[0].Extent, xt.Dims[1].Extent, wt.Dims[1].Extent, nil
+}
+
+// chunks is o.Chunks checked against a block of rows.
+func (o Options) chunks(pattern string, rows int64) (int64, error) {
+	c := int64(o.Chunks)
+	if c == 0 {
+		c = 2
+	}
+	if c < 1 || rows%c != 0 {
+		return 0, fmt.Errorf("tp.%s: %d chunks do not divide a block of %d rows", pattern, c, rows)
+	}
+	return c, nil
+}
+
+func tensor(dt ir.DType, mem ir.MemoryType, shape ...int64) *ir.TensorType {
+	return ir.Tensor(dt, shape...).In(mem)
+}
+
+func (o Options) collective(b *ir.Builder, code ir.Opcode, x *ir.Value) *ir.OpBuilder {
+	return b.Collective(code, x, o.Algo)
+}
+
+func reshape(b *ir.Builder, x *ir.Value, shape ...int64) *ir.Value {
+	return b.Op(ir.OpReshape, x).Ints("shape", shape...).Value()
+}
+
+// sel selects index i of axis 0 of x; with byRank, index (i + rank) mod
+// the extent (select's shift=rank).
+func sel(b *ir.Builder, x, i *ir.Value, axis int64, byRank bool) *ir.Value {
+	ob := b.Op(ir.OpSelect, x, i)
+	if axis != 0 {
+		ob.Int("axis", axis)
+	}
+	if byRank {
+		ob.Word("shift", "rank")
+	}
+	return ob.Value()
+}
