@@ -204,12 +204,14 @@ output %g
 `)
 	r := hirrun("run", prog, "--input", "x=random", "--stats", "--repeat", "2")
 	expectCode(t, r, exitOK)
+	// on stderr: stdout holds the outputs alone
+	assert.NotContains(t, r.stdout, "symmetric handles")
 	header := regexp.MustCompile(`(?m)^rank [01]: symmetric handles \d+ hits?, \d+ miss(es)?; kernels \d+ hits?, \d+ miss(es)?$`)
-	assert.Len(t, header.FindAllString(r.stdout, -1), 2, "want a cache line per rank:\n%s", r.stdout)
+	assert.Len(t, header.FindAllString(r.stderr, -1), 2, "want a cache line per rank:\n%s", r.stderr)
 	// Two runs: the gather ran twice on each rank.
 	row := regexp.MustCompile(`(?m)^\s*all_gather\s+\S+p\.hir:5:\d+\s+2\s+\S+\s+\S+$`)
-	assert.Len(t, row.FindAllString(r.stdout, -1), 2, "want an all_gather row with count 2 per rank:\n%s", r.stdout)
-	expectContains(t, "stdout", r.stdout, "op", "where", "count", "total", "mean")
+	assert.Len(t, row.FindAllString(r.stderr, -1), 2, "want an all_gather row with count 2 per rank:\n%s", r.stderr)
+	expectContains(t, "stderr", r.stderr, "op", "where", "count", "total", "mean")
 }
 
 func TestRunFailureIsExit1(t *testing.T) {

@@ -232,17 +232,18 @@ func peerGone(err error) bool {
 // runRank runs this process's rank of prog; on rank 0 it prints every
 // rank's results.
 func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, files *results, o *runOptions) int {
-	rt, err := runtime.Open(o.backend, runtime.Config{
+	wa := c.newWatch(o)
+	rt, err := runtime.Open(o.backend, wa.config(runtime.Config{
 		WorldSize: prog.Mesh.Size(),
 		Devices:   meshDevices(prog),
 		Rank:      -1,
 		Timeout:   o.timeout,
-	})
+	}))
 	if err != nil {
 		c.errorf("run: %v", err)
 		return exitFail
 	}
-	res, err := c.runJob(prog, rt, inputs, o)
+	res, err := c.runJob(prog, rt, inputs, o, wa)
 	if err != nil {
 		c.report(err)
 		abort(rt, err)
@@ -269,16 +270,20 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, files *re
 	return c.finishRun(prog, reports, all, files, o)
 }
 
-// runJob runs the program o.repeat times on the ranks rt hosts. On failure
-// it leaves the job unclosed: closing frees symmetric memory collectively,
-// which would wait for peers that may be waiting for us; abort frees it.
-func (c *cli) runJob(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
+// runJob runs the program o.repeat times on the ranks rt hosts, watched by
+// wa. On failure it leaves the job unclosed: closing frees symmetric memory
+// collectively, which would wait for peers that may be waiting for us;
+// abort frees it.
+func (c *cli) runJob(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions, wa *watch) (*evaluator.Result, error) {
 	job, err := evaluator.NewJob(prog, rt, o.jobOptions())
 	if err != nil {
 		return nil, err
 	}
+	wa.attach(job)
+	defer wa.finish()
 	var res *evaluator.Result
 	for i := 0; i < o.repeat; i++ {
+		wa.runStarted(i + 1)
 		if res, err = job.Run(inputs); err != nil {
 			if o.repeat > 1 {
 				err = fmt.Errorf("run %d of %d: %w", i+1, o.repeat, err)

@@ -17,24 +17,26 @@ import (
 )
 
 type runOptions struct {
-	backend string
-	nproc   int
-	inputs  specList
-	outputs specList
-	expects specList // --expect: references to compare outputs with
-	rtol    tolFlag
-	atol    tolFlag
-	stats   bool
-	trace   string // --trace FILE: a Chrome/Perfetto timeline
-	timeout time.Duration
-	repeat  int
-	explain bool
-	graph   bool // --graph: one graph per rank (evaluator.Options.Graph)
+	backend  string
+	nproc    int
+	inputs   specList
+	outputs  specList
+	expects  specList // --expect: references to compare outputs with
+	rtol     tolFlag
+	atol     tolFlag
+	stats    bool
+	trace    string // --trace FILE: a Chrome/Perfetto timeline
+	timeout  time.Duration
+	repeat   int
+	explain  bool
+	graph    bool   // --graph: one graph per rank (evaluator.Options.Graph)
+	progress string // --progress auto|always|never: the progress line on stderr
 }
 
-// jobOptions are the evaluator's options for o.
+// jobOptions are the evaluator's options for o. The hosts always publish
+// where they are: the progress line and the stall reports read it.
 func (o *runOptions) jobOptions() evaluator.Options {
-	return evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != "", Graph: o.graph}
+	return evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != "", Graph: o.graph, Progress: true}
 }
 
 // specList collects a repeatable NAME=VALUE flag.
@@ -92,7 +94,19 @@ every rank in this one process.
 --trace FILE.json writes a timeline of the last run (one row per rank, one
 slice per op, with its source position) for chrome://tracing or
 ui.perfetto.dev; like --stats, it waits for each op, so the program runs
-serialised.
+serialised. --stats prints each rank's cache counters and time per op on
+stderr, after the outputs.
+
+A run that takes more than 2 s draws a progress line on stderr when stderr
+is a terminal (--progress auto; always draws it anyway, never not at all),
+redrawn 4 times a second: the ops each rank's host has done and the op the
+slowest one is in, with its position. A rank that waits for its peers for
+5 s (a collective, send/recv, barrier) says so once, on stderr, naming the
+op and the ranks it waits for:
+
+  rank 1 has waited 5s at prog.hir:12:3 (all_reduce) for ranks 0, 3
+
+and goes on waiting until --timeout.
 
 --graph runs the program as one graph per rank (docs/GRAPHS.md): the first
 run is eager (allocations, handles, kernels), the second captures every
@@ -110,12 +124,13 @@ with each op's position (hirrun check --graph lists them).`,
 		fs.Var(&o.expects, "expect", "compare an output with a reference after the run: `NAME=REF.npy`, or every output named in REF.npz (repeatable)")
 		fs.Var(&o.rtol, "rtol", "the relative tolerance of --expect (default: per dtype, see above)")
 		fs.Var(&o.atol, "atol", "the absolute tolerance of --expect (default: per dtype, see above)")
-		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op (serialises the ops)")
+		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op to stderr (serialises the ops)")
 		fs.StringVar(&o.trace, "trace", "", "write the last run's ops on every rank as a Chrome/Perfetto timeline to `FILE.json` (serialises the ops, like --stats)")
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: the runtime's default, "+runtime.DefaultTimeout.String()+")")
 		fs.IntVar(&o.repeat, "repeat", 1, "run the program this many times (outputs and stats are the last run's)")
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
 		fs.BoolVar(&o.graph, "graph", false, "run as one graph per rank: an eager run, a capture, then replays (see --repeat)")
+		fs.StringVar(&o.progress, "progress", "auto", "draw a progress line on stderr once a run takes 2 s: `auto` (when stderr is a terminal), always or never")
 		return o
 	},
 	run: func(c *cli, opts any, args []string) int { return c.runProgram(opts.(*runOptions), args) },
@@ -136,6 +151,10 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	}
 	if o.nproc < 0 {
 		c.errorf("run: --nproc must not be negative, got %d", o.nproc)
+		return exitUsage
+	}
+	if err := checkProgressMode(o.progress); err != nil {
+		c.errorf("run: %v", err)
 		return exitUsage
 	}
 	if o.graph && (o.stats || o.trace != "") {
@@ -191,12 +210,13 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		return exitUsage
 	}
 
-	rt, err := runtime.Open(o.backend, runtime.Config{
+	wa := c.newWatch(o)
+	rt, err := runtime.Open(o.backend, wa.config(runtime.Config{
 		WorldSize: prog.Mesh.Size(),
 		Devices:   prog.Mesh.Devices,
 		Rank:      -1,
 		Timeout:   o.timeout,
-	})
+	}))
 	if err != nil {
 		c.errorf("run: %v", err)
 		if errors.Is(err, runtime.ErrUnknownBackend) {
@@ -207,7 +227,7 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	release, err := reserveInputs(prog, rt)
 	var res *evaluator.Result
 	if err == nil {
-		res, err = c.execute(prog, rt, inputs, o)
+		res, err = c.execute(prog, rt, inputs, o, wa)
 		release()
 	}
 	if cerr := rt.Close(); err == nil && cerr != nil {
@@ -221,19 +241,28 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	return c.finishRun(prog, reportsOf(prog, res), res, files, o)
 }
 
-// execute binds the program to the runtime and runs it o.repeat times.
-func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions) (*evaluator.Result, error) {
+// newWatch is the progress line and stall reports of a run with o.
+func (c *cli) newWatch(o *runOptions) *watch {
+	return newWatch(c.stderr, showProgress(o.progress, c.stderr), o.repeat)
+}
+
+// execute binds the program to the runtime and runs it o.repeat times,
+// watched by wa.
+func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions, wa *watch) (*evaluator.Result, error) {
 	job, err := evaluator.NewJob(prog, rt, o.jobOptions())
 	if err != nil {
 		return nil, err
 	}
+	wa.attach(job)
 	var res *evaluator.Result
 	for i := 0; i < o.repeat && err == nil; i++ {
+		wa.runStarted(i + 1)
 		res, err = job.Run(inputs)
 		if err != nil && o.repeat > 1 {
 			err = fmt.Errorf("run %d of %d: %w", i+1, o.repeat, err)
 		}
 	}
+	wa.finish()
 	if cerr := job.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing the job: %w", cerr)
 	}
@@ -281,15 +310,16 @@ func (c *cli) printOutputs(prog *ir.Program, reports []rankReport) {
 	}
 }
 
-// printStats prints each rank's cache counters and time per op.
+// printStats prints each rank's cache counters and time per op, on stderr:
+// stdout holds the results alone.
 func (c *cli) printStats(reports []rankReport) {
 	for _, rr := range reports {
 		s := rr.Stats
-		fmt.Fprintf(c.stdout, "\nrank %d: symmetric handles %s; kernels %s\n",
+		fmt.Fprintf(c.stderr, "\nrank %d: symmetric handles %s; kernels %s\n",
 			rr.Rank, hitsMisses(s.HandleHits, s.HandleMisses), hitsMisses(s.KernelHits, s.KernelMisses))
 		ops := append([]evaluator.OpStat(nil), s.Ops...)
 		sort.SliceStable(ops, func(i, j int) bool { return ops[i].Total > ops[j].Total })
-		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(c.stderr, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  op\twhere\tcount\ttotal\tmean")
 		for _, op := range ops {
 			mean := time.Duration(0)
