@@ -99,6 +99,13 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 		s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely; reused its import %s", op.Code, algo, x, sym)
 		return nil
 	}
+	if promotable(x) && !s.viewed(x) {
+		// Made by an op of the program into storage of its own: make that
+		// storage symmetric, rather than copy it there before each read.
+		x.Type = t.In(ir.Symmetric)
+		s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely; %s now allocates it on the symmetric heap (no import copy)", op.Code, algo, x, x.Def.Code)
+		return nil
+	}
 	if s.names == nil {
 		s.names = newNamer(s.prog)
 	}
@@ -119,6 +126,37 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 	op.Operands[0] = sym
 	s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely%s; imported it onto the symmetric heap as %s", op.Code, algo, x, why, sym)
 	return imp
+}
+
+// promotable reports whether x, read remotely, can simply be allocated on
+// the symmetric heap: an op of the program makes it in global memory of
+// its own (not a view, not an input, not a copy whose mem= names the
+// memory). Every rank runs that op alike, so the allocation is matched
+// across ranks as an import's would be. Pointwise ops and reductions keep
+// global results, which fuse pass groups into one kernel (an import copy
+// costs about what the unfused kernel would).
+func promotable(x *ir.Value) bool {
+	op, t := x.Def, x.Tensor()
+	if op == nil || t == nil || t.Mem != ir.Global || op.Code.IsPointwise() || op.Code.IsReduction() {
+		return false
+	}
+	if _, ok := op.Attr("mem"); ok {
+		return false
+	}
+	return op.Code.Info().AliasedOperand(len(op.Operands)) < 0
+}
+
+// viewed reports whether some op of the program looks into x's storage
+// (a view, a copy or collective into it): its type names x's memory, so x
+// keeps it.
+func (s *symmetrizer) viewed(x *ir.Value) bool {
+	found := false
+	s.prog.Walk(func(op *ir.Op) {
+		if i := op.Code.Info().AliasedOperand(len(op.Operands)); i >= 0 && op.Operands[i] == x {
+			found = true
+		}
+	})
+	return found
 }
 
 // peerAddressable reports whether peers can address x through the
