@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/fdpass"
 	"github.com/hirlab/hir/runtime/store"
 )
 
@@ -148,7 +148,7 @@ func (d *Device) allocSymmetric(bytes int64) (*buffer, error) {
 	}
 	closeFD := func() {
 		if fd >= 0 {
-			syscall.Close(fd)
+			fdpass.CloseFD(fd)
 			d.openFDs.Add(-1)
 			fd = -1
 		}
@@ -266,7 +266,7 @@ func (d *Device) importPeer(a *symAlloc, p int, info handleInfo, what string) er
 		}
 		return err
 	})
-	syscall.Close(fd) // the imported handle holds its own reference
+	fdpass.CloseFD(fd) // the imported handle holds its own reference
 	d.openFDs.Add(-1)
 	if err != nil {
 		return fmt.Errorf("rank %d: %s: import rank %d's handle: %w", d.opts.Rank, what, p, err)

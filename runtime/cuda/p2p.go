@@ -3,10 +3,10 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"syscall"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/fdpass"
 )
 
 // Send and Recv. Each ordered pair (sender a, receiver b) has an inbox in
@@ -119,7 +119,7 @@ func (d *Device) makeInbox(p *p2pPair) error {
 		if err == nil {
 			err = d.fdx.Send(p.peer, p2pKey, fd)
 		}
-		syscall.Close(fd)
+		fdpass.CloseFD(fd)
 		d.openFDs.Add(-1)
 	}
 	return err
@@ -132,7 +132,7 @@ func (d *Device) mapPeerInbox(p *p2pPair) error {
 		return err
 	}
 	d.openFDs.Add(1)
-	defer func() { syscall.Close(fd); d.openFDs.Add(-1) }()
+	defer func() { fdpass.CloseFD(fd); d.openFDs.Add(-1) }()
 	return d.withCtx(func() error {
 		h, err := d.drv.importPosixFD(fd)
 		if err != nil {

@@ -1,10 +1,13 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/hirlab/hir/runtime/internal/dl"
 )
 
 // DeviceInfo is what the probe learned about one GPU.
@@ -76,6 +79,9 @@ func Probe() ProbeResult {
 }
 
 func noDriverReason(err error) string {
+	if errors.Is(err, dl.ErrNeedsLinux) {
+		return dl.ErrNeedsLinux.Error() + "; use the CPU runtime (--backend sim, the default)"
+	}
 	return fmt.Sprintf("the NVIDIA driver library did not load (%v); this machine has no usable NVIDIA driver, so use the CPU runtime (--backend sim, the default)", err)
 }
 

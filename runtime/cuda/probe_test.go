@@ -2,21 +2,38 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	goruntime "runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/internal/dl"
 )
 
 func TestProbeWithoutDriverSaysWhy(t *testing.T) {
 	_, err := openDriver("/nonexistent/libcuda.so.1")
 	require.Error(t, err, "a missing library loaded")
 	msg := noDriverReason(err)
-	for _, want := range []string{"/nonexistent/libcuda.so.1", "no usable NVIDIA driver", "--backend sim"} {
-		assert.Contains(t, msg, want, "reason")
+	want := []string{"/nonexistent/libcuda.so.1", "no usable NVIDIA driver", "--backend sim"}
+	if goruntime.GOOS != "linux" {
+		want = []string{"the cuda backend needs linux", "--backend sim"}
+	}
+	for _, w := range want {
+		assert.Contains(t, msg, w, "reason")
+	}
+}
+
+// Off linux no NVIDIA library is ever loaded, and the probe says so first.
+func TestProbeOffLinuxSaysItNeedsLinux(t *testing.T) {
+	err := fmt.Errorf("cannot load libcuda.so.1: %w", dl.ErrNeedsLinux)
+	assert.Equal(t, "the cuda backend needs linux (this hirrun is built for "+goruntime.GOOS+"/"+goruntime.GOARCH+
+		"); use the CPU runtime (--backend sim, the default)", noDriverReason(err))
+	if goruntime.GOOS != "linux" {
+		assert.Equal(t, noDriverReason(err), Probe().Reason, "Probe")
 	}
 }
 

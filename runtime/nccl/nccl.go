@@ -20,6 +20,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime/internal/dl"
 )
 
 // Library is the file name NCCL is loaded by; HIR_NCCL_LIBRARY overrides it.
@@ -182,14 +183,14 @@ func Load() (*Lib, error) {
 		if p := os.Getenv("HIR_NCCL_LIBRARY"); p != "" {
 			path = p
 		}
-		h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := dl.Open(path)
 		if err != nil {
 			loadErr = fmt.Errorf("%w: cannot load %s (%v); algo=nccl needs NCCL on the loader path, or HIR_NCCL_LIBRARY naming it", ErrUnavailable, path, err)
 			return
 		}
 		l := &Lib{path: path, fn: map[string]uintptr{}}
 		for _, name := range required {
-			p, err := purego.Dlsym(h, name)
+			p, err := dl.Sym(h, name)
 			if err != nil || p == 0 {
 				loadErr = fmt.Errorf("%w: %s does not export %s (too old an NCCL?)", ErrUnavailable, path, name)
 				return
@@ -197,7 +198,7 @@ func Load() (*Lib, error) {
 			l.fn[name] = p
 		}
 		for _, name := range optional {
-			if p, err := purego.Dlsym(h, name); err == nil && p != 0 {
+			if p, err := dl.Sym(h, name); err == nil && p != 0 {
 				l.fn[name] = p
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/hirlab/hir/runtime/internal/dl"
 )
 
 // library is an opened shared library and how its calls fail.
@@ -160,10 +161,9 @@ func (p *Proc) missing() error {
 		Desc: fmt.Sprintf("%s does not export %s", p.lib.path, p.sym)}
 }
 
-// open dlopens path; the error is purego's, unwrapped.
-func open(path string) (uintptr, error) {
-	return purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-}
+// open dlopens path; the error is purego's, unwrapped (off linux,
+// dl.ErrNeedsLinux).
+func open(path string) (uintptr, error) { return dl.Open(path) }
 
 // resolve fills every Proc field of table (a pointer to a struct) from
 // its `cu` tag: the symbols to try, best first, the last being the plain
@@ -181,7 +181,7 @@ func (l *library) resolve(table any) {
 		p := v.Field(i).Addr().Interface().(*Proc)
 		*p = Proc{name: names[len(names)-1], sym: names[0], lib: l}
 		for _, n := range names {
-			if a, err := purego.Dlsym(l.handle, n); err == nil && a != 0 {
+			if a, err := dl.Sym(l.handle, n); err == nil && a != 0 {
 				p.addr = a
 				break
 			}

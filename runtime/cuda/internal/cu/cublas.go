@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ebitengine/purego"
+	"github.com/hirlab/hir/runtime/internal/dl"
 )
 
 // CUBLAS is libcublas: one Proc per entry point runtime/cuda uses. Its
@@ -42,7 +42,7 @@ func OpenCUBLAS(path string) (*CUBLAS, error) {
 	b.resolve(b)
 	for _, p := range procs(b) {
 		if p.addr == 0 {
-			purego.Dlclose(h)
+			dl.Close(h)
 			return nil, fmt.Errorf("does not export %s", p.sym)
 		}
 	}

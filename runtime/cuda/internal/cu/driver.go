@@ -91,7 +91,7 @@ type Driver struct {
 func OpenDriver(path string) (*Driver, error) {
 	h, err := open(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot load %s: %v", path, err)
+		return nil, fmt.Errorf("cannot load %s: %w", path, err)
 	}
 	d := &Driver{library: library{path: path, handle: h}}
 	d.fail = d.errorFor

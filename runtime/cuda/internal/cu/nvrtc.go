@@ -28,7 +28,7 @@ type NVRTC struct {
 func OpenNVRTC(path string) (*NVRTC, error) {
 	h, err := open(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot load %s: %v", path, err)
+		return nil, fmt.Errorf("cannot load %s: %w", path, err)
 	}
 	n := &NVRTC{library: library{path: path, handle: h}}
 	n.fail = n.errorFor

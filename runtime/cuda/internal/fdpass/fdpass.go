@@ -316,6 +316,10 @@ func (x *Exchange) Recv(peer int, key uint64, timeout time.Duration, what string
 	}
 }
 
+// CloseFD closes a descriptor the caller holds (one Recv handed over, or
+// an exported handle), for callers that must build off unix too.
+func CloseFD(fd int) error { return syscall.Close(fd) }
+
 // Pending is the number of received descriptors nobody has taken.
 func (x *Exchange) Pending() int {
 	x.mu.Lock()
