@@ -86,6 +86,14 @@ type TraceEvent struct {
 	// or the end of the Run for one no `wait` saw.
 	Async bool  `json:"async,omitempty"`
 	Done  int64 `json:"done_ns,omitempty"`
+	// GPUStart and GPUDur are when the op's work ran on its stream, from
+	// events recorded around it (on a runtime that times events,
+	// runtime.EventTimer; zero otherwise, and for ops with no stream work,
+	// async ones, send and recv). GPUStart is on the job's clock, placed by
+	// a reference event the Run records first and waits for; GPUDur is the
+	// events' own difference (cuda: the GPU's clock, about 0.5 µs steps).
+	GPUStart int64 `json:"gpu_start_ns,omitempty"`
+	GPUDur   int64 `json:"gpu_dur_ns,omitempty"`
 }
 
 // Job is a program bound to a runtime: one rank state per hosted rank.

@@ -326,9 +326,13 @@ func (r *rank) block(f *frame, ops []*opPlan) error {
 		if f.labeler != nil {
 			f.labeler.Label(op) // a failure of the work it enqueues names op
 		}
+		gpu := opts.Trace && r.gpuBefore(op, cur)
 		err := r.op(f, p)
 		if err == nil && r.job.multiStream {
 			err = r.markProduced(f, p.res)
+		}
+		if err == nil && gpu {
+			err = r.gpuAfter(f.current)
 		}
 		if err == nil && timed && waitForStats(op.Code) {
 			err = f.current.Synchronize()
@@ -341,6 +345,9 @@ func (r *rank) block(f *frame, ops []*opPlan) error {
 		}
 		if opts.Trace && op.Code != ir.OpFor {
 			r.traceOp(f, p, cur, start, time.Now())
+			if gpu {
+				r.gpuTrace(&r.trace[len(r.trace)-1])
+			}
 		}
 	}
 	return nil
@@ -484,7 +491,7 @@ func bytesOf(dt ir.DType, shape []int64) int64 { return ir.Product(shape) * int6
 
 func (r *rank) close() error {
 	r.releaseOutputs()
-	errs := []error{r.closeGraph(), r.closeTransfers()}
+	errs := []error{r.closeGraph(), r.closeTransfers(), r.closeGPUClock()}
 	for _, s := range r.streams {
 		if s != nil {
 			errs = append(errs, s.Close())

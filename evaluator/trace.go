@@ -28,6 +28,7 @@ type traceState struct {
 	seen    []int64     // executions so far by op id
 	pending map[int]int // async result value id -> index of its op in trace
 	streams []traceStream
+	gpu     gpuClock
 }
 
 // traceStream is a stream the run touched, with its TraceEvent number and
@@ -59,6 +60,7 @@ func (r *rank) resetTrace() {
 	}
 	clear(ts.seen)
 	clear(ts.pending)
+	ts.gpu.refNs = 0 // a new reference at the Run's first timed op
 }
 
 // traceOp records op p, started at start on stream cur and ended at end.

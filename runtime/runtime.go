@@ -229,6 +229,13 @@ type Event interface {
 	Close() error
 }
 
+// EventTimer is a Device that can tell the time between two events it made
+// (on the GPU's clock for cuda): the trace's GPU times. Both events must
+// have completed.
+type EventTimer interface {
+	Elapsed(start, end Event) (time.Duration, error)
+}
+
 // KernelSpec describes the compute a kernel does: one op of the program
 // (a pointwise op, a reduction, matmul or a whole fusion) over local shapes.
 type KernelSpec struct {

@@ -92,13 +92,23 @@ func buildTimeline(reports []rankReport) *timeline.File {
 			}
 		}
 		slices.SortFunc(streams, func(a, b evaluator.TraceEvent) int { return cmp.Compare(a.Stream, b.Stream) })
+		gpuTracks := map[int]bool{} // streams with GPU times: a track of their own
+		for _, ev := range rep.Stats.Trace {
+			if ev.GPUDur > 0 {
+				gpuTracks[ev.Stream] = true
+			}
+		}
 		for _, s := range streams {
 			idx := s.Stream
 			if idx == evaluator.TraceCommStream {
 				idx = commSortIndex
 			}
 			meta("thread_name", pid, tid(s.Stream), map[string]any{"name": s.StreamName})
-			meta("thread_sort_index", pid, tid(s.Stream), map[string]any{"sort_index": idx})
+			meta("thread_sort_index", pid, tid(s.Stream), map[string]any{"sort_index": idx * 2})
+			if gpuTracks[s.Stream] {
+				meta("thread_name", pid, gpuTid(s.Stream), map[string]any{"name": s.StreamName + " (GPU)"})
+				meta("thread_sort_index", pid, gpuTid(s.Stream), map[string]any{"sort_index": idx*2 + 1})
+			}
 		}
 		for i, ev := range rep.Stats.Trace {
 			args := map[string]any{"pos": ev.Pos, "op_id": ev.OpID, "occurrence": ev.Occurrence}
@@ -111,6 +121,10 @@ func buildTimeline(reports []rankReport) *timeline.File {
 			}
 			events = append(events, timeline.Event{Name: ev.Op, Cat: cat, Ph: "X", Ts: at(ev.Start), Dur: timeline.Micros(ev.Dur),
 				Pid: pid, Tid: tid(ev.Stream), Args: args})
+			if ev.GPUDur > 0 {
+				events = append(events, timeline.Event{Name: ev.Op, Cat: "gpu", Ph: "X", Ts: at(ev.GPUStart), Dur: timeline.Micros(ev.GPUDur),
+					Pid: pid, Tid: gpuTid(ev.Stream), Args: args})
+			}
 			if ev.Collective {
 				k := call{ev.OpID, ev.Occurrence}
 				if _, seen := calls[k]; !seen {
@@ -157,3 +171,6 @@ func buildTimeline(reports []rankReport) *timeline.File {
 // tid is a stream's thread id: the evaluator's stream number plus one
 // (some viewers take thread 0 for the process itself).
 func tid(stream int) int { return stream + 1 }
+
+// gpuTid is the track of a stream's GPU times, apart from its host slices.
+func gpuTid(stream int) int { return 1<<16 + stream + 1 }

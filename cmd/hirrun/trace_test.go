@@ -143,7 +143,11 @@ func readTrace(t *testing.T, path string) map[int][]timeline.Event {
 	_, sh := loadTrace(t, path)
 	byRank := map[int][]timeline.Event{}
 	for tr, evs := range sh.slices {
-		byRank[tr.Pid] = append(byRank[tr.Pid], evs...)
+		for _, e := range evs {
+			if e.Cat != "gpu" {
+				byRank[tr.Pid] = append(byRank[tr.Pid], e)
+			}
+		}
 	}
 	return byRank
 }
@@ -335,7 +339,7 @@ func TestTraceStreamTracks(t *testing.T) {
 			}
 		}
 		sort.Strings(names)
-		assert.Equal(t, []string{"default stream", "stream %s (line 11)"}, names, "rank %d's tracks", rank)
+		assert.Equal(t, []string{"default stream", "default stream (GPU)", "stream %s (line 11)", "stream %s (line 11) (GPU)"}, names, "rank %d's tracks", rank)
 		for tr, evs := range sh.slices {
 			if tr.Pid != rank {
 				continue
@@ -391,5 +395,52 @@ func TestMicrosJSON(t *testing.T) {
 		var m timeline.Micros
 		require.NoError(t, json.Unmarshal([]byte(in), &m), in)
 		assert.Equal(t, want, m, in)
+	}
+}
+
+// TestTraceGPUTimes: on a runtime that times events (the CPU runtime does,
+// as cuda does), each compute, copy and blocking collective has a slice on
+// its stream's GPU track, for the same call (pos, occurrence), starting no
+// earlier than the host slice and no longer than it (the host's slice
+// holds the stream's synchronisation); GPU tracks nest like host tracks
+// (checkTimeline).
+func TestTraceGPUTimes(t *testing.T) {
+	t.Chdir("../..")
+	_, sh := traceOf(t, "testdata/streams_join.hir", "--input", "a=random:seed=5", "--input", "b=random:seed=6")
+	type call struct {
+		pid       int
+		name, pos string // an inserted free has its value's op's position
+		occ       any
+	}
+	host := map[call]timeline.Event{}
+	gpu := map[call]timeline.Event{}
+	for tr, evs := range sh.slices {
+		for _, e := range evs {
+			k := call{tr.Pid, e.Name, e.Args["pos"].(string), e.Args["occurrence"]}
+			if e.Cat == "gpu" {
+				assert.True(t, strings.HasSuffix(sh.tracks[tr], " (GPU)"), "GPU slice %s on track %q", e.Name, sh.tracks[tr])
+				gpu[k] = e
+			} else {
+				host[k] = e
+			}
+		}
+	}
+	require.NotEmpty(t, gpu, "no GPU slices")
+	timed := 0
+	for k, h := range host {
+		g, ok := gpu[k]
+		if !ok {
+			continue
+		}
+		timed++
+		assert.GreaterOrEqual(t, g.Ts, h.Ts, "%s at %s: the GPU slice starts before the host's", h.Name, k.pos)
+		assert.LessOrEqual(t, g.Dur, h.Dur, "%s at %s: the GPU slice is longer than the host's", h.Name, k.pos)
+		assert.Positive(t, g.Dur, "%s at %s", h.Name, k.pos)
+	}
+	assert.Equal(t, len(gpu), timed, "GPU slices without a host slice")
+	for k, h := range host {
+		if h.Name == "matmul" || h.Name == "all_reduce" {
+			assert.Contains(t, gpu, k, "%s at %s has no GPU time", h.Name, k.pos)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hirlab/hir/runtime"
 )
@@ -288,6 +289,7 @@ type event struct {
 	mu        sync.Mutex
 	recorded  uint64
 	completed uint64
+	passedAt  time.Time     // when the stream passed the latest completed record (Elapsed)
 	changed   chan struct{} // made by a waiter, closed (and dropped) at the next completion
 	closed    bool
 	rtClosed  <-chan struct{} // the runtime's: waits give up when it closes
@@ -322,6 +324,7 @@ func (e *event) complete(gen uint64) {
 	e.mu.Lock()
 	if gen > e.completed {
 		e.completed = gen
+		e.passedAt = time.Now()
 	}
 	if e.changed != nil {
 		close(e.changed)
