@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -89,7 +90,9 @@ mesh's ranks itself (--nproc, if given, must equal the mesh size), or is one
 rank of a job that torchrun or srun started (RANK, WORLD_SIZE, ...). Rank 0
 gathers every rank's results and prints them exactly as above, in rank
 order; a rank that fails stops the job with its error. --backend sim runs
-every rank in this one process.
+every rank in this one process; under torchrun, srun or mpirun (RANK,
+SLURM_PROCID, OMPI_COMM_WORLD_RANK, ...) rank 0's hirrun runs them all and
+the others exit at once, each saying so on stderr.
 
 --trace FILE.json writes a timeline of the last run (one row per rank, one
 slice per op, with its source position) for chrome://tracing or
@@ -160,6 +163,11 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	if o.graph && (o.stats || o.trace != "") {
 		c.errorf("run: --graph runs each rank's program as one graph; --stats and --trace time ops one by one: use one or the other")
 		return exitUsage
+	}
+	if _, perProcess := processBackends[o.backend]; !perProcess && slices.Contains(runtime.Backends(), o.backend) {
+		if code, here := c.runsHere(o.backend); !here {
+			return code
+		}
 	}
 	inSpecs, err := parseSpecs("input", o.inputs)
 	if err != nil {
