@@ -58,15 +58,6 @@ func TestBenchOptions(t *testing.T) {
 	expectCode(t, r, exitUsage)
 }
 
-func TestBenchWithoutGPU(t *testing.T) {
-	if p := cuda.Probe(); p.Available {
-		t.Skip("this machine has a usable GPU")
-	}
-	r := hirrun("bench", "--nproc", "2")
-	expectCode(t, r, exitFail)
-	expectContains(t, "stderr", r.stderr, "bench: cuda backend unavailable: ")
-}
-
 func TestPrintBenchIsBenchstatFormat(t *testing.T) {
 	figs := []cudabench.CollFigure{
 		{Op: "all_reduce", Algo: "one_shot", DType: "bf16", World: 2, Bytes: 8 << 10, Iters: 100, Micros: 7.25},

@@ -34,12 +34,3 @@ func TestCodegenGolden(t *testing.T) {
 		})
 	}
 }
-
-func TestCodegenMisuse(t *testing.T) {
-	r := hirrun("codegen")
-	expectCode(t, r, exitUsage)
-	expectContains(t, "stderr", r.stderr, "codegen: takes one program, got 0 arguments")
-	r = hirrun("codegen", "testdata/codegen/nosuch.hir")
-	expectCode(t, r, exitUsage)
-	expectContains(t, "stderr", r.stderr, "no such file")
-}
