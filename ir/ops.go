@@ -70,6 +70,8 @@ const (
 	OpStream
 	OpSetStream
 	OpSyncStream
+	OpPickStream
+	OpWaitStream
 	OpFor
 	OpFusion
 	OpYield
@@ -336,8 +338,17 @@ var opInfos = [numOpcodes]OpInfo{
 	OpSetStream: {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1},
 	OpSyncStream: {Name: "sync_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1,
 		HostWait: "sync_stream waits on the host for the stream"},
+	// pick_stream %s0, ..., %sN-1, %i: the stream of iteration i of a loop
+	// from=F step=S (iteration (i-F)/S, modulo N); wait_stream: the
+	// current stream waits for the work enqueued on each stream so far
+	// (the default stream's, without operands). stream-parallel emits both.
+	OpPickStream: {Name: "pick_stream", Class: ClassSync, MinOperands: 2, MaxOperands: Variadic, Results: 1,
+		Attrs: []AttrSpec{{Key: "from", Kind: KindInt}, {Key: "step", Kind: KindInt}}},
+	OpWaitStream: {Name: "wait_stream", Class: ClassSync, MinOperands: 0, MaxOperands: Variadic},
+	// streams=N: the iterations rotate over N streams (the stream-parallel pass)
 	OpFor: {Name: "for", Class: ClassControl, Body: true,
-		Attrs: []AttrSpec{{Key: "from", Kind: KindInt, Required: true}, {Key: "to", Kind: KindInt, Required: true}, {Key: "step", Kind: KindInt}}},
+		Attrs: []AttrSpec{{Key: "from", Kind: KindInt, Required: true}, {Key: "to", Kind: KindInt, Required: true}, {Key: "step", Kind: KindInt},
+			{Key: "streams", Kind: KindInt}}},
 	OpFusion: {Name: "fusion", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic, Results: Variadic, Body: true},
 	OpYield:  {Name: "yield", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic},
 }

@@ -118,6 +118,9 @@ func (pr *printer) op(op *Op) {
 		if step := op.IntAttr("step", 1); step != 1 {
 			fmt.Fprintf(&b, " step %d", step)
 		}
+		if n, ok := op.Attr("streams"); ok {
+			fmt.Fprintf(&b, " streams %d", n.Int)
+		}
 	} else {
 		if len(op.Operands) > 0 {
 			b.WriteString(" ")

@@ -163,6 +163,8 @@ func literalOK(op *Op, i int) bool {
 		return true
 	case op.Code == OpSelect:
 		return i == 1
+	case op.Code == OpPickStream: // the index, after the streams
+		return i == len(op.Operands)-1
 	}
 	return false
 }
@@ -199,6 +201,9 @@ func (v *verifier) op(s *scope, op *Op) {
 		}
 	}
 	v.attrs(op, info)
+	if op.Code == OpPickStream && op.IntAttr("step", 1) <= 0 {
+		v.errs.Add(op.Pos, "pick_stream: step must be positive, got %d", op.IntAttr("step", 1))
+	}
 
 	switch {
 	case info.Results == Variadic:
@@ -245,6 +250,7 @@ func (v *verifier) op(s *scope, op *Op) {
 			if op.IntAttr("step", 1) <= 0 {
 				v.errs.Add(op.Pos, "for: step must be positive, got %d", op.IntAttr("step", 1))
 			}
+			v.streamsAttr(op)
 		}
 		for _, a := range op.Body.Args {
 			v.define(inner, a)

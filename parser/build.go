@@ -535,7 +535,7 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 	namePos := b.pos(g.Name.Pos)
 	ok := true
 	if g.Name.Text == "for" {
-		b.errs.Add(namePos, "malformed for: write `for %%i = FROM to TO [step S] {`")
+		b.errs.Add(namePos, "malformed for: write `for %%i = FROM to TO [step S] [streams N] {`")
 		ok = false
 	}
 
@@ -602,6 +602,9 @@ func (b *builder) forOp(o *opAST) {
 		if step := setInt("step", f.Step); step == 1 {
 			op.Attrs = op.Attrs[:2] // step 1 is the default and is not stored
 		}
+	}
+	if f.Streams != nil {
+		setInt("streams", f.Streams) // stored even as 1: one stream of its own
 	}
 	sortAttrs(op.Attrs)
 	index := &ir.Value{Name: b.keep(f.Index.Text[1:]), Type: &ir.ScalarType{DType: ir.I64}, Pos: b.pos(f.Index.Pos)}

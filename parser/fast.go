@@ -303,6 +303,13 @@ func (p *fastParser) forHeader() (*forAST, bool) {
 		}
 		f.Step = p.intTok()
 	}
+	if p.word("streams") {
+		p.next()
+		if p.tok().Type != tokInt {
+			return nil, false
+		}
+		f.Streams = p.intTok()
+	}
 	if !p.punct('{') {
 		return nil, false
 	}

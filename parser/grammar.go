@@ -50,12 +50,13 @@ type opAST struct {
 }
 
 type forAST struct {
-	Pos   lexer.Position
-	Index *nameTok `parser:"'for' @@ '='"`
-	From  *intTok  `parser:"@@ 'to'"`
-	To    *intTok  `parser:"@@"`
-	Step  *intTok  `parser:"( 'step' @@ )?"`
-	Open  bool     `parser:"@'{'"`
+	Pos     lexer.Position
+	Index   *nameTok `parser:"'for' @@ '='"`
+	From    *intTok  `parser:"@@ 'to'"`
+	To      *intTok  `parser:"@@"`
+	Step    *intTok  `parser:"( 'step' @@ )?"`
+	Streams *intTok  `parser:"( 'streams' @@ )?"`
+	Open    bool     `parser:"@'{'"`
 }
 
 type genericAST struct {

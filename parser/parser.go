@@ -205,7 +205,7 @@ func unexpectedMessage(ute *participle.UnexpectedTokenError, l *line) string {
 	}
 	for _, t := range l.tokens {
 		if t.Value == "for" {
-			return "syntax error: unexpected " + found + ": write `for %i = FROM to TO [step S] {`"
+			return "syntax error: unexpected " + found + ": write `for %i = FROM to TO [step S] [streams N] {`" + loopKeyHint(l)
 		}
 		if t.Type == tokIdent {
 			break
@@ -280,4 +280,19 @@ func describeToken(t lexer.Token) string {
 		return "word " + t.Value
 	}
 	return fmt.Sprintf("%q", t.Value)
+}
+
+// loopKeyHint points out `step=S` or `streams=N` in a loop header, written
+// as if they were attributes: they are keywords followed by a number.
+func loopKeyHint(l *line) string {
+	for i := 0; i+1 < len(l.tokens); i++ {
+		if t := l.tokens[i]; t.Type == tokIdent && (t.Value == "step" || t.Value == "streams") && l.tokens[i+1].Value == "=" {
+			n := "N"
+			if i+2 < len(l.tokens) && l.tokens[i+2].Type == tokInt {
+				n = l.tokens[i+2].Value
+			}
+			return " (write `" + t.Value + " " + n + "`, not `" + t.Value + "=" + n + "`)"
+		}
+	}
+	return ""
 }
