@@ -88,6 +88,8 @@ func (r *rank) op(f *frame, p *opPlan) error {
 			s = b
 		}
 		return s.Synchronize()
+	case ir.OpPickStream, ir.OpWaitStream:
+		return r.streamOp(f, p) // streams.go
 	case ir.OpFor:
 		return r.loop(f, p)
 	case ir.OpRegister, ir.OpTransfer, ir.OpDeregister:

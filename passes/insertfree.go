@@ -93,6 +93,12 @@ func (fr *freer) block(b *ir.Block, inLoop bool) {
 			after[j] = append(after[j], r)
 		}
 	}
+	for i, op := range b.Ops {
+		if e := loopJoinEnd(b.Ops, i); op.Code == ir.OpFor && e != i && after[i] != nil {
+			after[e] = append(after[e], after[i]...)
+			delete(after, i)
+		}
+	}
 	var out []*ir.Op
 	for i, op := range b.Ops {
 		out = append(out, op)
@@ -108,4 +114,18 @@ func (fr *freer) block(b *ir.Block, inLoop bool) {
 
 func freeOp(v *ir.Value, pos ir.Pos) *ir.Op {
 	return &ir.Op{Code: ir.OpFree, Operands: []*ir.Value{v}, Pos: pos}
+}
+
+// loopJoinEnd is, for the loop at ops[i], the index of the last op of the
+// join the stream-parallel pass put after it (set_stream back, then
+// wait_stream for the loop's streams): a free after the loop goes after
+// the join, on the stream the loop's streams joined; i when there is none.
+func loopJoinEnd(ops []*ir.Op, i int) int {
+	end := i
+	for j := i + 1; j < len(ops) && (ops[j].Code == ir.OpSetStream || ops[j].Code == ir.OpWaitStream); j++ {
+		if ops[j].Code == ir.OpWaitStream {
+			end = j
+		}
+	}
+	return end
 }

@@ -54,6 +54,7 @@ var pipeline = []Pass{
 	{Name: "typecheck", Doc: "infer every result type; check dtypes, shapes, shardings, annotations and async waits", Run: typecheck, Rejects: true},
 	{Name: "validate", Doc: "check memory types and dimensions: mesh divisibility, contiguous views, ranks, host memory, frees", Run: validate, Rejects: true},
 	{Name: "symmetric", Doc: "apply the symmetric-heap rules: import remotely read inputs, reject non-symmetric remotely written outputs", Run: symmetric, Rejects: true},
+	{Name: "stream-parallel", Doc: "run the iterations of each loop with streams on its streams in turn, with the waits its data needs; reject loop-carried dependencies that would race", Run: streamParallel, Rejects: true},
 	{Name: "deadlock", Doc: "play the program on every rank at once: reject sends, recvs, collectives and stream waits that would wait for each other forever", Run: deadlock, Rejects: true},
 	{Name: "fuse", Doc: "group runs of pointwise ops (and one trailing reduction) into fusion ops", Run: fuse},
 	{Name: "kernels", Doc: "check that the target backend can compile every compute op (when Context.CheckKernel is set)", Run: checkKernels},
@@ -85,8 +86,9 @@ func Lookup(name string) (Pass, bool) {
 }
 
 // Check runs the passes that can reject a program (typecheck, validate,
-// symmetric, deadlock). symmetric also rewrites the program: it inserts
-// imports. Like every run of passes, it first verifies the program
+// symmetric, stream-parallel, deadlock). symmetric and stream-parallel
+// also rewrite the program: they insert imports and lower loops with
+// streams. Like every run of passes, it first verifies the program
 // (ir.Verify), unless the program is one parser.Parse verified and its top
 // level is unchanged since (ir.Program.Verified).
 func Check(p *ir.Program, ctx *Context) error { return run(p, checkPipeline, ctx) }

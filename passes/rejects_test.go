@@ -2,13 +2,13 @@ package passes
 
 import "testing"
 
-// Check runs the passes that reject, in pipeline order: the first four.
+// Check runs the passes that reject, in pipeline order: the first five.
 func TestCheckRunsTheRejectingPasses(t *testing.T) {
 	var names []string
 	for _, p := range checkPipeline {
 		names = append(names, p.Name)
 	}
-	want := []string{"typecheck", "validate", "symmetric", "deadlock"}
+	want := []string{"typecheck", "validate", "symmetric", "stream-parallel", "deadlock"}
 	if len(names) != len(want) {
 		t.Fatalf("Check runs %v, want %v", names, want)
 	}

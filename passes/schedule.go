@@ -31,6 +31,9 @@ func deadlock(p *ir.Program, _ *Context) error {
 		return nil
 	}
 	s := newSchedule(size, flat)
+	if hasOp(p.Body, ir.OpPickStream) {
+		s.picks = pickedStreams(p.Body)
+	}
 	s.run()
 	var errs ir.ErrorList
 	if msg, op := s.stuck(); op != nil {
@@ -174,6 +177,8 @@ type schedule struct {
 	colls, barriers, meets map[int]int
 	// pending send and recv items by (src, dst, k)
 	p2p map[[3]int][2]*item
+	// picks: the operand each pick_stream of ops takes (pickedStreams)
+	picks map[int]int
 }
 
 func newSchedule(size int, ops []*ir.Op) *schedule {
@@ -282,6 +287,11 @@ func (s *schedule) hostStep(r *simRank) bool {
 		if len(op.Operands) == 1 && r.bound[op.Operands[0]] != nil {
 			r.current = r.bound[op.Operands[0]]
 		}
+	case ir.OpPickStream:
+		r.bound[op.Result()] = r.bound[op.Operands[s.picks[r.pc]]]
+	case ir.OpWaitStream:
+		// the current stream waits for the others' work so far
+		r.enqueue(r.current, op, plainItem, r.streamEnds(op)...)
 	case ir.OpSyncStream:
 		st := r.current
 		if len(op.Operands) == 1 && r.bound[op.Operands[0]] != nil {

@@ -397,6 +397,8 @@ func (c *checker) infer(op *ir.Op, st *blockState) ([]inferred, bool) {
 			}
 		}
 		return nil, true
+	case ir.OpPickStream, ir.OpWaitStream:
+		return c.streamOp(op) // streamops.go
 	case ir.OpBarrier, ir.OpYield:
 		return nil, true
 	case ir.OpFor:

@@ -83,7 +83,7 @@ func TestMisuse(t *testing.T) {
 		{[]string{"check", "nope.hir"}, "nope.hir: no such file"},
 		{[]string{"check"}, "check: no program given"},
 		{[]string{"fmt"}, "fmt: no program given"},
-		{[]string{"lower", prog, "--pass", "nosuch"}, `lower: unknown pass "nosuch" (the passes are typecheck, validate, symmetric, deadlock, fuse, kernels, insert-free)`},
+		{[]string{"lower", prog, "--pass", "nosuch"}, `lower: unknown pass "nosuch" (the passes are typecheck, validate, symmetric, stream-parallel, deadlock, fuse, kernels, insert-free)`},
 		{[]string{"rules", "extra"}, "rules: takes no arguments"},
 		{[]string{"run", prog, "--repeat", "0", "--input", "x=random"}, "--repeat must be at least 1"},
 		{[]string{"run", prog, "--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
