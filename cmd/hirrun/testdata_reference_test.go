@@ -644,6 +644,43 @@ var references = map[string]reference{
 			return map[string]tens{"ref": mine, "chunked": mine, "ring": mine}
 		})
 	},
+	// the loops of for_pipeline, with streams: the same numbers
+	"stream_parallel_pipeline": func(c *refCtx) []map[string]tens {
+		x, w := c.in["x"], c.in["w"]
+		var parts, accs []tens
+		for i := int64(0); i < 4; i++ {
+			y := matmul(pick(x, 0, i), w)
+			y.shape = append([]int64{1}, y.shape...)
+			parts = append(parts, y)
+			if i%2 == 0 {
+				y = pw(ir.F32, func(v ...float64) float64 { return v[0] + 1 }, y)
+			}
+			accs = append(accs, y)
+		}
+		out, acc := concat(0, parts...), concat(0, accs...)
+		return c.each(func(int) map[string]tens { return map[string]tens{"out": out, "acc": acc} })
+	},
+	"stream_parallel_reduce_scatter": func(c *refCtx) []map[string]tens {
+		xs, D, w := c.allLocal("x"), c.D, c.in["w"]
+		// chunk i of every rank's partial products (rank r holds what its
+		// left neighbour sent), summed over the ranks
+		sums := make([]tens, 4)
+		for i := range sums {
+			var prods []tens
+			for r := range D {
+				prods = append(prods, matmul(pick(xs[(r-1+D)%D], 0, int64(i)), w))
+			}
+			sums[i] = overRanks(prods, add)
+		}
+		return c.each(func(r int) map[string]tens {
+			var rows []tens
+			for _, s := range sums {
+				part := chunk(s, 0, r, D) // [1, 4]: this rank's row of chunk i
+				rows = append(rows, reshape(part, 1, part.shape[0], part.shape[1]))
+			}
+			return map[string]tens{"out": concat(0, rows...)}
+		})
+	},
 	"fusion_explicit": func(c *refCtx) []map[string]tens {
 		b := c.in["b"]
 		return c.each(func(r int) map[string]tens {
