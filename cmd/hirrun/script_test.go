@@ -56,6 +56,10 @@ func TestScripts(t *testing.T) {
 		UpdateScripts:      *update,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv(envAsHirrun, "1")
+			if os.Getenv("GORACE") == "" {
+				// a -race hirrun otherwise sleeps 1 s as it exits
+				env.Setenv("GORACE", "atexit_sleep_ms=10")
+			}
 			env.Setenv("TESTDATA", testdata)
 			env.Setenv("REPO", repo)
 			env.Values[lastRunKey{}] = &lastRun{}
