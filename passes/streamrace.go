@@ -89,9 +89,9 @@ func newLoopScope(loop *ir.Op) *loopScope {
 	return ls
 }
 
-// accesses lists op's reads and writes of tensors (bodies of loops
-// included, fusions by their operands); outer keeps only storage defined
-// outside ls's loop.
+// accesses appends op's reads and writes of tensors to out (bodies of
+// loops included, fusions by their operands); with ls set, only those of
+// storage defined outside ls's loop.
 func (ls *loopScope) accesses(op *ir.Op, out []storageAccess) []storageAccess {
 	if op.Code == ir.OpFor {
 		for _, in := range op.Body.Ops {
@@ -99,12 +99,8 @@ func (ls *loopScope) accesses(op *ir.Op, out []storageAccess) []storageAccess {
 		}
 		return out
 	}
-	switch op.Code.Class() {
-	case ir.ClassView:
-		return out // a view reads nothing: its uses do
-	}
-	if op.Code == ir.OpFree || op.Code == ir.OpWait {
-		return out
+	if op.Code.Class() == ir.ClassView || op.Code == ir.OpFree || op.Code == ir.OpWait {
+		return out // a view reads nothing (its uses do); free and wait touch no data
 	}
 	dest := -1
 	if op.Code.Info().Aliases == ir.AliasDest {
