@@ -274,14 +274,16 @@ func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 }
 
 // outputTensors are the program's outputs as bound at the end of the body.
+// Reading one is a use: the current stream waits for its producer, which
+// may have run on another stream.
 func (r *rank) outputTensors(f *frame) ([]runtime.Tensor, error) {
 	ts := make([]runtime.Tensor, len(r.job.prog.Outputs))
 	for i := range ts {
-		s, err := r.ready(f, r.job.plan.outputs[i])
+		t, err := r.tensor(f, r.job.plan.outputs[i])
 		if err != nil {
 			return nil, err
 		}
-		ts[i] = s.t
+		ts[i] = t
 	}
 	return ts, nil
 }

@@ -2,6 +2,7 @@ package evaluator_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -191,6 +192,36 @@ func TestStreamParallelIterationsRotateOverTheStreams(t *testing.T) {
 				used[byIter[i]] = true
 			}
 			require.Len(t, used, streams)
+		}
+	}
+}
+
+// An output made on a stream of the program's own is read after its
+// producer, as every use is (docs/SEMANTICS.md, "Streams"): the chain on %s
+// takes a while, and the read on the default stream waited for none of it
+// before.
+func TestOutputWaitsForItsProducersStream(t *testing.T) {
+	src := `mesh 1
+input %x : f32[1048576]
+%s = stream
+set_stream %s
+%a = exp %x
+%b = mul %a, 2.0
+%y = tanh %b
+set_stream
+output %y
+`
+	prog, err := parser.Parse("out.hir", []byte(src))
+	require.NoError(t, err)
+	j := job(t, prog, evaluator.Options{})
+	for run := range 5 {
+		x := host.Random(ir.F32, []int64{1048576}, uint64(run))
+		res, err := j.Run(map[string]*host.Array{"x": x})
+		require.NoError(t, err)
+		y := res.Ranks[0].Outputs["y"]
+		for _, i := range []int64{0, 1, 524288, 1048575} {
+			want := float64(float32(math.Tanh(float64(float32(float32(math.Exp(x.At(i))) * 2)))))
+			require.Equal(t, want, y.At(i), "run %d element %d", run, i)
 		}
 	}
 }
