@@ -9,9 +9,8 @@ import (
 // streamParallel is the stream-parallel pass (named after nvFuser's): it
 // lowers every loop `for %i = F to T [step S] streams N {` so that
 // iteration k runs on stream k mod N. Before the loop it makes the streams
-// (as many as the loop has iterations, at most N) and, only where storage
-// the loop touches was touched before it under another name, makes each
-// stream wait for the stream current before the loop; the body starts by
+// (as many as the loop has iterations, at most N) and makes each wait for
+// the stream current before the loop (the fork); the body starts by
 // picking its stream (pick_stream) and setting it; after the loop it sets
 // the stream current before the loop again and makes it wait for every
 // loop stream (wait_stream), so what follows sees all the loop did.
@@ -199,17 +198,16 @@ func (sp *streamLowering) lowerLoop(loop *ir.Op, in streamState, encl []*ir.Op, 
 		op.Results = []*ir.Value{streams[k]}
 		out = append(out, op)
 	}
-	fork := sp.needsFork(loop, encl)
-	if fork {
-		for _, s := range streams {
-			out = append(out, setStream(s, pos), &ir.Op{Code: ir.OpWaitStream, Operands: streamOperands(in.v), Pos: pos})
-		}
+	// The fork: each loop stream first waits for the stream current before
+	// the loop, so the loop comes after everything before it, as the
+	// program says. Not only data dependencies need it: an order between
+	// ranks (a barrier, a collective, peers writing into this rank's
+	// storage through a contiguous view) is invisible in this rank's
+	// values, and an alloc's zeroing is a write no value names.
+	for _, s := range streams {
+		out = append(out, setStream(s, pos), &ir.Op{Code: ir.OpWaitStream, Operands: streamOperands(in.v), Pos: pos})
 	}
-	if m == 1 {
-		if !fork { // else the fork left it current
-			out = append(out, setStream(streams[0], pos))
-		}
-	} else {
+	if m > 1 {
 		pick := &ir.Op{Code: ir.OpPickStream, Operands: append(append([]*ir.Value(nil), streams...), index), Pos: pos}
 		if from := loop.IntAttr("from", 0); from != 0 {
 			pick.SetAttr("from", ir.AttrValue{Kind: ir.KindInt, Int: from})
@@ -223,46 +221,6 @@ func (sp *streamLowering) lowerLoop(loop *ir.Op, in streamState, encl []*ir.Op, 
 	}
 	out = append(out, loop)
 	return append(out, setStream(in.v, pos), &ir.Op{Code: ir.OpWaitStream, Operands: streams, Pos: pos})
-}
-
-// needsFork reports whether the loop's streams must wait for the stream
-// current before it: when storage the loop writes was touched before the
-// loop, or storage it reads was written before it, by an op whose result
-// the loop does not name (a write into a buffer, a read the loop's write
-// must come after). Uses of values made before the loop need no fork: each
-// use on another stream waits for its producer. "Before" is every op
-// earlier in the program, and every op of a loop around this one (its
-// earlier iterations).
-func (sp *streamLowering) needsFork(loop *ir.Op, encl []*ir.Op) bool {
-	ls := newLoopScope(loop)
-	var mine []storageAccess
-	for _, op := range loop.Body.Ops {
-		mine = ls.accesses(op, mine)
-	}
-	if len(mine) == 0 {
-		return false
-	}
-	around := map[*ir.Op]bool{}
-	for _, e := range encl {
-		e.Body.Walk(func(op *ir.Op) { around[op] = true })
-	}
-	inLoop := map[*ir.Op]bool{loop: true}
-	loop.Body.Walk(func(op *ir.Op) { inLoop[op] = true })
-	at := sp.order[loop]
-	fork := false
-	for op, k := range sp.order {
-		if fork || inLoop[op] || op.Code == ir.OpFor || (k > at && !around[op]) {
-			continue
-		}
-		for _, b := range (*loopScope)(nil).accesses(op, nil) {
-			for _, a := range mine {
-				if a.root == b.root && (a.write || b.write) {
-					fork = true
-				}
-			}
-		}
-	}
-	return fork
 }
 
 func setStream(s *ir.Value, pos ir.Pos) *ir.Op {

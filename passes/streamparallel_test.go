@@ -36,7 +36,7 @@ func TestStreamParallelAcceptsThePipelinedPattern(t *testing.T) {
 // Running the pass again changes nothing, and the lowered text parses
 // back to a program that lowers to the same text.
 func TestStreamParallelIsIdempotent(t *testing.T) {
-	for _, file := range []string{"pipeline", "fork", "rotation", "no_fork"} {
+	for _, file := range []string{"pipeline", "fork", "rotation", "disjoint"} {
 		src, err := os.ReadFile("testdata/stream-parallel/" + file + ".hir")
 		require.NoError(t, err)
 		p, err := parser.Parse(file+".hir", src)

@@ -17,6 +17,9 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 	if err != nil {
 		return nil, err
 	}
+	if o.Streams < 0 {
+		return nil, fmt.Errorf("tp.%s: %d streams; give 0 (none) or more", pattern, o.Streams)
+	}
 	dt, rows := x.Tensor().DType, m/mesh
 	switch o.Decomposition {
 	case Unpipelined:
@@ -32,7 +35,7 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		// axis 1 takes one chunk of every rank's block.
 		x4 := reshape(b, x, mesh, c, ch, k)
 		out := b.Alloc(ir.Tensor(dt, mesh, c, ch, n))
-		b.For("c", 0, c, 1, func(i *ir.Value) {
+		o.loop(b, "c", c, func(i *ir.Value) {
 			g := o.collective(b, ir.OpAllGather, sel(b, x4, i, 1, false)).Type(tensor(dt, ir.Symmetric, mesh, ch, k)).Value()
 			y := b.Op(ir.OpMatmul, reshape(b, g, mesh*ch, k), w).Value()
 			b.Op(ir.OpCopy, reshape(b, y, mesh, ch, n), sel(b, out, i, 1, false))
@@ -44,7 +47,7 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		}
 		view := b.Op(ir.OpSymmetricContiguousView, reshape(b, x, mesh, rows, k)).Value()
 		out := b.Alloc(ir.Tensor(dt, mesh, rows, n))
-		b.For("s", 0, mesh, 1, func(s *ir.Value) {
+		o.loop(b, "s", mesh, func(s *ir.Value) {
 			// step s: the rows of peer rank+s, copied here, multiplied
 			local := b.Op(ir.OpCopy, sel(b, view, s, 0, true)).Value()
 			y := b.Op(ir.OpMatmul, local, w).Value()
@@ -68,6 +71,9 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 	if err != nil {
 		return nil, err
 	}
+	if o.Streams < 0 {
+		return nil, fmt.Errorf("tp.%s: %d streams; give 0 (none) or more", pattern, o.Streams)
+	}
 	dt, rows := a.Tensor().DType, m/mesh
 	switch o.Decomposition {
 	case Unpipelined:
@@ -82,7 +88,7 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		out := b.Alloc(ir.Tensor(dt, m, n).Sharded(0))
 		out4 := reshape(b, out, mesh, c, ch, n) // [mesh/DIDx, chunks, ch, N]
 		a4 := reshape(b, a, mesh, c, ch, k)
-		b.For("c", 0, c, 1, func(i *ir.Value) {
+		o.loop(b, "c", c, func(i *ir.Value) {
 			p := b.Op(ir.OpMatmul, sel(b, a4, i, 1, false), w).Value() // chunk i of every rank's block
 			r := o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
 			b.Op(ir.OpCopy, r, sel(b, out4, i, 1, false))
@@ -94,7 +100,7 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		view := b.Op(ir.OpSymmetricContiguousView, slots).Value()
 		a3 := reshape(b, a, mesh, rows, k)
 		b.Op(ir.OpBarrier)
-		b.For("s", 0, mesh, 1, func(s *ir.Value) {
+		o.loop(b, "s", mesh, func(s *ir.Value) {
 			// step s: the block of rank+s, into its slot for this rank
 			p := b.Op(ir.OpMatmul, sel(b, a3, s, 0, true), w).Value()
 			owner := sel(b, view, s, 0, true)

@@ -58,6 +58,20 @@ type Options struct {
 	Chunks int
 	// Algo is the algorithm of the collectives (auto when zero).
 	Algo ir.Algo
+	// Streams spreads the loop's iterations over this many streams
+	// (`for ... streams N`, the stream-parallel pass), so one step's
+	// communication overlaps another's matmul; 0 keeps them on the
+	// current stream.
+	Streams int
+}
+
+// loop appends the decomposition's loop over n steps, on o.Streams
+// streams when set.
+func (o Options) loop(b *ir.Builder, index string, n int64, body func(i *ir.Value)) {
+	op := b.For(index, 0, n, 1, body)
+	if o.Streams > 0 {
+		op.SetAttr("streams", ir.AttrValue{Kind: ir.KindInt, Int: int64(o.Streams)})
+	}
 }
 
 // shapes checks the operands of a pattern: a rank-2 float tensor x (its

@@ -40,13 +40,13 @@ var patterns = []pattern{
 }
 
 // build makes a program with one output per decomposition.
-func build(t *testing.T, p pattern, mesh int, m, k, n int64, chunks int) *ir.Program {
+func build(t *testing.T, p pattern, mesh int, m, k, n int64, chunks, streams int) *ir.Program {
 	t.Helper()
 	b := ir.NewBuilder(ir.LinearMesh(mesh))
 	x := b.Input("x", p.input(m, k))
 	w := b.Input("w", ir.Tensor(ir.F32, k, n))
 	for _, d := range tp.Decompositions() {
-		y, err := p.build(b, x, w, tp.Options{Decomposition: d, Chunks: chunks})
+		y, err := p.build(b, x, w, tp.Options{Decomposition: d, Chunks: chunks, Streams: streams})
 		require.NoError(t, err, "%s %s", p.name, d)
 		y.Name = d.String()
 		b.Output(y)
@@ -59,17 +59,19 @@ func build(t *testing.T, p pattern, mesh int, m, k, n int64, chunks int) *ir.Pro
 // TestDecompositionsAgree: every decomposition of both patterns gives the
 // unpipelined result (all_gather+matmul bit for bit; matmul+reduce_scatter
 // within float rounding, as it adds the ranks' products in another order),
-// on 2 and 4 ranks, with 1, 2 and 4 chunks, eagerly and in graph mode, over
+// on 2 and 4 ranks, with 1, 2 and 4 chunks on one stream and 2 and 4
+// chunks spread over 2 and 3 streams, eagerly and in graph mode, over
 // several Runs with fresh inputs.
 func TestDecompositionsAgree(t *testing.T) {
 	for _, p := range patterns {
 		for _, mesh := range []int{2, 4} {
-			for _, chunks := range []int{1, 2, 4} {
+			for _, cs := range [][2]int{{1, 0}, {2, 0}, {4, 0}, {2, 2}, {4, 3}} {
+				chunks, streams := cs[0], cs[1]
 				for _, graph := range []bool{false, true} {
-					name := fmt.Sprintf("%s/mesh%d/chunks%d/graph=%v", p.name, mesh, chunks, graph)
+					name := fmt.Sprintf("%s/mesh%d/chunks%d/streams%d/graph=%v", p.name, mesh, chunks, streams, graph)
 					t.Run(name, func(t *testing.T) {
 						m, k, n := int64(4*mesh), int64(3), int64(5)
-						prog := build(t, p, mesh, m, k, n, chunks)
+						prog := build(t, p, mesh, m, k, n, chunks, streams)
 						require.NoError(t, passes.Lower(prog, &passes.Context{}))
 						rt, err := sim.New(runtime.Config{WorldSize: mesh})
 						require.NoError(t, err)
@@ -111,7 +113,7 @@ func TestDecompositionsAgree(t *testing.T) {
 // files, -update rewrites them), parse back to the same text.
 func TestBuiltPrograms(t *testing.T) {
 	for _, p := range patterns {
-		prog := build(t, p, 2, 8, 3, 5, 2)
+		prog := build(t, p, 2, 8, 3, 5, 2, 2)
 		text := prog.String()
 		path := filepath.Join("testdata", p.name+".hir")
 		if *update {
