@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/hirlab/hir/evaluator"
 	"github.com/hirlab/hir/ir"
 )
@@ -17,10 +19,16 @@ type results struct {
 	loaded  []expectation // set by prepare
 }
 
-// prepare checks the --output paths and loads the --expect references.
+// prepare checks the --output and --trace paths and loads the --expect
+// references.
 func (r *results) prepare(prog *ir.Program, o *runOptions) error {
 	if err := checkOutputPaths(r.outputs); err != nil {
 		return err
+	}
+	if o.trace != "" {
+		if err := checkWritable(o.trace); err != nil {
+			return fmt.Errorf("--trace %s: %v", o.trace, err)
+		}
 	}
 	var err error
 	r.loaded, err = loadExpectations(prog, r.expects, o)
