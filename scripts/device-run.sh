@@ -61,6 +61,23 @@ if [ "${HIR_COLL_ONLY:-0}" = 1 ]; then
   exit 0
 fi
 
+# Overlap (issue 14, docs/OVERLAP.md): BenchmarkOverlap (the two
+# tensor-parallel patterns at three shapes: communication alone, matmul
+# alone, unpipelined, hir's pipelined decompositions) and PyTorch's figures
+# (scripts/overlap_peer.py: NCCL and torch.ops.symm_mem's fused ops) in the
+# same call. HIR_OVERLAP_ONLY=1 runs only this block; needs 2 GPUs.
+if [ "${HIR_OVERLAP_ONLY:-0}" = 1 ]; then
+  HIR_OVERLAP=1 timeout 300 "$bin/cuda.test" -test.run='^$' -test.bench='^BenchmarkOverlap$' -test.benchtime=1x -test.timeout=295s >"$out/overlap-bench.log" 2>&1
+  row "overlap benchmark" "exit $?"
+  timeout 240 python3 -m torch.distributed.run --nproc_per_node=2 scripts/overlap_peer.py >"$out/overlap-peer.log" 2>&1
+  row "overlap peer (torch)" "exit $?"
+  echo
+  cat "$summary"
+  echo
+  grep -hE '^(peer )?overlap ' "$out/overlap-bench.log" "$out/overlap-peer.log"
+  exit 0
+fi
+
 # HIR_HIRRUN_ONLY=1 skips the package tests, benchmarks and collectives, and
 # runs only the hirrun steps below (topo, testdata, too large, leftovers):
 # about 2-4 minutes, for a call of its own.
@@ -68,6 +85,7 @@ tests_rc=0 bench_rc=0 cudabench_rc=0
 if [ "${HIR_HIRRUN_ONLY:-0}" != 1 ]; then
 timeout 280 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=270s 2>&1 | tee "$out/cuda-tests.log"
 tests_rc=${PIPESTATUS[0]}
+# (BenchmarkOverlap skips itself here: its call is HIR_OVERLAP_ONLY=1.)
 timeout 90 "$bin/cuda.test" -test.run='^$' -test.bench=. -test.benchtime=1x -test.timeout=85s 2>&1 | tee "$out/cuda-bench.log"
 bench_rc=${PIPESTATUS[0]}
 # The bare-launch peers, in the same call as BenchmarkLaunchOverhead: the

@@ -1,0 +1,189 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/host"
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/tp"
+)
+
+// The overlap benchmark (issue 14, docs/OVERLAP.md): the two
+// tensor-parallel patterns at three shapes, bf16 on 2 ranks, each timed
+// as communication alone, matmul alone, the unpipelined sequence and hir's
+// pipelined decompositions; scripts/overlap_peer.py times PyTorch's
+// (NCCL, and torch.ops.symm_mem's fused ops) in the same device call.
+// all_gather + matmul: x [M/DIDx, K], w [K, N/2]; matmul + reduce_scatter:
+// a [M, K/2], w [K/2, N]. The ratio of communication to compute follows N
+// (the gathered bytes do not grow with it, the flops do).
+
+type overlapShape struct {
+	name    string
+	m, k, n int64
+}
+
+var overlapShapes = []overlapShape{
+	{"comm-bound", 4096, 8192, 1024},
+	{"balanced", 8192, 8192, 4096},
+	{"compute-bound", 16384, 8192, 8192},
+}
+
+// overlapVariant builds one timed program on b from the pattern's
+// operands; it returns the value whose small view is the output.
+type overlapVariant struct {
+	name  string
+	build func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error)
+}
+
+func overlapVariants(pattern string) []overlapVariant {
+	dec := func(d tp.Decomposition, chunks, streams int) func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
+		return func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
+			o := tp.Options{Decomposition: d, Chunks: chunks, Streams: streams}
+			if pattern == "all_gather_matmul" {
+				return tp.AllGatherMatmul(b, x, w, o)
+			}
+			return tp.MatmulReduceScatter(b, x, w, o)
+		}
+	}
+	// comm and matmul alone take their operand whole as an input
+	// (overlapProgram): the gathered rows, or the product to scatter.
+	comm := func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
+		t := x.Tensor()
+		if pattern == "all_gather_matmul" {
+			return b.Op(ir.OpAllGather, x).Type(ir.Tensor(t.DType, t.Dims[0].Extent, t.Dims[1].Extent).In(ir.Symmetric)).Value(), nil
+		}
+		return b.Op(ir.OpReduceScatter, x).Int("axis", 0).Type(t.Sharded(0)).Value(), nil
+	}
+	mm := func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
+		return b.Op(ir.OpMatmul, x, w).Value(), nil
+	}
+	return []overlapVariant{
+		{"comm", comm},
+		{"matmul", mm},
+		{"unpipelined", dec(tp.Unpipelined, 0, 0)},
+		{"chunked-4x2streams", dec(tp.Chunked, 4, 2)},
+		{"peer-ring-2streams", dec(tp.PeerRing, 0, 2)},
+	}
+}
+
+// overlapProgram is one variant at one shape on 2 ranks, its output a
+// small view of the result (so a Run reads back little).
+func overlapProgram(pattern string, s overlapShape, v overlapVariant) (*ir.Program, error) {
+	b := ir.NewBuilder(ir.LinearMesh(2))
+	var x, w *ir.Value
+	switch {
+	case pattern == "all_gather_matmul" && v.name == "matmul":
+		x = b.Input("g", ir.Tensor(ir.BF16, s.m, s.k)) // the rows, gathered
+	case pattern == "all_gather_matmul":
+		x = b.Input("x", ir.Tensor(ir.BF16, s.m, s.k).Sharded(0).In(ir.Symmetric))
+	case v.name == "comm":
+		x = b.Input("p", ir.Tensor(ir.BF16, s.m, s.n).In(ir.Symmetric)) // the product to scatter
+	default:
+		x = b.Input("a", ir.Tensor(ir.BF16, s.m, s.k/2))
+	}
+	if pattern == "all_gather_matmul" {
+		w = b.Input("w", ir.Tensor(ir.BF16, s.k, s.n/2))
+	} else {
+		w = b.Input("w", ir.Tensor(ir.BF16, s.k/2, s.n))
+	}
+	y, err := v.build(b, x, w)
+	if err != nil {
+		return nil, err
+	}
+	b.Output(b.Op(ir.OpSelect, y, ir.Int(0)).Int("axis", 1).Value())
+	prog, err := b.Program()
+	if err != nil {
+		return nil, err
+	}
+	return prog, passes.Lower(prog, &passes.Context{})
+}
+
+// BenchmarkOverlap prints, from rank 0, one line per pattern, shape and
+// variant: "overlap PATTERN SHAPE VARIANT MS" (the best Run of 5, inputs
+// kept on the device).
+func BenchmarkOverlap(b *testing.B) {
+	needGPUs(b, 2)
+	if os.Getenv("HIR_OVERLAP") != "1" {
+		b.Skip("minutes of GPU time: run with HIR_OVERLAP=1 (scripts/device-run.sh with HIR_OVERLAP_ONLY=1)")
+	}
+	for _, r := range runRanks(b, 2, "overlap-bench") {
+		require.Zero(b, r.code, "rank %d:\n%s", r.rank, r.output)
+		if r.rank == 0 {
+			fmt.Print(r.output)
+		}
+	}
+}
+
+func init() { scenarios["overlap-bench"] = overlapBenchScenario }
+
+func overlapBenchScenario() error {
+	rt, d, err := openFromEnv()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	for _, pattern := range []string{"all_gather_matmul", "matmul_reduce_scatter"} {
+		for _, s := range overlapShapes {
+			for _, v := range overlapVariants(pattern) {
+				prog, err := overlapProgram(pattern, s, v)
+				if err != nil {
+					return fmt.Errorf("%s %s %s: %w", pattern, s.name, v.name, err)
+				}
+				inputs := map[string]*host.Array{}
+				for i, in := range prog.Inputs {
+					inputs[in.Name] = host.Random(ir.BF16, in.Tensor().Shape(), uint64(i+1))
+				}
+				job, err := evaluator.NewJob(prog, rt, evaluator.Options{KeepInputs: true})
+				if err != nil {
+					return err
+				}
+				best := time.Duration(1 << 62)
+				for run := range 7 {
+					in := inputs
+					if run > 0 {
+						in = nil
+					}
+					if err := d.Barrier(d.DefaultStream()); err != nil {
+						job.Close()
+						return err
+					}
+					t0 := time.Now()
+					if _, err := job.Run(in); err != nil {
+						job.Close()
+						return fmt.Errorf("%s %s %s: %w", pattern, s.name, v.name, err)
+					}
+					if run >= 2 {
+						best = min(best, time.Since(t0))
+					}
+				}
+				if err := job.Close(); err != nil {
+					return err
+				}
+				if d.opts.Rank == 0 {
+					fmt.Printf("overlap %s %s %s %.3f\n", pattern, s.name, v.name, float64(best.Microseconds())/1e3)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// TestOverlapProgramsBuild: every program the benchmark times checks and
+// lowers (here, with no GPU), at every shape.
+func TestOverlapProgramsBuild(t *testing.T) {
+	for _, pattern := range []string{"all_gather_matmul", "matmul_reduce_scatter"} {
+		for _, s := range overlapShapes {
+			for _, v := range overlapVariants(pattern) {
+				_, err := overlapProgram(pattern, s, v)
+				require.NoError(t, err, "%s %s %s", pattern, s.name, v.name)
+			}
+		}
+	}
+}
