@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
 	"github.com/hirlab/hir/runtime/internal/dl"
 )
 
