@@ -819,7 +819,21 @@ func checkReference(t *testing.T, file string, golden []byte, ref reference) {
 			// The golden must hold exactly these numbers.
 			line := fmt.Sprintf("rank %d: %s = %s\n", rr.Rank, out, got.Summary())
 			// Not assert.Contains: its message would hold the whole golden.
-			assert.True(t, strings.Contains(string(golden), line), "the golden lacks the line %q", line)
+			assert.True(t, goldenHasLine(string(golden), line), "the golden lacks the line %q", line)
 		}
 	}
+}
+
+// goldenHasLine reports whether golden holds line: exactly, or (off amd64,
+// sameOutput) with its numbers up to their last printed digits.
+func goldenHasLine(golden, line string) bool {
+	if strings.Contains(golden, line) {
+		return true
+	}
+	for _, l := range strings.SplitAfter(golden, "\n") {
+		if sameOutput(l, line) {
+			return true
+		}
+	}
+	return false
 }
