@@ -330,10 +330,14 @@ func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *stream) erro
 
 // byteSpan is the address range [lo, hi) a tensor at ptr touches.
 func byteSpan(t runtime.Tensor, ptr uint64) (lo, hi uint64) {
-	if t.NumElements() == 0 {
+	n := t.NumElements()
+	if n == 0 {
 		return ptr, ptr
 	}
 	es := int64(t.DType.Size())
+	if t.Strides == nil { // contiguous
+		return ptr, ptr + uint64(n*es)
+	}
 	l, h := int64(0), es
 	for i, st := range t.EffectiveStrides() {
 		ext := (t.Shape[i] - 1) * st * es

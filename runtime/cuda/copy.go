@@ -65,9 +65,12 @@ func (d *Device) spanOf(t runtime.Tensor, what func() string) (uint64, error) {
 		return 0, fmt.Errorf("cuda: rank %d: %s: dtype %v has no size", d.opts.Rank, what(), t.DType)
 	}
 	lo, hi := t.Offset, t.Offset+es
-	if t.NumElements() == 0 {
+	switch n := t.NumElements(); {
+	case n == 0:
 		hi = t.Offset
-	} else {
+	case t.Strides == nil: // contiguous: no strides to make (a launch allocates nothing)
+		hi = t.Offset + n*es
+	default:
 		for k, st := range t.EffectiveStrides() {
 			ext := (t.Shape[k] - 1) * st * es
 			if ext < 0 {
