@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hirlab/hir/internal/benchplot"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/cuda"
@@ -298,17 +299,8 @@ func benchName(f cudabench.CollFigure) string {
 	return fmt.Sprintf("BenchmarkCollective/op=%s/dtype=%s/world=%d/size=%s/algo=%s", f.Op, f.DType, f.World, sizeWord(f.Bytes), f.Algo)
 }
 
-func sizeWord(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
+// sizeWord writes a byte count as the chart's axis does: 8KiB, 1GiB.
+func sizeWord(n int64) string { return benchplot.SizeWord(n) }
 
 // printBench prints the figures in the Go benchmark format, then the
 // fastest algorithm of each size next to NCCL.
