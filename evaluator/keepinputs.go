@@ -56,3 +56,18 @@ func (j *Job) keptInputError(i int) string {
 		return fmt.Sprintf("%s : %s (no earlier Run gave it, so there is nothing to keep)", in, in.Tensor())
 	}
 }
+
+// KeepsInput reports whether a Run may leave out the input name once a
+// Run has given it: Options.KeepInputs is set and the program never
+// writes the input in place.
+func (j *Job) KeepsInput(name string) bool {
+	if !j.opts.KeepInputs {
+		return false
+	}
+	for i, in := range j.prog.Inputs {
+		if in.Name == name {
+			return j.writers[i] == nil
+		}
+	}
+	return false
+}

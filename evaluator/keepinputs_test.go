@@ -84,4 +84,8 @@ output %c
 	delete(in, "b")
 	_, err = j.Run(in)
 	require.EqualError(t, err, "missing input: [%b : f32[4] (kept inputs must not change, but copy at keep.hir:7:6 may write it: pass it to every Run)]")
+	require.True(t, j.KeepsInput("x"))
+	require.False(t, j.KeepsInput("b"), "written in place")
+	require.False(t, j.KeepsInput("nosuch"))
+	require.False(t, keepJob(t, src, evaluator.Options{}).KeepsInput("x"), "without KeepInputs")
 }

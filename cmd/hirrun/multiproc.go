@@ -281,15 +281,9 @@ func (c *cli) runJob(prog *ir.Program, rt runtime.Runtime, inputs map[string]*ho
 	}
 	wa.attach(job)
 	defer wa.finish()
-	var res *evaluator.Result
-	for i := 0; i < o.repeat; i++ {
-		wa.runStarted(i + 1)
-		if res, err = job.Run(inputs); err != nil {
-			if o.repeat > 1 {
-				err = fmt.Errorf("run %d of %d: %w", i+1, o.repeat, err)
-			}
-			return nil, err
-		}
+	res, err := runRepeats(job, inputs, o, wa)
+	if err != nil {
+		return nil, err
 	}
 	if err := job.Close(); err != nil {
 		return nil, fmt.Errorf("closing the job: %w", err)

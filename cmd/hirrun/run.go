@@ -37,7 +37,37 @@ type runOptions struct {
 // jobOptions are the evaluator's options for o. The hosts always publish
 // where they are: the progress line and the stall reports read it.
 func (o *runOptions) jobOptions() evaluator.Options {
-	return evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != "", Graph: o.graph, Progress: true}
+	return evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != "", Graph: o.graph, Progress: true, KeepInputs: true}
+}
+
+// runRepeats runs job o.repeat times. --repeat gives the same inputs every
+// time, so only the first Run uploads them all; later Runs upload only
+// those the program may write in place, the others staying on the device
+// (evaluator.Options.KeepInputs).
+func runRepeats(job *evaluator.Job, inputs map[string]*host.Array, o *runOptions, wa *watch) (*evaluator.Result, error) {
+	later := map[string]*host.Array{}
+	for name, a := range inputs {
+		if !job.KeepsInput(name) {
+			later[name] = a
+		}
+	}
+	var res *evaluator.Result
+	for i := 0; i < o.repeat; i++ {
+		wa.runStarted(i + 1)
+		in := inputs
+		if i > 0 {
+			in = later
+		}
+		r, err := job.Run(in)
+		if err != nil {
+			if o.repeat > 1 {
+				err = fmt.Errorf("run %d of %d: %w", i+1, o.repeat, err)
+			}
+			return nil, err
+		}
+		res = r
+	}
+	return res, nil
 }
 
 // specList collects a repeatable NAME=VALUE flag.
@@ -130,7 +160,7 @@ with each op's position (hirrun check --graph lists them).`,
 		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op to stderr (serialises the ops)")
 		fs.StringVar(&o.trace, "trace", "", "write the last run's ops on every rank as a Chrome/Perfetto timeline to `FILE.json` (serialises the ops, like --stats)")
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: the runtime's default, "+runtime.DefaultTimeout.String()+")")
-		fs.IntVar(&o.repeat, "repeat", 1, "run the program this many times (outputs and stats are the last run's)")
+		fs.IntVar(&o.repeat, "repeat", 1, "run the program this many times (outputs and stats are the last run's; inputs are uploaded once, except those the program writes in place)")
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
 		fs.BoolVar(&o.graph, "graph", false, "run as one graph per rank: an eager run, a capture, then replays (see --repeat)")
 		fs.StringVar(&o.progress, "progress", "auto", "draw a progress line on stderr once a run takes 2 s: `auto` (when stderr is a terminal), always or never")
@@ -262,14 +292,7 @@ func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*h
 		return nil, err
 	}
 	wa.attach(job)
-	var res *evaluator.Result
-	for i := 0; i < o.repeat && err == nil; i++ {
-		wa.runStarted(i + 1)
-		res, err = job.Run(inputs)
-		if err != nil && o.repeat > 1 {
-			err = fmt.Errorf("run %d of %d: %w", i+1, o.repeat, err)
-		}
-	}
+	res, err := runRepeats(job, inputs, o, wa)
 	wa.finish()
 	if cerr := job.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing the job: %w", cerr)
