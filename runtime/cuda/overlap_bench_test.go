@@ -43,9 +43,9 @@ type overlapVariant struct {
 }
 
 func overlapVariants(pattern string) []overlapVariant {
-	dec := func(d tp.Decomposition, chunks, streams int) func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
+	dec := func(d tp.Decomposition, chunks, streams int, algo ir.Algo) func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
 		return func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
-			o := tp.Options{Decomposition: d, Chunks: chunks, Streams: streams}
+			o := tp.Options{Decomposition: d, Chunks: chunks, Streams: streams, Algo: algo}
 			if pattern == "all_gather_matmul" {
 				return tp.AllGatherMatmul(b, x, w, o)
 			}
@@ -64,13 +64,19 @@ func overlapVariants(pattern string) []overlapVariant {
 	mm := func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
 		return b.Op(ir.OpMatmul, x, w).Value(), nil
 	}
-	return []overlapVariant{
+	vs := []overlapVariant{
 		{"comm", comm},
 		{"matmul", mm},
-		{"unpipelined", dec(tp.Unpipelined, 0, 0)},
-		{"chunked-4x2streams", dec(tp.Chunked, 4, 2)},
-		{"peer-ring-2streams", dec(tp.PeerRing, 0, 2)},
+		{"unpipelined", dec(tp.Unpipelined, 0, 0, ir.AlgoAuto)},
+		{"chunked-4x2streams", dec(tp.Chunked, 4, 2, ir.AlgoAuto)},
+		{"peer-ring-2streams", dec(tp.PeerRing, 0, 2, ir.AlgoAuto)},
 	}
+	if pattern == "all_gather_matmul" {
+		// The gather on the copy engines leaves every SM to the matmul
+		// (a reduction needs SMs: reduce_scatter has no such algorithm).
+		vs = append(vs, overlapVariant{"chunked-ce-4x2streams", dec(tp.Chunked, 4, 2, ir.AlgoCopyEngine)})
+	}
+	return vs
 }
 
 // overlapProgram is one variant at one shape on 2 ranks, its output a
