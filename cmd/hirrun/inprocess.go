@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/hirlab/hir/runtime/launch"
 )
@@ -16,7 +15,7 @@ import (
 // when this process is not to run the program; code is then its exit
 // status.
 func (c *cli) runsHere(backend string) (code int, ok bool) {
-	p, launched, err := launch.PlaceFromEnv(os.LookupEnv)
+	p, launched, err := launch.PlaceFromEnv(launch.LookupSet)
 	if err != nil {
 		c.errorf("run: %v", err)
 		return exitUsage, false

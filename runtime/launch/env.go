@@ -90,7 +90,15 @@ type Env struct {
 // A variable that is set but malformed, or a partial set, is an error that
 // names the variable.
 func FromEnv() (env Env, ok bool, err error) {
-	return fromLookup(os.LookupEnv)
+	return fromLookup(LookupSet)
+}
+
+// LookupSet is os.LookupEnv for launcher variables: a variable set to the
+// empty string counts as unset (shells and job scripts export RANK= and
+// the like with nothing in them).
+func LookupSet(name string) (string, bool) {
+	v, ok := os.LookupEnv(name)
+	return v, ok && v != ""
 }
 
 type lookupFunc func(string) (string, bool)

@@ -146,3 +146,19 @@ func TestFromEnvErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyVariablesAreUnset: RANK= and WORLD_SIZE= with nothing in them,
+// as job scripts export them, mean no launcher, not a malformed rank.
+func TestEmptyVariablesAreUnset(t *testing.T) {
+	t.Setenv(EnvRank, "")
+	t.Setenv(EnvWorldSize, "")
+	_, ok, err := FromEnv()
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, ok, err = PlaceFromEnv(LookupSet)
+	require.NoError(t, err)
+	require.False(t, ok)
+	t.Setenv(EnvRank, "1")
+	_, _, err = PlaceFromEnv(LookupSet)
+	require.ErrorContains(t, err, "WORLD_SIZE")
+}
