@@ -67,6 +67,8 @@ fi
 # (scripts/overlap_peer.py: NCCL and torch.ops.symm_mem's fused ops) in the
 # same call. HIR_OVERLAP_ONLY=1 runs only this block; needs 2 GPUs.
 if [ "${HIR_OVERLAP_ONLY:-0}" = 1 ]; then
+  # HIR_COLL_BLOCKS=N passed through caps the collectives' grid (fewer
+  # SMs taken from the matmul); the figures' variants say -blocksN.
   HIR_OVERLAP=1 timeout 300 "$bin/cuda.test" -test.run='^$' -test.bench='^BenchmarkOverlap$' -test.benchtime=1x -test.timeout=295s >"$out/overlap-bench.log" 2>&1
   row "overlap benchmark" "exit $?"
   timeout 240 python3 -m torch.distributed.run --nproc_per_node=2 scripts/overlap_peer.py >"$out/overlap-peer.log" 2>&1

@@ -173,7 +173,11 @@ func overlapBenchScenario() error {
 					return err
 				}
 				if d.opts.Rank == 0 {
-					fmt.Printf("overlap %s %s %s %.3f\n", pattern, s.name, v.name, float64(best.Microseconds())/1e3)
+					name := v.name
+					if b := d.tune.Blocks; b > 0 { // HIR_COLL_BLOCKS: collectives on fewer SMs
+						name += fmt.Sprintf("-blocks%d", b)
+					}
+					fmt.Printf("overlap %s %s %s %.3f\n", pattern, s.name, name, float64(best.Microseconds())/1e3)
 				}
 			}
 		}
