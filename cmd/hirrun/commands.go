@@ -100,8 +100,6 @@ formatted to standard output.`,
 	},
 }
 
-// fmtStdin is what `hirrun fmt -` reads (tests replace it).
-var fmtStdin io.Reader = os.Stdin
 
 // stdinName names standard input in fmt's messages and -l, as gofmt does.
 const stdinName = "<standard input>"
@@ -112,7 +110,7 @@ func (c *cli) format(path string, o *fmtOptions) int {
 	if path == "-" {
 		name = stdinName
 		var err error
-		if src, err = io.ReadAll(fmtStdin); err != nil {
+		if src, err = io.ReadAll(os.Stdin); err != nil {
 			c.errorf("fmt: reading standard input: %v", err)
 			return exitUsage
 		}
