@@ -100,7 +100,6 @@ formatted to standard output.`,
 	},
 }
 
-
 // stdinName names standard input in fmt's messages and -l, as gofmt does.
 const stdinName = "<standard input>"
 
