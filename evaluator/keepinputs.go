@@ -2,6 +2,7 @@ package evaluator
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hirlab/hir/ir"
 )
@@ -31,11 +32,8 @@ func inputWriters(prog *ir.Program) []*ir.Op {
 		if target == nil {
 			return
 		}
-		// A view's storage is its base's: follow views to what owns it.
-		for target.Def != nil && target.Def.Code.Info().Aliases == ir.AliasFirst && len(target.Def.Operands) > 0 {
-			target = target.Def.Operands[0]
-		}
-		if i, ok := index[target]; ok && writers[i] == nil {
+		// A view's or a destination's storage is what it aliases.
+		if i, ok := index[target.Root()]; ok && writers[i] == nil {
 			writers[i] = op
 		}
 	})
@@ -61,13 +59,6 @@ func (j *Job) keptInputError(i int) string {
 // Run has given it: Options.KeepInputs is set and the program never
 // writes the input in place.
 func (j *Job) KeepsInput(name string) bool {
-	if !j.opts.KeepInputs {
-		return false
-	}
-	for i, in := range j.prog.Inputs {
-		if in.Name == name {
-			return j.writers[i] == nil
-		}
-	}
-	return false
+	i := slices.IndexFunc(j.prog.Inputs, func(in *ir.Value) bool { return in.Name == name })
+	return j.opts.KeepInputs && i >= 0 && j.writers[i] == nil
 }

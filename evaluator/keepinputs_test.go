@@ -89,3 +89,20 @@ output %c
 	require.False(t, j.KeepsInput("nosuch"))
 	require.False(t, keepJob(t, src, evaluator.Options{}).KeepsInput("x"), "without KeepInputs")
 }
+
+// TestKeepInputsFollowsDestinations: a write into the result of a copy into
+// an input lands in the input too, so that input is not kept.
+func TestKeepInputsFollowsDestinations(t *testing.T) {
+	const src = `mesh 1
+input %x : f32[4]
+input %b : f32[4]
+%y = neg %x
+%c = copy %y, %b
+%z = exp %x
+%d = copy %z, %c
+output %d
+`
+	j := keepJob(t, src, evaluator.Options{KeepInputs: true})
+	require.True(t, j.KeepsInput("x"))
+	require.False(t, j.KeepsInput("b"), "written through the copy's result")
+}

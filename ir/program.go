@@ -167,6 +167,32 @@ type Value struct {
 	Pos  Pos
 }
 
+// Aliased returns the value whose storage v aliases: the operand a view
+// looks into, the destination an op writes into, the tensor a
+// registration or transfer keeps in use (OpInfo.Aliases). It returns nil
+// when v owns its storage (or has none).
+func (v *Value) Aliased() *Value {
+	op := v.Def
+	if op == nil {
+		return nil
+	}
+	if i := op.Code.Info().AliasedOperand(len(op.Operands)); i >= 0 {
+		return op.Operands[i]
+	}
+	return nil
+}
+
+// Root follows Aliased to the value that owns v's storage.
+func (v *Value) Root() *Value {
+	for {
+		s := v.Aliased()
+		if s == nil || s.Lit != nil {
+			return v
+		}
+		v = s
+	}
+}
+
 // Tensor returns the value's tensor type, or nil.
 func (v *Value) Tensor() *TensorType {
 	t, _ := v.Type.(*TensorType)

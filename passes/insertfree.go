@@ -13,12 +13,12 @@ import (
 func insertFree(p *ir.Program, _ *Context) error {
 	fr := &freer{keep: map[*ir.Value]bool{}, waited: map[*ir.Value]bool{}}
 	for _, out := range p.Outputs {
-		fr.keep[rootOf(out)] = true
+		fr.keep[out.Root()] = true
 	}
 	p.Walk(func(op *ir.Op) {
 		switch op.Code {
 		case ir.OpFree:
-			fr.keep[rootOf(op.Operands[0])] = true
+			fr.keep[op.Operands[0].Root()] = true
 		case ir.OpWait:
 			fr.waited[op.Operands[0]] = true
 		}
@@ -70,7 +70,7 @@ func uses(op *ir.Op, f func(*ir.Value)) {
 func (fr *freer) block(b *ir.Block, inLoop bool) {
 	last := map[*ir.Value]int{} // storage root -> index of its last use
 	for i, op := range b.Ops {
-		uses(op, func(x *ir.Value) { last[rootOf(x)] = i })
+		uses(op, func(x *ir.Value) { last[x.Root()] = i })
 	}
 	after := map[int][]*ir.Value{}
 	var atEnd []*ir.Value

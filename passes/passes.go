@@ -129,32 +129,6 @@ func run(p *ir.Program, ps []Pass, ctx *Context) error {
 	return nil
 }
 
-// storageOf returns the value whose storage v aliases: the operand a view
-// looks into, the destination an op writes into, the tensor a registration
-// or transfer keeps in use (ir.OpInfo.Aliases). It returns nil when v
-// owns its storage (or has none).
-func storageOf(v *ir.Value) *ir.Value {
-	op := v.Def
-	if op == nil {
-		return nil
-	}
-	if i := op.Code.Info().AliasedOperand(len(op.Operands)); i >= 0 {
-		return op.Operands[i]
-	}
-	return nil
-}
-
-// rootOf follows storageOf to the value that owns v's storage.
-func rootOf(v *ir.Value) *ir.Value {
-	for {
-		s := storageOf(v)
-		if s == nil || s.Lit != nil {
-			return v
-		}
-		v = s
-	}
-}
-
 // namer hands out names not yet used anywhere in a program.
 type namer map[string]bool
 

@@ -94,7 +94,7 @@ type access struct {
 // between points start and end of flat: this rank's ops that read or write
 // it (views aside: they touch nothing), and the peers' transfers on h.
 func registeredAccesses(flat []*ir.Op, start, end int, h *ir.Value) []access {
-	x := rootOf(flat[start].Operands[0])
+	x := flat[start].Operands[0].Root()
 	var acc []access
 	for j := start + 1; j < end; j++ {
 		op := flat[j]
@@ -111,7 +111,7 @@ func registeredAccesses(flat []*ir.Op, start, end int, h *ir.Value) []access {
 			}
 		}
 		for k, y := range op.Operands {
-			if y.Lit != nil || y.Tensor() == nil || rootOf(y) != x {
+			if y.Lit != nil || y.Tensor() == nil || y.Root() != x {
 				continue
 			}
 			write := writesInto(op, k)

@@ -23,7 +23,7 @@ import (
 type storageAccess struct {
 	op    *ir.Op
 	x     *ir.Value // the operand as written
-	root  *ir.Value // the storage it lies in (rootOf)
+	root  *ir.Value // the storage it lies in (ir.Value.Root)
 	path  []viewStep
 	write bool
 }

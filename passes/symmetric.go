@@ -174,7 +174,7 @@ func peerAddressable(x *ir.Value) bool {
 // through, or nil: each rank's window is another one, so a peer's
 // counterpart is not the same window of its shard.
 func rankShiftedSelect(x *ir.Value) *ir.Value {
-	for y := x; y != nil; y = storageOf(y) {
+	for y := x; y != nil; y = y.Aliased() {
 		if y.Def != nil && y.Def.Code == ir.OpSelect && y.Def.WordAttr("shift", "") == "rank" {
 			return y
 		}
@@ -185,7 +185,7 @@ func rankShiftedSelect(x *ir.Value) *ir.Value {
 // contiguousViewOf returns the symmetric_contiguous_view result that x is
 // or looks into, or nil.
 func contiguousViewOf(x *ir.Value) *ir.Value {
-	for y := x; y != nil; y = storageOf(y) {
+	for y := x; y != nil; y = y.Aliased() {
 		if y.Def != nil && y.Def.Code == ir.OpSymmetricContiguousView {
 			return y
 		}

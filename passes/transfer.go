@@ -80,7 +80,7 @@ func (s *xferScope) transferOn(root *ir.Value) (*ir.Value, *pendingXfer) {
 func (s *xferScope) liveRegistrationOf(root *ir.Value) (*ir.Value, *regInfo) {
 	for sc := s; sc != nil; sc = sc.parent {
 		for h, r := range sc.regs {
-			if r.deregistered == nil && rootOf(r.op.Operands[0]) == root {
+			if r.deregistered == nil && r.op.Operands[0].Root() == root {
 				return h, r
 			}
 		}
@@ -102,7 +102,7 @@ func (c *transferChecker) block(b *ir.Block, s *xferScope) {
 		case ir.OpDeregister:
 			c.deregister(op, s)
 		case ir.OpFree:
-			if h, r := s.liveRegistrationOf(rootOf(op.Operands[0])); h != nil {
+			if h, r := s.liveRegistrationOf(op.Operands[0].Root()); h != nil {
 				c.v.errs.Add(op.Pos, "free: %s is still registered (by %s at %s); deregister %s first", op.Operands[0], h, r.op.Pos, h)
 			}
 		case ir.OpFor:
@@ -158,7 +158,7 @@ func (c *transferChecker) transfer(op *ir.Op, s *xferScope) {
 		}
 	}
 	if t != nil {
-		s.pending[t] = &pendingXfer{op: op, local: local, root: rootOf(local), read: op.WordAttr("dir", "") == "read"}
+		s.pending[t] = &pendingXfer{op: op, local: local, root: local.Root(), read: op.WordAttr("dir", "") == "read"}
 		s.order = append(s.order, t)
 	}
 }
@@ -210,7 +210,7 @@ func (c *transferChecker) inFlightUse(op *ir.Op, s *xferScope) {
 		if x.Lit != nil {
 			continue
 		}
-		t, px := s.transferOn(rootOf(x))
+		t, px := s.transferOn(x.Root())
 		if px == nil || px.op == op || reported[t] {
 			continue
 		}

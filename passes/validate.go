@@ -18,7 +18,7 @@ func validate(p *ir.Program, _ *Context) error {
 	}
 	v := &validator{size: p.Mesh.Size(), inputs: map[*ir.Value]bool{}, outputs: map[*ir.Value]*ir.Value{}, badShard: map[*ir.Value]bool{}}
 	for _, out := range p.Outputs {
-		v.outputs[rootOf(out)] = out
+		v.outputs[out.Root()] = out
 	}
 	for _, in := range p.Inputs {
 		v.inputs[in] = true
@@ -93,8 +93,8 @@ func (v *validator) op(op *ir.Op, s *freeScope) {
 			continue
 		}
 		derived = derived || v.badShard[x]
-		if pos, freed := s.lookup(rootOf(x)); freed {
-			if r := rootOf(x); op.Code == ir.OpFree && r == x {
+		if pos, freed := s.lookup(x.Root()); freed {
+			if r := x.Root(); op.Code == ir.OpFree && r == x {
 				v.errs.Add(op.Pos, "free: %s is freed twice (first at %s)", x, pos)
 			} else if r != x {
 				v.errs.Add(op.Pos, "%s: %s (which aliases %s) is used after `free` at %s", op.Code, x, r, pos)
@@ -169,7 +169,7 @@ func (v *validator) fusionSizes(op *ir.Op) {
 
 func (v *validator) free(op *ir.Op, s *freeScope) {
 	x := op.Operands[0]
-	r := rootOf(x)
+	r := x.Root()
 	switch {
 	case v.inputs[r] && r == x:
 		v.errs.Add(op.Pos, "free: %s is a program input; its storage belongs to the caller", x)
