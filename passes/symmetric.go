@@ -16,10 +16,11 @@ func symmetric(p *ir.Program, ctx *Context) error {
 }
 
 type symmetrizer struct {
-	prog  *ir.Program
-	names namer // made when the first import needs a name
-	ctx   *Context
-	errs  ir.ErrorList
+	prog    *ir.Program
+	aliased map[*ir.Value]bool // values some op aliases (viewed), made at the first promotion
+	names   namer              // made when the first import needs a name
+	ctx     *Context
+	errs    ir.ErrorList
 }
 
 // imports maps a value to its symmetric copy made earlier in a block (or in
@@ -148,15 +149,17 @@ func promotable(x *ir.Value) bool {
 
 // viewed reports whether some op of the program looks into x's storage
 // (a view, a copy or collective into it): its type names x's memory, so x
-// keeps it.
+// keeps it. The aliased values are gathered in one walk, at the first ask.
 func (s *symmetrizer) viewed(x *ir.Value) bool {
-	found := false
-	s.prog.Walk(func(op *ir.Op) {
-		if i := op.Code.Info().AliasedOperand(len(op.Operands)); i >= 0 && op.Operands[i] == x {
-			found = true
-		}
-	})
-	return found
+	if s.aliased == nil {
+		s.aliased = map[*ir.Value]bool{}
+		s.prog.Walk(func(op *ir.Op) {
+			if i := op.Code.Info().AliasedOperand(len(op.Operands)); i >= 0 {
+				s.aliased[op.Operands[i]] = true
+			}
+		})
+	}
+	return s.aliased[x]
 }
 
 // peerAddressable reports whether peers can address x through the

@@ -231,7 +231,6 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 		lo, hi := byteSpan(t, ptr)
 		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: t.NumElements() > 0 && !t.IsContiguous()}
 	}
-	staged := false
 	for o := nIn; o < len(la); o++ {
 		for i := 0; i < nIn; i++ {
 			if la[o].lo < la[i].hi && la[i].lo < la[o].hi {
@@ -239,9 +238,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			}
 		}
 	}
-	for i := range la {
-		staged = staged || la[i].stage
-	}
+	staged := slices.ContainsFunc(la, func(a launchArg) bool { return a.stage })
 	// The context is made current inline, not through withCtx: a closure
 	// over la would move it to the heap.
 	goruntime.LockOSThread()
