@@ -229,15 +229,9 @@ func (r *rank) selectView(f *frame, p *opPlan) error {
 	if err != nil {
 		return err
 	}
-	var index int64
-	if idx := op.Operands[1]; idx.Lit != nil {
-		index = idx.Lit.Int
-	} else {
-		s, err := r.ready(f, p.args[1])
-		if err != nil {
-			return err
-		}
-		index = s.index
+	index, err := r.indexOf(f, op.Operands[1], p.args[1])
+	if err != nil {
+		return err
 	}
 	axis := int(op.IntAttr("axis", 0))
 	if axis < 0 || axis >= len(t.Shape) {
@@ -257,6 +251,19 @@ func (r *rank) selectView(f *frame, p *opPlan) error {
 	}
 	f.vals[p.res[0]] = slot{live: true, t: view}
 	return nil
+}
+
+// indexOf is the value of an integer operand x (value id id): a literal,
+// or a loop index's current value.
+func (r *rank) indexOf(f *frame, x *ir.Value, id int) (int64, error) {
+	if x.Lit != nil {
+		return x.Lit.Int, nil
+	}
+	s, err := r.ready(f, id)
+	if err != nil {
+		return 0, err
+	}
+	return s.index, nil
 }
 
 func (r *rank) reshape(f *frame, p *opPlan) error {

@@ -16,15 +16,9 @@ func (r *rank) streamOp(f *frame, p *opPlan) error {
 	op := p.op
 	if op.Code == ir.OpPickStream {
 		n := len(p.args) - 1
-		var i int64
-		if x := op.Operands[n]; x.Lit != nil {
-			i = x.Lit.Int
-		} else {
-			s, err := r.ready(f, p.args[n])
-			if err != nil {
-				return err
-			}
-			i = s.index
+		i, err := r.indexOf(f, op.Operands[n], p.args[n])
+		if err != nil {
+			return err
 		}
 		s, err := r.stream(f, p.args[op.PickedStream(i, n)])
 		if err != nil {
