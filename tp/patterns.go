@@ -12,13 +12,9 @@ import (
 // symmetric contiguous view, so x must be symmetric there.
 func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error) {
 	const pattern = "AllGatherMatmul"
-	mesh := int64(b.Mesh().Size())
-	m, k, n, err := shapes(pattern, int(mesh), x, w, true)
+	mesh, m, k, n, err := o.check(b, pattern, x, w, true)
 	if err != nil {
 		return nil, err
-	}
-	if o.Streams < 0 {
-		return nil, fmt.Errorf("tp.%s: %d streams; give 0 (none) or more", pattern, o.Streams)
 	}
 	dt, rows := x.Tensor().DType, m/mesh
 	switch o.Decomposition {
@@ -66,13 +62,9 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 // call: before writing, so no peer still reads the slots, and after.
 func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, error) {
 	const pattern = "MatmulReduceScatter"
-	mesh := int64(b.Mesh().Size())
-	m, k, n, err := shapes(pattern, int(mesh), a, w, false)
+	mesh, m, k, n, err := o.check(b, pattern, a, w, false)
 	if err != nil {
 		return nil, err
-	}
-	if o.Streams < 0 {
-		return nil, fmt.Errorf("tp.%s: %d streams; give 0 (none) or more", pattern, o.Streams)
 	}
 	dt, rows := a.Tensor().DType, m/mesh
 	switch o.Decomposition {

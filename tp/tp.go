@@ -98,6 +98,19 @@ func shapes(pattern string, mesh int, x, w *ir.Value, sharded bool) (rows, k, n 
 	return xt.Dims[0].Extent, xt.Dims[1].Extent, wt.Dims[1].Extent, nil
 }
 
+// check is a pattern's common prologue: the mesh size, the operands'
+// shapes (shapes) and o's stream count.
+func (o Options) check(b *ir.Builder, pattern string, x, w *ir.Value, sharded bool) (mesh, m, k, n int64, err error) {
+	mesh = int64(b.Mesh().Size())
+	if m, k, n, err = shapes(pattern, int(mesh), x, w, sharded); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	if o.Streams < 0 {
+		return 0, 0, 0, 0, fmt.Errorf("tp.%s: %d streams; give 0 (none) or more", pattern, o.Streams)
+	}
+	return mesh, m, k, n, nil
+}
+
 // chunks is o.Chunks checked against a block of rows.
 func (o Options) chunks(pattern string, rows int64) (int64, error) {
 	c := int64(o.Chunks)

@@ -144,7 +144,12 @@ func TestBuilderErrors(t *testing.T) {
 	_, err = tp.MatmulReduceScatter(b, a, w, tp.Options{})
 	require.EqualError(t, err, "tp.MatmulReduceScatter: %a is f32[8, 4] and %w is f32[3, 5]: the contracted extents differ")
 	_, err = tp.MatmulReduceScatter(b, a, w, tp.Options{Decomposition: 7})
-	require.Error(t, err)
+	require.EqualError(t, err, "tp.MatmulReduceScatter: %a is f32[8, 4] and %w is f32[3, 5]: the contracted extents differ")
+	a3 := b.Input("a3", ir.Tensor(ir.F32, 8, 3))
+	_, err = tp.MatmulReduceScatter(b, a3, w, tp.Options{Decomposition: 7})
+	require.EqualError(t, err, "tp.MatmulReduceScatter: no decomposition Decomposition(7)")
+	_, err = tp.MatmulReduceScatter(b, a3, w, tp.Options{Streams: -1})
+	require.EqualError(t, err, "tp.MatmulReduceScatter: -1 streams; give 0 (none) or more")
 }
 
 // TestBuildersTwiceInOneProgram: a program may use a pattern more than once;
