@@ -92,7 +92,23 @@ func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
 	}
 	r.stats.Graphs = len(r.graph)
 	r.stats.GraphReplays++
-	return r.readTensors(f, r.graphOuts)
+	outs, err := r.readTensors(f, r.graphOuts) // synchronises the origin, which joined every fork
+	if err == nil {
+		r.settleTransfers()
+	}
+	return outs, err
+}
+
+// settleTransfers tells the registrations that the transfers the capture
+// posted are done (after a graph's launch was synchronised): the host
+// cannot wait on their captured events.
+func (r *rank) settleTransfers() {
+	if r.xfer == nil {
+		return
+	}
+	for _, reg := range r.xfer.regs {
+		reg.Settle()
+	}
 }
 
 // beginGraph starts capturing on the origin and forks the other streams.
@@ -139,6 +155,7 @@ func (r *rank) splitGraph(f *frame, p *opPlan) error {
 	if err := origin.Synchronize(); err != nil {
 		return err
 	}
+	r.settleTransfers()
 	host, err := r.hostPart(f, p)
 	if err != nil {
 		return err

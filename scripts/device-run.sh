@@ -80,6 +80,20 @@ if [ "${HIR_OVERLAP_ONLY:-0}" = 1 ]; then
   exit 0
 fi
 
+# Graph mode (issue 12, docs/GRAPHS.md): every testdata program of 1, 2
+# and 4 ranks in graph mode equals its eager run on the GPU over 100 Runs
+# with fresh inputs (ranks share GPUs where the machine has fewer; about
+# 4.5 minutes on one H100). HIR_GRAPH_ONLY=1 runs only this block.
+if [ "${HIR_GRAPH_ONLY:-0}" = 1 ]; then
+  share=0
+  [ "$gpus" -lt 4 ] && share=1
+  HIR_GRAPH_TESTS=1 HIR_CUDA_SHARE_GPUS=$share timeout 500 "$bin/cuda.test" -test.run='^(TestTestdataGraphOnGPU|TestGraphSplitsOnGPU)$' -test.v -test.count=1 -test.timeout=490s >"$out/graph-tests.log" 2>&1
+  row "graph mode vs eager on cuda (100 Runs each)" "exit $?: $(grep -hoE '[0-9]+ ranks: [0-9]+ programs equal[^;]*;.*failed' "$out/graph-tests.log" | paste -sd';' - | tr '|' '/')"
+  echo
+  cat "$summary"
+  exit 0
+fi
+
 # HIR_HIRRUN_ONLY=1 skips the package tests, benchmarks and collectives, and
 # runs only the hirrun steps below (topo, testdata, too large, leftovers):
 # about 2-4 minutes, for a call of its own.
@@ -117,6 +131,14 @@ grep -E '^Benchmark' "$out/cuda-bench.log" | while read -r name _iters rest; do
 done
 
 grep -E '^peer ' "$out/launch-peer.log" 2>/dev/null | while read -r _ name us; do row "peer $name" "$us µs"; done
+
+# HIR_PACKAGE_ONLY=1 stops here (package tests, benchmarks, launch peers),
+# leaving the hirrun steps to a HIR_HIRRUN_ONLY=1 call of their own.
+if [ "${HIR_PACKAGE_ONLY:-0}" = 1 ]; then
+  echo
+  cat "$summary"
+  exit $(( tests_rc != 0 || bench_rc != 0 ))
+fi
 
 have_hirrun=0
 [ -x "$bin/hirrun" ] && have_hirrun=1

@@ -114,7 +114,7 @@ func (c *capture) detach() {
 	for _, e := range c.marked {
 		e.mu.Lock()
 		if e.capture == c {
-			e.capture = nil
+			e.capture, e.stale = nil, true
 		}
 		e.mu.Unlock()
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -298,6 +299,11 @@ type event struct {
 	// not a point any stream will pass until the graph is launched.
 	capture *capture
 	mark    int
+	// stale: the latest record was captured and its capture has ended. As
+	// in CUDA (cuEventSynchronize answers CUDA_ERROR_INVALID_VALUE), the
+	// host cannot wait on it until an eager record replaces it: a graph's
+	// launch does not re-record the events its capture recorded.
+	stale bool
 }
 
 var _ runtime.Event = (*event)(nil)
@@ -311,6 +317,7 @@ func (e *event) recordOnce() (uint64, bool) {
 		return 0, false
 	}
 	e.recorded++
+	e.stale = false
 	return e.recorded, true
 }
 
@@ -358,6 +365,13 @@ func (e *event) Synchronize() error {
 		return c.invalidate(&runtime.CaptureError{Rank: c.dev.rank, Call: "Event.Synchronize",
 			Why: "the event was recorded by captured work, which runs only when the graph is launched"})
 	}
+	e.mu.Lock()
+	stale := e.stale
+	e.mu.Unlock()
+	if stale {
+		return errors.New("event synchronize: the event's latest record was captured into a graph, and a graph's launch does not record it; " +
+			"record it again before waiting on it from the host (CUDA: CUDA_ERROR_INVALID_VALUE)")
+	}
 	return e.waitFor(e.latest(), e.rtClosed)
 }
 
@@ -372,7 +386,9 @@ func (e *event) Query() bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.completed >= e.recorded
+	// A stale event answers as CUDA's query does (an error, which the
+	// cuda runtime's Query reports as "not pending").
+	return e.stale || e.completed >= e.recorded
 }
 
 // capturedIn is the open capture whose work recorded e last, or nil.

@@ -206,6 +206,15 @@ func (h *Handle) pending() bool {
 	return h.gen > h.waitedGen && !h.released
 }
 
+// settle marks the last post as waited for (Registration.Settle).
+func (h *Handle) settle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gen > h.waitedGen && !h.released {
+		h.waitedGen, h.err = h.gen, h.copyErrs()
+	}
+}
+
 // release waits for a post still in flight, then destroys the event.
 func (h *Handle) release() error {
 	h.mu.Lock()

@@ -404,6 +404,24 @@ func (r *Registration) Quiesce() error {
 	return errors.Join(errs...)
 }
 
+// Settle marks every post of r's handles as complete without waiting on
+// its event. It is for a caller that knows they are: posts captured into a
+// CUDA graph whose launch it has synchronised. A captured post's event was
+// recorded by the capture, not by the launch, so the host cannot wait on
+// it (CUDA answers CUDA_ERROR_INVALID_VALUE); Quiesce and Deregister then
+// find nothing in flight. Local.
+func (r *Registration) Settle() {
+	r.mu.Lock()
+	hs := make([]*Handle, 0, len(r.handles))
+	for h := range r.handles {
+		hs = append(hs, h)
+	}
+	r.mu.Unlock()
+	for _, h := range hs {
+		h.settle()
+	}
+}
+
 // Deregister ends r on every rank. It is collective, and it is the point
 // after which a rank may free or reuse the memory it registered: each rank
 // first waits for its own transfers of r still in flight (so deregistering

@@ -770,3 +770,81 @@ func TestProbeReportsUnavailable(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCapturedPostSettles: a post captured into a graph is done once the
+// graph's launch is synchronised, but its completion event was recorded
+// by the capture, so the host cannot wait on it (the sim models CUDA's
+// CUDA_ERROR_INVALID_VALUE): Deregister fails until Settle says the posts
+// are complete, and then reads the peer's data right.
+func TestCapturedPostSettles(t *testing.T) {
+	for _, settle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("settle=%v", settle), func(t *testing.T) {
+			rt := openSim(t, 2)
+			const n = 64
+			onEveryRank(t, rt, func(dev runtime.Device) error {
+				r := dev.Rank()
+				a, err := transfer.New(dev)
+				if err != nil {
+					return err
+				}
+				defer a.Close()
+				shard, err := alloc(dev, n, ir.Symmetric)
+				if err != nil {
+					return err
+				}
+				defer dev.Free(shard.Buf)
+				local, err := alloc(dev, n, ir.Global)
+				if err != nil {
+					return err
+				}
+				defer dev.Free(local.Buf)
+				if err := upload(dev, shard, pattern(r, n, 0)); err != nil {
+					return err
+				}
+				reg, err := a.Register(shard)
+				if err != nil {
+					return err
+				}
+				h, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, 1-r, []transfer.Desc{transfer.Whole(0)})
+				if err != nil {
+					return err
+				}
+				c := dev.(runtime.Capturer)
+				s := dev.DefaultStream()
+				if err := c.BeginCapture(s); err != nil {
+					return err
+				}
+				postErr := h.Post(s)
+				g, err := c.EndCapture(s)
+				if err = errors.Join(postErr, err); err != nil {
+					return err
+				}
+				defer g.Close()
+				if err := g.Launch(s); err != nil {
+					return err
+				}
+				if err := s.Synchronize(); err != nil {
+					return err
+				}
+				if settle {
+					reg.Settle()
+				}
+				err = reg.Deregister()
+				if !settle {
+					if err == nil || !strings.Contains(err.Error(), "captured into a graph") {
+						return fmt.Errorf("deregister after a captured post without Settle: %v, want the captured-event error", err)
+					}
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				got, err := download(dev, local)
+				if err != nil {
+					return err
+				}
+				return same("read in the graph", got, pattern(1-r, n, 0))
+			})
+		})
+	}
+}
