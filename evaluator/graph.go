@@ -48,6 +48,7 @@ func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
 	if err := ir.CheckCapturable(prog); err != nil {
 		return err
 	}
+	loops := ir.DeviceLoops(prog)
 	for _, rank := range rt.Ranks() {
 		dev, err := rt.Device(rank)
 		if err != nil {
@@ -55,6 +56,10 @@ func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
 		}
 		if _, ok := dev.(runtime.Capturer); !ok {
 			return fmt.Errorf("the %s runtime cannot capture graphs yet: run without graph mode", rt.Name())
+		}
+		if _, ok := dev.(runtime.LoopCapturer); !ok && len(loops) > 0 {
+			return fmt.Errorf("%s: the %s runtime cannot have the device repeat a loop in a graph, and this loop is too long to unroll: run without graph mode",
+				loops[0].Op.Pos, rt.Name())
 		}
 	}
 	return nil
@@ -290,4 +295,36 @@ func (r *rank) closeGraph() error {
 		errs = append(errs, st.g.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// deviceLoop captures loop p of n trips from index from, which the device
+// repeats (ir.IsDeviceLoop: its body reads no index, uses one stream and
+// waits on nothing on the host): the body unrolled p.unroll times, once,
+// as a loop the graph runs n/p.unroll times, then the n%p.unroll trips
+// left unrolled after it.
+func (r *rank) deviceLoop(f *frame, p *opPlan, from int64, n uint64) error {
+	lc := r.dev.(runtime.LoopCapturer) // checked at NewJob
+	idx := p.bodyArgs[0]
+	f.vals[idx] = slot{live: true, index: from} // read by nothing in the body
+	defer func() { f.vals[idx] = slot{} }()
+	body := func(times uint64) error {
+		for range times {
+			if err := r.block(f, p.body); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	s := f.current
+	if err := lc.BeginLoop(s, int64(n/p.unroll)); err != nil {
+		return err
+	}
+	err := body(p.unroll)
+	if err = errors.Join(err, lc.EndLoop(s)); err != nil {
+		return err
+	}
+	if f.current != s {
+		return fmt.Errorf("a device loop's body left the stream it runs on")
+	}
+	return body(n % p.unroll)
 }

@@ -508,6 +508,9 @@ func (r *rank) loop(f *frame, p *opPlan) error {
 	// Count the trips instead of testing i < to: i += step past the last
 	// trip may overflow int64 and wrap below to (a loop that never ends).
 	n := ir.LoopTrips(from, to, step)
+	if p.deviceLoop && r.capturing != nil {
+		return r.deviceLoop(f, p, from, n)
+	}
 	for k, i := uint64(0), from; k < n; k++ {
 		if k > 0 {
 			i += step // a trip follows, so i+step < to: no overflow

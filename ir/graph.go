@@ -3,10 +3,17 @@ package ir
 import "fmt"
 
 // MaxGraphOps bounds the ops one run of a program may issue in graph mode.
-// Loops are unrolled into the graph (CUDA conditional nodes are not used
-// yet), so a long loop makes a graph as long as its trips: past this many
-// ops capture time and the graph's memory grow out of proportion.
+// Loops are unrolled into the graph unless they run on the device (a
+// device loop: DeviceLoop), so a long loop that cannot makes a graph as
+// long as its trips: past this many ops capture time and the graph's
+// memory grow out of proportion.
 const MaxGraphOps = 1 << 20
+
+// DeviceLoopMinOps is how many ops a loop must unroll to before graph mode
+// captures its body once and has the device repeat it (CUDA: a WHILE
+// conditional node) instead of unrolling it: below it, unrolled kernels
+// cost less than the per-trip condition kernel.
+const DeviceLoopMinOps = 512
 
 // CaptureBlocker is an op that stops a graph capture, or splits it, and why.
 type CaptureBlocker struct {
@@ -23,9 +30,125 @@ func CaptureBlockers(p *Program) []CaptureBlocker {
 	}
 	if n, loop := graphOps(p.Body, 1); n > MaxGraphOps && loop != nil {
 		return []CaptureBlocker{{Op: loop, Why: fmt.Sprintf(
-			"the loop unrolls to more than %d ops in the graph (loops are unrolled into it): run it eagerly, or make it shorter", MaxGraphOps)}}
+			"the loop unrolls to more than %d ops in the graph, and its body cannot run as a device loop (%s): run it eagerly, or make it shorter",
+			MaxGraphOps, DeviceLoopBlocker(loop))}}
 	}
 	return nil
+}
+
+// DeviceLoops lists, in program order, the loops graph mode captures once
+// and has the device repeat (IsDeviceLoop), each with what a note says.
+func DeviceLoops(p *Program) []CaptureBlocker {
+	if p == nil || p.Body == nil {
+		return nil
+	}
+	var out []CaptureBlocker
+	var walk func(b *Block)
+	walk = func(b *Block) {
+		for _, op := range b.Ops {
+			if op.Code != OpFor {
+				continue
+			}
+			if IsDeviceLoop(op) {
+				out = append(out, CaptureBlocker{Op: op, Why: fmt.Sprintf(
+					"its body is captured once and the device repeats it for the %d trips (on GPUs a CUDA conditional node), not unrolled into the graph", loopTrips(op))})
+				continue
+			}
+			walk(op.Body)
+		}
+	}
+	walk(p.Body)
+	return out
+}
+
+// IsDeviceLoop says whether graph mode captures loop op's body once and
+// has the device repeat it: the loop unrolls to more than
+// DeviceLoopMinOps ops and its body can (DeviceLoopBlocker).
+func IsDeviceLoop(op *Op) bool {
+	if op.Code != OpFor || op.Body == nil {
+		return false
+	}
+	body, _ := graphOps(op.Body, 1)
+	return satMul(body, loopTrips(op)) > DeviceLoopMinOps && loopTrips(op) > 1 && DeviceLoopBlocker(op) == ""
+}
+
+// deviceLoopBodyOps is about how many ops graph mode puts in a device
+// loop's body: a short body is unrolled up to it (DeviceLoopUnroll), so
+// the per-trip condition kernel is a small part of a trip.
+const deviceLoopBodyOps = 64
+
+// DeviceLoopUnroll is how many of loop op's trips one trip of its device
+// loop runs: enough to make the body about deviceLoopBodyOps ops, at
+// least 1, at most half the trips (so the device repeats it).
+func DeviceLoopUnroll(op *Op) uint64 {
+	body, _ := graphOps(op.Body, 1)
+	u := uint64(deviceLoopBodyOps) / max(body, 1)
+	return max(1, min(u, loopTrips(op)/2))
+}
+
+// DeviceLoopBlocker says why loop op's body cannot be captured once and
+// repeated by the device, "" when it can. Every trip must be the same
+// work on the one stream the loop runs on: the body may not read the
+// loop's index (a captured kernel's arguments are fixed), rotate streams,
+// wait on the host, or use another stream (OpInfo.OffStream; async
+// collectives), and its collectives may not run NCCL (its kernels join a
+// conditional node's body only as far as NCCL documents, which it does
+// not).
+func DeviceLoopBlocker(op *Op) string {
+	if op.Code != OpFor || op.Body == nil {
+		return "it is not a loop"
+	}
+	if op.IntAttr("streams", 0) > 1 {
+		return "its trips rotate over streams"
+	}
+	var index *Value
+	if len(op.Body.Args) > 0 {
+		index = op.Body.Args[0]
+	}
+	why := ""
+	var walk func(b *Block)
+	walk = func(b *Block) {
+		for _, o := range b.Ops {
+			if why != "" {
+				return
+			}
+			at := o.Pos.String() + ": " + o.Code.String()
+			info := o.Code.Info()
+			switch {
+			case index != nil && usesValue(o, index):
+				why = fmt.Sprintf("%s reads the loop index %s", at, index)
+			case info.HostWait != "":
+				why = fmt.Sprintf("%s waits on the host", at)
+			case info.OffStream != "":
+				why = fmt.Sprintf("%s %s", at, info.OffStream)
+			case info.Class == ClassCollective && o.Async():
+				why = fmt.Sprintf("%s is async: it runs on the communication stream", at)
+			case info.Class == ClassCollective && o.Algo() == AlgoNCCL:
+				why = fmt.Sprintf("%s runs NCCL, which does not document its kernels in a conditional node's body", at)
+			case o.Code == OpFor && o.IntAttr("streams", 0) > 1:
+				why = fmt.Sprintf("%s rotates its trips over streams", at)
+			}
+			if why == "" && o.Body != nil {
+				walk(o.Body)
+			}
+		}
+	}
+	walk(op.Body)
+	return why
+}
+
+// usesValue reports whether op takes v as an operand.
+func usesValue(op *Op, v *Value) bool {
+	for _, a := range op.Operands {
+		if a == v {
+			return true
+		}
+	}
+	return false
+}
+
+func loopTrips(op *Op) uint64 {
+	return LoopTrips(op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1))
 }
 
 // GraphSplits lists, in program order, the ops of p that wait on the host
@@ -72,7 +195,10 @@ func graphOps(b *Block, times uint64) (uint64, *Op) {
 		if op.Code != OpFor {
 			continue
 		}
-		trips := LoopTrips(op.IntAttr("from", 0), op.IntAttr("to", 0), op.IntAttr("step", 1))
+		trips := loopTrips(op)
+		if IsDeviceLoop(op) {
+			trips = 1 // captured once: the device repeats it
+		}
 		inner, _ := graphOps(op.Body, satMul(times, trips))
 		n = satAdd(n, inner)
 		if n > MaxGraphOps && culprit == nil {

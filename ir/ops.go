@@ -178,6 +178,10 @@ type OpInfo struct {
 	// GPUs): a graph cannot hold such an op, so graph mode runs it on the
 	// host between two graphs (GraphSplits).
 	HostWait string
+	// OffStream says why the op puts work on, or orders, a stream other
+	// than the current one: a device loop's body (DeviceLoopBlocker) is
+	// one stream's work captured once.
+	OffStream string
 	// PeersWrite: the op exposes its first operand's storage to the peers,
 	// who may write it (register, for transfers with dir=write).
 	PeersWrite bool
@@ -328,23 +332,24 @@ var opInfos = [numOpcodes]OpInfo{
 	OpRegister: {Name: "register", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst, PeersWrite: true,
 		HostWait: "register waits on the host for the tensor's producers, then for the peers"},
 	OpTransfer: {Name: "transfer", Class: ClassOneSided, MinOperands: 2, MaxOperands: 2, Results: 1, Aliases: AliasDest,
-		Attrs: []AttrSpec{{Key: "dir", Kind: KindWord, Required: true, Words: DirWords}, peerAttr}},
+		OffStream: "posts on the communication stream",
+		Attrs:     []AttrSpec{{Key: "dir", Kind: KindWord, Required: true, Words: DirWords}, peerAttr}},
 	OpDeregister: {Name: "deregister", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1,
 		HostWait: "deregister waits on the host for the peers' transfers"},
 
-	OpWait:      {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1},
+	OpWait:      {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1, OffStream: "orders the stream after another stream's work"},
 	OpBarrier:   {Name: "barrier", Class: ClassSync, HostWait: "barrier waits on the host for the peers"},
-	OpStream:    {Name: "stream", Class: ClassSync, Results: 1},
-	OpSetStream: {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1},
+	OpStream:    {Name: "stream", Class: ClassSync, Results: 1, OffStream: "makes a stream"},
+	OpSetStream: {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1, OffStream: "changes the current stream"},
 	OpSyncStream: {Name: "sync_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1,
 		HostWait: "sync_stream waits on the host for the stream"},
 	// pick_stream %s0, ..., %sN-1, %i: the stream of iteration i of a loop
 	// from=F step=S (iteration (i-F)/S, modulo N); wait_stream: the
 	// current stream waits for the work enqueued on each stream so far
 	// (the default stream's, without operands). stream-parallel emits both.
-	OpPickStream: {Name: "pick_stream", Class: ClassSync, MinOperands: 2, MaxOperands: Variadic, Results: 1,
+	OpPickStream: {Name: "pick_stream", Class: ClassSync, MinOperands: 2, MaxOperands: Variadic, Results: 1, OffStream: "picks a stream",
 		Attrs: []AttrSpec{{Key: "from", Kind: KindInt}, {Key: "step", Kind: KindInt}}},
-	OpWaitStream: {Name: "wait_stream", Class: ClassSync, MinOperands: 0, MaxOperands: Variadic},
+	OpWaitStream: {Name: "wait_stream", Class: ClassSync, MinOperands: 0, MaxOperands: Variadic, OffStream: "orders the stream after other streams"},
 	// streams=N: the iterations rotate over N streams (the stream-parallel pass)
 	OpFor: {Name: "for", Class: ClassControl, Body: true,
 		Attrs: []AttrSpec{{Key: "from", Kind: KindInt, Required: true}, {Key: "to", Kind: KindInt, Required: true}, {Key: "step", Kind: KindInt},

@@ -30,6 +30,25 @@ type Capturer interface {
 	IsCapturing(s Stream) (bool, error)
 }
 
+// LoopCapturer is a Capturer that can capture a loop's body once and have
+// the graph repeat it on the device (CUDA: a WHILE conditional node whose
+// condition a kernel at the end of the body sets), so a long loop is not
+// unrolled into the graph.
+//
+//   - BeginLoop(s, trips), on a stream that captures, starts a body: the
+//     work enqueued on s until EndLoop(s) runs trips times, in order, where
+//     BeginLoop stands in the graph; the work after EndLoop runs after the
+//     last trip. Loops nest.
+//   - A body is one stream's work: no other stream may join it or wait on
+//     an event recorded in it, and it may record no event that work
+//     outside it waits on (the graph fails with a *CaptureError).
+//   - Each trip synchronises between ranks afresh, as each replay does.
+type LoopCapturer interface {
+	Capturer
+	BeginLoop(s Stream, trips int64) error
+	EndLoop(s Stream) error
+}
+
 // Graph is a captured sequence of work, replayed as a whole.
 type Graph interface {
 	// Launch enqueues one replay on s; the replay's work is ordered after

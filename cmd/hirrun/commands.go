@@ -28,7 +28,7 @@ with its position, since graph mode runs it on the host between two graphs.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &checkOptions{}
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
-		fs.BoolVar(&o.graph, "graph", false, "also check the program for graph mode (run --graph), noting where ops on the host split the graph")
+		fs.BoolVar(&o.graph, "graph", false, "also check the program for graph mode (run --graph), noting where ops on the host split the graph and which loops the device repeats")
 		return o
 	},
 	run: func(c *cli, opts any, args []string) int {
@@ -46,6 +46,9 @@ with its position, since graph mode runs it on the host between two graphs.`,
 					if err = ir.CheckCapturable(prog); err == nil {
 						for _, sp := range ir.GraphSplits(prog) {
 							fmt.Fprintf(c.stderr, "%s: note: %s splits the graph, running on the host between two graphs: %s\n", sp.Op.Pos, sp.Op.Code, sp.Why)
+						}
+						for _, l := range ir.DeviceLoops(prog) {
+							fmt.Fprintf(c.stderr, "%s: note: the loop runs on the device: %s\n", l.Op.Pos, l.Why)
 						}
 					}
 				}

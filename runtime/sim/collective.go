@@ -201,7 +201,7 @@ func (j *collJob) run(s *stream) error {
 		staging = d.rt.newBuffer(make([]byte, slot*int64(d.rt.size)), ir.Global, d.rank, nil, false)
 		defer d.rt.release(staging)
 	}
-	res, err := d.rt.rv.meet(s.replay.key(meetKey{kind: "coll", seq: j.seq}), d.rt.allRanks(), d.rank, arrival{j.desc(), staging, oomErr}, d.rt.timeout, j.what, s.running,
+	res, err := d.rt.rv.meet(s.key(meetKey{kind: "coll", seq: j.seq}), d.rt.allRanks(), d.rank, arrival{j.desc(), staging, oomErr}, d.rt.timeout, j.what, s.running,
 		func(payloads map[int]any) (any, error) {
 			descs := map[int]any{}
 			for r, p := range payloads {

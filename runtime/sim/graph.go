@@ -25,7 +25,7 @@ import (
 // first node advances when it runs, as a device-side counter would: a key
 // fixed at capture would make the second replay meet the first's peers.
 
-var _ runtime.Capturer = (*Device)(nil)
+var _ runtime.LoopCapturer = (*Device)(nil)
 
 // capture is an open capture on a device.
 type capture struct {
@@ -39,6 +39,24 @@ type capture struct {
 	nMarks  int
 	marked  []*event // events whose latest record is a mark, cleared at the end
 	err     error    // the first error that invalidated the capture
+	loops   []openLoop
+	// sealed[m]: mark m was recorded in a loop body that has ended; as in
+	// CUDA (the body is a graph of its own), nothing outside may wait on it.
+	sealed []bool
+}
+
+// openLoop is a loop body being captured (BeginLoop to EndLoop).
+type openLoop struct {
+	stream *stream
+	trips  int64
+	start  int // its first node's index in nodes
+	marks  int // the first mark recorded in it
+}
+
+// loopNode is a captured loop: body runs trips times in a row.
+type loopNode struct {
+	trips int64
+	body  []node
 }
 
 // node is one captured operation.
@@ -47,6 +65,7 @@ type node struct {
 	w      work // the work (zero for an event edge)
 	mark   int  // >= 0: records this mark
 	wait   int  // >= 0: waits for this mark
+	loop   *loopNode
 }
 
 // keeper is captured work that must not be recycled after it runs (a
@@ -88,6 +107,9 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 	d.capture = nil
 	d.mu.Unlock()
 	c.detach()
+	if c.err == nil && len(c.loops) > 0 {
+		c.err = errors.New("a loop body begun in it was not ended (EndLoop)")
+	}
 	if c.err != nil {
 		return nil, fmt.Errorf("rank %d: the capture failed: %w", d.rank, c.err)
 	}
@@ -163,13 +185,83 @@ func (c *capture) checkJoined() error {
 }
 
 // record adds w, enqueued on s, as a node. Called with s.mu held.
-func (c *capture) record(s *stream, w work) {
+func (c *capture) record(s *stream, w work) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k, ok := w.task.(keeper); ok {
 		k.keep()
 	}
+	if err := c.checkLoopStream(s, "enqueue"); err != nil {
+		return err
+	}
 	c.nodes = append(c.nodes, node{stream: c.index[s], w: w, mark: -1, wait: -1})
+	return nil
+}
+
+// checkLoopStream fails the capture when a loop body is open and s is not
+// its stream: a body is one stream's work. Called with c.mu held.
+func (c *capture) checkLoopStream(s *stream, call string) error {
+	if n := len(c.loops); n > 0 && c.loops[n-1].stream != s {
+		err := &runtime.CaptureError{Rank: c.dev.rank, Call: call,
+			Why: "a loop body captured for the device to repeat is one stream's work, and this is another stream"}
+		if c.err == nil {
+			c.err = err
+		}
+		return err
+	}
+	return nil
+}
+
+// BeginLoop starts a loop body on rs, which captures: the work enqueued on
+// it until EndLoop runs trips times where the loop stands.
+func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	c := s.capturing()
+	if c == nil {
+		return errorf(d.rank, "begin loop: the stream is not capturing")
+	}
+	if trips < 1 {
+		return errorf(d.rank, "begin loop: %d trips (at least 1)", trips)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkLoopStream(s, "BeginLoop"); err != nil {
+		return err
+	}
+	c.loops = append(c.loops, openLoop{stream: s, trips: trips, start: len(c.nodes), marks: c.nMarks})
+	return nil
+}
+
+// EndLoop closes the loop body begun on rs.
+func (d *Device) EndLoop(rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	c := s.capturing()
+	if c == nil {
+		return errorf(d.rank, "end loop: the stream is not capturing")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.loops)
+	if n == 0 || c.loops[n-1].stream != s {
+		return errorf(d.rank, "end loop: no loop body was begun on this stream")
+	}
+	l := c.loops[n-1]
+	c.loops = c.loops[:n-1]
+	body := slices.Clone(c.nodes[l.start:])
+	c.nodes = append(c.nodes[:l.start], node{stream: c.index[s], mark: -1, wait: -1, loop: &loopNode{trips: l.trips, body: body}})
+	for len(c.sealed) < c.nMarks {
+		c.sealed = append(c.sealed, false)
+	}
+	for m := l.marks; m < c.nMarks; m++ {
+		c.sealed[m] = true
+	}
+	return nil
 }
 
 // recordEvent makes e a mark recorded by s's captured work.
@@ -180,6 +272,9 @@ func (c *capture) recordEvent(s *stream, e *event) error {
 	defer e.mu.Unlock()
 	if e.closed {
 		return fmt.Errorf("rank %d: record of a closed event", s.dev.rank)
+	}
+	if err := c.checkLoopStream(s, "Stream.Record"); err != nil {
+		return err
 	}
 	mark := c.nMarks
 	c.nMarks++
@@ -214,8 +309,19 @@ func (c *capture) waitEvent(s *stream, e *event) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.checkLoopStream(s, "Stream.WaitEvent"); err != nil {
+		return err
+	}
+	if mark < len(c.sealed) && c.sealed[mark] && c.err == nil {
+		c.err = &runtime.CaptureError{Rank: c.dev.rank, Call: "Stream.WaitEvent",
+			Why: "the event was recorded in a loop body the device repeats, which nothing outside the body may wait on"}
+	}
+	if n := len(c.loops); n > 0 && mark < c.loops[n-1].marks && c.err == nil {
+		c.err = &runtime.CaptureError{Rank: c.dev.rank, Call: "Stream.WaitEvent",
+			Why: "a loop body the device repeats waits on an event recorded outside it"}
+	}
 	c.nodes = append(c.nodes, node{stream: c.index[s], mark: -1, wait: mark})
-	return nil
+	return c.err
 }
 
 // invalidate remembers err as the reason the capture failed and returns it.
@@ -294,8 +400,27 @@ func (g *graph) key(k meetKey) meetKey {
 	return k
 }
 
+// key keys a meeting of the work running on s: by its graph replay and,
+// in a loop body the device repeats, its trip.
+func (s *stream) key(k meetKey) meetKey {
+	k = s.replay.key(k)
+	k.trip = s.trip
+	return k
+}
+
 // Nodes is the number of captured operations, event edges included.
-func (g *graph) Nodes() int { return len(g.nodes) }
+func (g *graph) Nodes() int { return countNodes(g.nodes) }
+
+// countNodes counts a loop as one node and its body's nodes once.
+func countNodes(ns []node) int {
+	n := len(ns)
+	for _, x := range ns {
+		if x.loop != nil {
+			n += countNodes(x.loop.body)
+		}
+	}
+	return n
+}
 
 // Launch enqueues one replay on rs.
 func (g *graph) Launch(rs runtime.Stream) error {
@@ -323,12 +448,13 @@ func (g *graph) Launch(rs runtime.Stream) error {
 	}}); err != nil {
 		return err
 	}
+	var trip uint64
 	for _, n := range g.nodes {
 		on := s
 		if n.stream > 0 {
 			on = g.side[n.stream-1]
 		}
-		if err := g.enqueueNode(on, n); err != nil {
+		if err := g.enqueueNode(on, n, &trip, 0); err != nil {
 			return err
 		}
 	}
@@ -344,7 +470,23 @@ func (g *graph) Launch(rs runtime.Stream) error {
 	}})
 }
 
-func (g *graph) enqueueNode(on *stream, n node) error {
+// enqueueNode enqueues node n of a replay on stream on; in is the loop
+// trip n belongs to (0: none), trip counts the replay's trips so far.
+func (g *graph) enqueueNode(on *stream, n node, trip *uint64, in uint64) error {
+	if l := n.loop; l != nil {
+		// A body is one stream's work: every node of it runs on on, trip
+		// after trip, each trip's meetings with peers keyed apart.
+		for range l.trips {
+			*trip++
+			k := *trip
+			for _, b := range l.body {
+				if err := g.enqueueNode(on, b, trip, k); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	switch {
 	case n.mark >= 0:
 		e := g.marks[n.mark]
@@ -355,7 +497,7 @@ func (g *graph) enqueueNode(on *stream, n node) error {
 		return on.enqueueLabeled(work{always: true, ev: e, gen: e.latest(), wait: true})
 	}
 	w := n.w
-	w.replay = g
+	w.replay, w.trip = g, in
 	return on.enqueueLabeled(w)
 }
 

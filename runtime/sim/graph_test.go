@@ -199,3 +199,114 @@ func TestGraphTeardownLeavesNothing(t *testing.T) {
 	assert.Equal(t, before, len(d.allStreams()), "streams left after the graph closed")
 	assert.Error(t, g.Launch(def), "a closed graph launches")
 }
+
+// TestLoopNodeRepeatsItsBody: a loop body captured once (an all_reduce of
+// the accumulator into itself, doubling it on 2 ranks) runs trips times a
+// replay; each trip meets its peer in a meeting of its own; the graph
+// holds the body once.
+func TestLoopNodeRepeatsItsBody(t *testing.T) {
+	rt := newRuntime(t, 2, 5*time.Second)
+	var mu sync.Mutex
+	seen := map[meetKey]int{}
+	rt.rv.opened = func(k meetKey) {
+		mu.Lock()
+		seen[k]++
+		mu.Unlock()
+	}
+	const n, trips, replays = 4, 10, 3
+	got := make([][]float64, 2)
+	nodes := make([]int, 2)
+	errs := onAll(rt, func(d *Device) error {
+		buf, err := d.Alloc(n*4, ir.Symmetric)
+		if err != nil {
+			return err
+		}
+		defer d.Free(buf)
+		acc := tensorOf(buf, ir.F32, n)
+		def := d.DefaultStream()
+		if err := d.BeginCapture(def); err != nil {
+			return err
+		}
+		err = errors.Join(d.BeginLoop(def, trips),
+			d.Collective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, In: acc, Out: acc}, def),
+			d.EndLoop(def))
+		g, endErr := d.EndCapture(def)
+		if err = errors.Join(err, endErr); err != nil {
+			return err
+		}
+		defer g.Close()
+		nodes[d.rank] = g.Nodes()
+		for range replays {
+			if err := d.CopyFromHost(acc, encode(ir.F32, []float64{1, 2, 3, 4}), def); err != nil {
+				return err
+			}
+			if err := errors.Join(d.Barrier(def), g.Launch(def)); err != nil {
+				return err
+			}
+			if got[d.rank], err = download(d, acc); err != nil {
+				return err
+			}
+			if err := d.Barrier(def); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	mustAll(t, errs)
+	for rank := range got {
+		assert.Equal(t, []float64{1 << trips, 2 << trips, 3 << trips, 4 << trips}, got[rank], "rank %d", rank)
+		assert.Equal(t, 2, nodes[rank], "rank %d: the loop node and its body's one node", rank)
+	}
+	var coll int
+	for k, count := range seen {
+		assert.Equal(t, 1, count, "meeting %+v made twice", k)
+		if k.kind == "coll" {
+			assert.NotZero(t, k.trip, "a trip met its peer under no trip")
+			coll++
+		}
+	}
+	assert.Equal(t, trips*replays, coll, "one meeting per trip")
+}
+
+// TestLoopBodyIsOneStreamsWork: as in CUDA, where a loop body is a graph
+// of its own, another stream may not enqueue into an open body, and
+// nothing outside a body may wait on an event recorded in it.
+func TestLoopBodyIsOneStreamsWork(t *testing.T) {
+	rt := newRuntime(t, 1, time.Second)
+	d := rt.devices[0]
+	def := d.DefaultStream()
+	side, err := d.NewStream()
+	require.NoError(t, err)
+	defer side.Close()
+	fork, _ := d.NewEvent()
+	inBody, _ := d.NewEvent()
+	var ce *runtime.CaptureError
+
+	// a fork that joined before the body enqueues while it is open
+	require.NoError(t, d.BeginCapture(def))
+	require.NoError(t, errors.Join(def.Record(fork), side.WaitEvent(fork)))
+	require.NoError(t, d.BeginLoop(def, 3))
+	require.ErrorAs(t, side.Record(inBody), &ce)
+	require.NoError(t, d.EndLoop(def))
+	_, err = d.EndCapture(def)
+	require.ErrorAs(t, err, &ce)
+
+	// an event recorded in a body, waited on after it
+	require.NoError(t, d.BeginCapture(def))
+	require.NoError(t, d.BeginLoop(def, 3))
+	require.NoError(t, def.Record(inBody))
+	require.NoError(t, d.EndLoop(def))
+	require.ErrorAs(t, side.WaitEvent(inBody), &ce)
+	assert.Contains(t, ce.Why, "recorded in a loop body")
+	_, err = d.EndCapture(def)
+	require.Error(t, err)
+
+	// a body left open
+	require.NoError(t, d.BeginCapture(def))
+	require.NoError(t, d.BeginLoop(def, 2))
+	_, err = d.EndCapture(def)
+	require.ErrorContains(t, err, "not ended")
+
+	// BeginLoop outside a capture
+	require.ErrorContains(t, d.BeginLoop(def, 2), "not capturing")
+}

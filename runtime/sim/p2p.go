@@ -68,7 +68,7 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "%s: buffer freed before it ran", what)
 		}
-		key := s.replay.key(meetKey{kind: "p2p", src: src, dst: dst, seq: seq})
+		key := s.key(meetKey{kind: "p2p", src: src, dst: dst, seq: seq})
 		res, err := d.rt.rv.meet(key, []int{src, dst}, me, p2pArrival{v}, d.rt.timeout, what, s.running,
 			func(payloads map[int]any) (any, error) {
 				sv, rv := payloads[0].(p2pArrival).v, payloads[1].(p2pArrival).v

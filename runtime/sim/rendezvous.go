@@ -25,6 +25,7 @@ type meetKey struct {
 	// on each rank) and which of its replays; zero for eager work.
 	graph  int64
 	replay uint64
+	trip   uint64 // the trip of a loop the device repeats (0: none)
 }
 
 type meeting struct {

@@ -29,6 +29,7 @@ type work struct {
 	// replay is the graph replay this work belongs to (nil: enqueued
 	// eagerly); meetings with peers are keyed by it (graph.go).
 	replay *graph
+	trip   uint64 // the loop trip of the replay it belongs to (0: none)
 }
 
 // do runs w on s's worker.
@@ -66,6 +67,7 @@ type stream struct {
 
 	capture *capture // the open capture this stream records into, if any (under mu)
 	replay  *graph   // the replay of the work running now (worker only)
+	trip    uint64   // and its loop trip (worker only)
 	running any      // the label of the work running now (worker only), for stall reports
 }
 
@@ -104,9 +106,9 @@ func (s *stream) loop() {
 
 		var err error
 		if !skip {
-			s.replay, s.running = w.replay, w.label
+			s.replay, s.trip, s.running = w.replay, w.trip, w.label
 			err = s.runSafely(&w)
-			s.replay, s.running = nil, nil
+			s.replay, s.trip, s.running = nil, 0, nil
 		}
 		if err != nil && w.label != nil {
 			err = &runtime.WorkError{Label: w.label, Err: err}
@@ -155,8 +157,7 @@ func (s *stream) enqueueLabeled(w work) error {
 		return ErrClosed
 	}
 	if s.capture != nil {
-		s.capture.record(s, w)
-		return nil
+		return s.capture.record(s, w)
 	}
 	s.queue = append(s.queue, w)
 	s.submitted++
