@@ -236,6 +236,9 @@ type Device struct {
 	copyKernel *copyKernels
 	copyErr    error
 
+	loop        loopKernel // device loops in graph mode (graph_loop.go)
+	loopStreams []uintptr  // the streams loop bodies are captured on, by depth
+
 	compute computeState // compiled compute kernels and the BLAS handle (compute.go)
 	comm    commState    // collectives: signal pads, kernels, NCCL, p2p inboxes (signal.go)
 
@@ -448,6 +451,7 @@ func (d *Device) close() error {
 		if d.copyKernel != nil {
 			errs = append(errs, d.copyKernel.mod.Unload())
 		}
+		errs = append(errs, d.withCtx(d.closeLoops))
 		errs = append(errs, d.closeCompute())
 	}
 	if d.fdx != nil {

@@ -31,8 +31,10 @@ var _ runtime.Capturer = (*Device)(nil)
 
 // captureState is the device's open capture, if any (under Device.mu).
 type captureState struct {
-	origin *stream
-	err    error // the first refused call: the capture fails with it
+	origin   *stream
+	err      error      // the first refused call: the capture fails with it
+	loops    []openLoop // loop bodies being captured (graph_loop.go)
+	counters []uintptr  // device loops' trip counts: the graph frees them
 }
 
 // BeginCapture starts capturing the work enqueued on rs.
@@ -71,7 +73,13 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 	}
 	d.capture = nil
 	d.mu.Unlock()
-	g := &graph{dev: d}
+	g := &graph{dev: d, counters: c.counters}
+	if len(c.loops) > 0 {
+		d.abandonLoops(c)
+		if c.err == nil {
+			c.err = fmt.Errorf("cuda: rank %d: end capture: a loop body begun in it was not ended (EndLoop)", d.opts.Rank)
+		}
+	}
 	err = d.withCtx(func() error {
 		endErr := d.drv.StreamEndCapture.Call2(s.h, uintptr(unsafe.Pointer(&g.graph)))
 		if endErr != nil || c.err != nil {
@@ -136,6 +144,7 @@ type graph struct {
 	graph, exec uintptr
 	nodes       int
 	closed      bool
+	counters    []uintptr // device loops' trip counts (graph_loop.go)
 }
 
 var _ runtime.Graph = (*graph)(nil)
@@ -183,6 +192,10 @@ func (g *graph) destroy() error {
 			errs = append(errs, d.drv.GraphDestroy.Call1(g.graph))
 			g.graph = 0
 		}
+		for _, p := range g.counters {
+			errs = append(errs, d.drv.MemFree.Call1(p))
+		}
+		g.counters = nil
 		return errors.Join(errs...)
 	})
 }

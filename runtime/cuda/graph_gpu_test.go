@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,18 @@ set_stream
 %e = relu %c
 %f = mul %d, 0.5
 output %e, %f
+`,
+	// a device loop (ir.IsDeviceLoop): a conditional node repeats the body
+	// 3,000 times, the accumulator carried on the device
+	"device_loop": `mesh 1
+input %x : f32[16]
+%acc = copy %x mem=global
+for %i = 0 to 3000 {
+  %y = mul %acc, 1.0001
+  %z = add %y, 0.001
+  %c = copy %z, %acc
+}
+output %acc
 `,
 	"alloc_copy_views": `mesh 1
 input %x : bf16[8, 6]
@@ -81,6 +94,10 @@ func TestGraphModeOnGPU(t *testing.T) {
 			}
 			assert.Equal(t, int64(99), last.Ranks[0].Stats.GraphReplays)
 			assert.Positive(t, last.Ranks[0].Stats.GraphNodes)
+			t.Logf("%s: %d graph nodes", name, last.Ranks[0].Stats.GraphNodes)
+			if len(ir.DeviceLoops(prog)) > 0 {
+				assert.Less(t, last.Ranks[0].Stats.GraphNodes, 200, "a device loop's graph holds its body once")
+			}
 			assert.Equal(t, int64(1), rt.dev.Stats().Graphs)
 			require.NoError(t, errors.Join(graph.Close(), eager.Close()))
 			assert.Equal(t, int64(0), rt.dev.Stats().Graphs, "graphs left after the job closed")
@@ -121,31 +138,47 @@ func TestCaptureRefusalsOnGPU(t *testing.T) {
 
 // BenchmarkGraphLaunchOverhead: the tiny loop in graph mode, µs per loop
 // iteration (one fusion), replays only: the figure to hold next to
-// PyTorch's CUDA graph replay (scripts/launch_peer.py).
+// PyTorch's CUDA graph replay (scripts/launch_peer.py). Twice: 250 trips,
+// unrolled into the graph, and 100,000 trips, a device loop (the body
+// captured once, unrolled 32 times, repeated by a conditional node).
 func BenchmarkGraphLaunchOverhead(b *testing.B) {
 	needGPU(b)
 	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
 	require.NoError(b, err)
 	defer rt.Close()
-	prog, err := parser.Parse("tiny.hir", []byte(tinyLoop))
-	require.NoError(b, err)
-	require.NoError(b, passes.Lower(prog, &passes.Context{}))
-	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: true})
-	require.NoError(b, err)
-	defer job.Close()
-	in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{16}, 1)}
-	for range 2 { // the warm-up and the capture
-		_, err := job.Run(in)
+	for _, c := range []struct {
+		trips  int
+		device bool
+		metric string
+	}{
+		{250, false, "us/op_evaluator-tiny-fusion-graph"},
+		{100000, true, "us/op_evaluator-tiny-fusion-graph-device-loop"},
+	} {
+		src := strings.Replace(tinyLoop, "0 to 1000", fmt.Sprintf("0 to %d", c.trips), 1)
+		prog, err := parser.Parse("tiny.hir", []byte(src))
 		require.NoError(b, err)
-	}
-	best := time.Duration(1 << 62)
-	for range 10 {
-		start := time.Now()
-		_, err := job.Run(in)
+		require.NoError(b, passes.Lower(prog, &passes.Context{}))
+		require.Equal(b, c.device, len(ir.DeviceLoops(prog)) == 1, "%d trips: a device loop", c.trips)
+		job, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: true})
 		require.NoError(b, err)
-		best = min(best, time.Since(start))
+		in := map[string]*host.Array{"x": host.Random(ir.F32, []int64{16}, 1)}
+		for range 2 { // the warm-up and the capture
+			_, err := job.Run(in)
+			require.NoError(b, err)
+		}
+		best := time.Duration(1 << 62)
+		var nodes int
+		for range 10 {
+			start := time.Now()
+			res, err := job.Run(in)
+			require.NoError(b, err)
+			best = min(best, time.Since(start))
+			nodes = res.Ranks[0].Stats.GraphNodes
+		}
+		require.NoError(b, job.Close())
+		fmt.Printf("tiny loop of %d trips in graph mode: %d graph nodes, best Run %v\n", c.trips, nodes, best)
+		b.ReportMetric(float64(best.Nanoseconds())/1e3/float64(c.trips), c.metric)
 	}
-	b.ReportMetric(float64(best.Nanoseconds())/1e3/tinyLoopIterations, "us/op_evaluator-tiny-fusion-graph")
 }
 
 func init() { scenarios["graph-replays"] = graphReplaysScenario }

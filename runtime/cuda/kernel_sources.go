@@ -46,3 +46,9 @@ type reduceEntry struct {
 //
 //go:embed kernels/strided_copy.cu
 var stridedCopySource string
+
+// graphLoopSource is the kernel that ends a device loop's body in graph
+// mode: it counts the trip and sets the WHILE node's condition.
+//
+//go:embed kernels/graph_loop.cu
+var graphLoopSource string

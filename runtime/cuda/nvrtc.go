@@ -59,6 +59,17 @@ func NVRTCVersion() (int, int, error) {
 // capability cc (e.g. [2]int{9, 0}). name is the program's file name in
 // messages; opts are extra NVRTC options.
 func CompileCUDA(src, name string, cc [2]int, opts ...string) ([]byte, error) {
+	return compileCUDA(src, name, cc, false, opts...)
+}
+
+// CompileCUDAToPTX is CompileCUDA to PTX text (NUL-terminated, as
+// cuModuleLoadData takes it): the driver then finishes the compilation
+// when the module loads.
+func CompileCUDAToPTX(src, name string, cc [2]int, opts ...string) ([]byte, error) {
+	return compileCUDA(src, name, cc, true, opts...)
+}
+
+func compileCUDA(src, name string, cc [2]int, ptx bool, opts ...string) ([]byte, error) {
 	lib, err := loadNVRTC()
 	if err != nil {
 		return nil, &CompileError{Name: name, Err: err}
@@ -71,7 +82,11 @@ func CompileCUDA(src, name string, cc [2]int, opts ...string) ([]byte, error) {
 	}
 	defer lib.DestroyProgram.Call(uintptr(unsafe.Pointer(&prog)))
 
-	all := append([]string{fmt.Sprintf("--gpu-architecture=sm_%d%d", cc[0], cc[1]), "--std=c++17"}, opts...)
+	arch := fmt.Sprintf("--gpu-architecture=sm_%d%d", cc[0], cc[1])
+	if ptx {
+		arch = fmt.Sprintf("--gpu-architecture=compute_%d%d", cc[0], cc[1])
+	}
+	all := append([]string{arch, "--std=c++17"}, opts...)
 	cOpts := make([][]byte, len(all))
 	ptrs := make([]*byte, len(all))
 	for i, o := range all {
@@ -83,13 +98,17 @@ func CompileCUDA(src, name string, cc [2]int, opts ...string) ([]byte, error) {
 	if compileErr != nil {
 		return nil, &CompileError{Name: name, Err: compileErr, Log: log}
 	}
+	getSize, get := &lib.GetCUBINSize, &lib.GetCUBIN
+	if ptx {
+		getSize, get = &lib.GetPTXSize, &lib.GetPTX
+	}
 	var size uint64
-	if err := lib.GetCUBINSize.Call(prog, uintptr(unsafe.Pointer(&size))); err != nil {
+	if err := getSize.Call(prog, uintptr(unsafe.Pointer(&size))); err != nil {
 		return nil, &CompileError{Name: name, Err: err, Log: log}
 	}
 	cubin := make([]byte, size)
 	if size > 0 {
-		if err := lib.GetCUBIN.Call(prog, uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
+		if err := get.Call(prog, uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
 			return nil, &CompileError{Name: name, Err: err, Log: log}
 		}
 	}

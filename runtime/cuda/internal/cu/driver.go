@@ -84,6 +84,13 @@ type Driver struct {
 	GraphGetNodes             Proc `cu:"cuGraphGetNodes"`
 	GraphExecDestroy          Proc `cu:"cuGraphExecDestroy"`
 	GraphDestroy              Proc `cu:"cuGraphDestroy"`
+
+	// Device loops (graph_loop.go): conditional nodes, CUDA 12.4 and later.
+	StreamGetCaptureInfo            Proc `cu:"cuStreamGetCaptureInfo_v3"`
+	StreamUpdateCaptureDependencies Proc `cu:"cuStreamUpdateCaptureDependencies"`
+	StreamBeginCaptureToGraph       Proc `cu:"cuStreamBeginCaptureToGraph"`
+	GraphConditionalHandleCreate    Proc `cu:"cuGraphConditionalHandleCreate"`
+	GraphAddNode                    Proc `cu:"cuGraphAddNode_v2"`
 }
 
 // OpenDriver opens the driver library at path and resolves its entry

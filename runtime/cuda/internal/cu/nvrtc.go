@@ -19,6 +19,8 @@ type NVRTC struct {
 	CompileProgram    Proc `cu:"nvrtcCompileProgram"`
 	GetCUBINSize      Proc `cu:"nvrtcGetCUBINSize"`
 	GetCUBIN          Proc `cu:"nvrtcGetCUBIN"`
+	GetPTXSize        Proc `cu:"nvrtcGetPTXSize"`
+	GetPTX            Proc `cu:"nvrtcGetPTX"`
 	GetProgramLogSize Proc `cu:"nvrtcGetProgramLogSize"`
 	GetProgramLog     Proc `cu:"nvrtcGetProgramLog"`
 	GetErrorString    Proc `cu:"nvrtcGetErrorString"`
