@@ -37,9 +37,9 @@ const (
 type graphNodeParams struct {
 	typ       int32
 	_         [3]int32
-	handle    uint64  // CUgraphConditionalHandle
-	condType  int32   // CUgraphConditionalNodeType
-	size      uint32  // body graphs: 1 for WHILE
+	handle    uint64   // CUgraphConditionalHandle
+	condType  int32    // CUgraphConditionalNodeType
+	size      uint32   // body graphs: 1 for WHILE
 	bodiesOut *uintptr // CUgraph*: the driver's array of body graphs
 	ctx       uintptr
 	_         [25]int64
