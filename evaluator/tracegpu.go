@@ -23,17 +23,9 @@ type gpuClock struct {
 	off         bool  // the runtime does not time events, or making an event failed
 }
 
-// gpuTimed says whether op's stream work is timed: compute, copies,
-// allocations (zeroed on the stream) and blocking collectives.
-func gpuTimed(op *ir.Op) bool {
-	switch op.Code.Class() {
-	case ir.ClassPointwise, ir.ClassReduction, ir.ClassMatmul:
-		return true
-	case ir.ClassCollective:
-		return !op.Async()
-	}
-	return op.Code == ir.OpFusion || op.Code == ir.OpCopy || op.Code == ir.OpAlloc
-}
+// gpuTimed says whether op's stream work is timed (ir.OpInfo.Kernel: an
+// async collective's runs on another stream).
+func gpuTimed(op *ir.Op) bool { return op.Code.Info().Kernel && !op.Async() }
 
 // gpuBefore records the start event of op on cur; false when op is not
 // timed or the runtime cannot time it.

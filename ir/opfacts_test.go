@@ -16,8 +16,14 @@ func TestOpFacts(t *testing.T) {
 	}
 	reduces := map[Opcode]bool{OpAllReduce: true, OpReduceScatter: true, OpReduce: true}
 	rooted := map[Opcode]bool{OpBroadcast: true, OpReduce: true, OpGather: true, OpScatter: true}
+	offStream := map[Opcode]bool{OpStream: true, OpSetStream: true, OpPickStream: true, OpWaitStream: true, OpWait: true, OpTransfer: true}
 	for _, op := range Opcodes() {
 		info := op.Info()
+		kernel := op.Class() == ClassPointwise || op.Class() == ClassReduction || op.Class() == ClassMatmul || op.IsCollective() ||
+			op == OpFusion || op == OpCopy || op == OpAlloc
+		assert.Equal(t, kernel, info.Kernel, "%s: Kernel", op)
+		assert.Equal(t, offStream[op], info.OffStream != "", "%s: OffStream", op)
+		assert.False(t, info.Kernel && info.OffStream != "", "%s: Kernel work on another stream", op)
 		assert.Equal(t, floats[op], info.FloatOnly, "%s: FloatOnly", op)
 		assert.Equal(t, layouts[op], info.Layout, "%s: Layout", op)
 		assert.Equal(t, reduces[op], info.Reduces, "%s: Reduces", op)

@@ -178,6 +178,10 @@ type OpInfo struct {
 	// GPUs): a graph cannot hold such an op, so graph mode runs it on the
 	// host between two graphs (GraphSplits).
 	HostWait string
+	// Kernel: the op's work on the device is kernels or copies enqueued on
+	// the current stream (compute, copies, zero-filled allocations,
+	// collectives unless async), which --trace times with events.
+	Kernel bool
 	// OffStream says why the op puts work on, or orders, a stream other
 	// than the current one: a device loop's body (DeviceLoopBlocker) is
 	// one stream's work captured once.
@@ -246,7 +250,7 @@ func collective(name string, layout Layout, algos []AlgoAccess, extra ...AttrSpe
 		{Key: "async", Kind: KindBool},
 	}
 	info := OpInfo{Name: name, Class: ClassCollective, MinOperands: 1, MaxOperands: 2, Results: 1, Attrs: append(attrs, extra...),
-		Aliases: AliasDest, Layout: layout, Algos: algos}
+		Aliases: AliasDest, Layout: layout, Algos: algos, Kernel: true}
 	_, info.Reduces = info.Attr("op")
 	_, info.Rooted = info.Attr("root")
 	info.RootOnly = info.Rooted && (info.Reduces || layout == LayoutGather)
@@ -261,20 +265,20 @@ var (
 )
 
 func pointwise(name string, n int, attrs ...AttrSpec) OpInfo {
-	return OpInfo{Name: name, Class: ClassPointwise, MinOperands: n, MaxOperands: n, Results: 1, Attrs: attrs}
+	return OpInfo{Name: name, Class: ClassPointwise, MinOperands: n, MaxOperands: n, Results: 1, Attrs: attrs, Kernel: true}
 }
 
 func reduction(name string) OpInfo {
-	return OpInfo{Name: name, Class: ClassReduction, MinOperands: 1, MaxOperands: 1, Results: 1,
+	return OpInfo{Name: name, Class: ClassReduction, MinOperands: 1, MaxOperands: 1, Results: 1, Kernel: true,
 		Attrs: []AttrSpec{{Key: "axes", Kind: KindInts, Required: true}, {Key: "keepdim", Kind: KindBool}}}
 }
 
 var opInfos = [numOpcodes]OpInfo{
 	OpInvalid: {Name: "invalid"},
 
-	OpAlloc: {Name: "alloc", Class: ClassMemory, Results: 1},
+	OpAlloc: {Name: "alloc", Class: ClassMemory, Results: 1, Kernel: true},
 	OpFree:  {Name: "free", Class: ClassMemory, MinOperands: 1, MaxOperands: 1},
-	OpCopy: {Name: "copy", Class: ClassMemory, MinOperands: 1, MaxOperands: 2, Results: 1, Aliases: AliasDest,
+	OpCopy: {Name: "copy", Class: ClassMemory, MinOperands: 1, MaxOperands: 2, Results: 1, Aliases: AliasDest, Kernel: true,
 		Attrs: []AttrSpec{{Key: "mem", Kind: KindWord, Words: MemWords}}},
 
 	OpSymmetricContiguousView: {Name: "symmetric_contiguous_view", Class: ClassView, MinOperands: 1, MaxOperands: 1, Results: 1, Aliases: AliasFirst},
@@ -305,7 +309,7 @@ var opInfos = [numOpcodes]OpInfo{
 	OpMean:      reduction("mean"),
 	OpReduceMax: reduction("max"), // spelled max with one operand
 
-	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 2, Results: 1},
+	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 2, Results: 1, Kernel: true},
 
 	// collectives: the layout, the algorithms (auto first) with what each
 	// touches remotely (the symmetric-heap table, remote.go), the attributes
@@ -354,7 +358,7 @@ var opInfos = [numOpcodes]OpInfo{
 	OpFor: {Name: "for", Class: ClassControl, Body: true,
 		Attrs: []AttrSpec{{Key: "from", Kind: KindInt, Required: true}, {Key: "to", Kind: KindInt, Required: true}, {Key: "step", Kind: KindInt},
 			{Key: "streams", Kind: KindInt}}},
-	OpFusion: {Name: "fusion", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic, Results: Variadic, Body: true},
+	OpFusion: {Name: "fusion", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic, Results: Variadic, Body: true, Kernel: true},
 	OpYield:  {Name: "yield", Class: ClassControl, MinOperands: 0, MaxOperands: Variadic},
 }
 
