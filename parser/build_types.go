@@ -1,0 +1,263 @@
+// This file holds how the builder reads operands, number literals,
+// attributes and types.
+
+package parser
+
+import (
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/hirlab/hir/ir"
+)
+
+func (b *builder) operand(x *operandAST) *ir.Value {
+	if x.Name != nil {
+		return b.resolve(&nameTok{Pos: x.Pos, Text: *x.Name})
+	}
+	lit, ok := b.number(*x.Num, x.Pos)
+	if !ok {
+		return nil
+	}
+	l := take(&b.ir.literals)
+	*l = lit
+	v := take(&b.ir.values)
+	*v = ir.Value{Lit: l, Pos: b.pos(x.Pos)}
+	return v
+}
+
+// number reads a literal: an int64, or a float (with a point or an
+// exponent, or inf, -inf, +inf, nan).
+func (b *builder) number(text string, p lexer.Position) (ir.Literal, bool) {
+	switch text {
+	case "inf", "+inf":
+		return ir.Literal{IsFloat: true, Float: math.Inf(1)}, true
+	case "-inf":
+		return ir.Literal{IsFloat: true, Float: math.Inf(-1)}, true
+	case "nan":
+		return ir.Literal{IsFloat: true, Float: math.NaN()}, true
+	}
+	if strings.ContainsAny(text, ".eE") {
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			b.errs.Add(b.pos(p), "number %s is out of the range of f64", text)
+			return ir.Literal{}, false
+		}
+		return ir.Literal{IsFloat: true, Float: f}, true
+	}
+	n, ok := b.int(&intTok{Pos: p, Text: text})
+	return ir.Literal{Int: n}, ok
+}
+
+func (b *builder) int(t *intTok) (int64, bool) {
+	n, err := strconv.ParseInt(t.Text, 10, 64)
+	if err != nil {
+		b.errs.Add(b.pos(t.Pos), "integer %s does not fit in 64 bits", t.Text)
+		return 0, false
+	}
+	return n, true
+}
+
+// attr reads key=value. The kind follows the text; a signed integer is a
+// relative rank where the op's schema takes a peer.
+func (b *builder) attr(a *attrAST, code ir.Opcode) (ir.Attr, bool) {
+	var spec ir.AttrSpec
+	known := false
+	if code != ir.OpInvalid {
+		spec, known = code.Info().Attr(a.Key)
+	}
+	// The schema's strings, where they are the text's, cost no copy.
+	key := spec.Key
+	if !known {
+		key = b.keep(a.Key)
+	}
+	attr := ir.Attr{Key: key, Pos: b.pos(a.Pos)}
+	v := a.Value
+	switch {
+	case v.List != nil:
+		attr.Value.Kind = ir.KindInts
+		attr.Value.Ints = b.ir.intSlice(len(v.List.Items))
+		for _, it := range v.List.Items {
+			n, ok := b.int(it)
+			if !ok {
+				return attr, false
+			}
+			attr.Value.Ints = append(attr.Value.Ints, n)
+		}
+	case v.Word != nil:
+		switch w := *v.Word; w {
+		case "true", "false":
+			attr.Value = ir.AttrValue{Kind: ir.KindBool, Bool: w == "true"}
+		case "inf", "nan":
+			lit, _ := b.number(w, v.Pos)
+			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
+		default:
+			attr.Value = ir.AttrValue{Kind: ir.KindWord, Word: b.word(w, spec.Words)}
+		}
+	default:
+		lit, ok := b.number(*v.Num, v.Pos)
+		if !ok {
+			return attr, false
+		}
+		takesPeer := (known && spec.Kind == ir.KindPeer) || (code == ir.OpInvalid && a.Key == "peer")
+		switch {
+		case lit.IsFloat:
+			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
+		case takesPeer && (strings.HasPrefix(*v.Num, "+") || strings.HasPrefix(*v.Num, "-")):
+			attr.Value = ir.AttrValue{Kind: ir.KindPeer, Int: lit.Int, Relative: true}
+		default:
+			attr.Value = ir.AttrValue{Kind: ir.KindInt, Int: lit.Int}
+		}
+	}
+	return attr, true
+}
+
+// word is w, as one of the schema's words when it is one (no copy).
+func (b *builder) word(w string, words []string) string {
+	for _, s := range words {
+		if s == w {
+			return s
+		}
+	}
+	return b.keep(w)
+}
+
+func sortAttrs(attrs []ir.Attr) {
+	// Insertion sort: stable, and attribute lists are short.
+	for i := 1; i < len(attrs); i++ {
+		for j := i; j > 0 && attrs[j].Key < attrs[j-1].Key; j-- {
+			attrs[j], attrs[j-1] = attrs[j-1], attrs[j]
+		}
+	}
+}
+
+var typeWords = append(append([]string(nil), ir.DTypeWords...), "stream", "handle")
+
+// typ reads a type: dtype[dims] mem for tensors; a bare dtype, stream or
+// handle for the other types the passes annotate.
+func (b *builder) typ(t *typeAST) (ir.Type, bool) {
+	name := t.Name.Text
+	dt, isDType := ir.ParseDType(name)
+	if t.Shape == nil {
+		switch {
+		case isDType:
+			return &ir.ScalarType{DType: dt}, true
+		case name == "stream":
+			return &ir.StreamType{}, true
+		case name == "handle":
+			return &ir.HandleType{}, true
+		}
+		b.errs.Add(b.pos(t.Name.Pos), "unknown type %q%s", name, didYouMean(name, typeWords, ""))
+		return nil, false
+	}
+	ok := true
+	if !isDType {
+		// Report the dtype and go on to check the dims and memory type.
+		ok = false
+		if name == "stream" || name == "handle" {
+			b.errs.Add(b.pos(t.Name.Pos), "%s takes no shape", name)
+		} else if s := suggest(name, ir.DTypeWords); s != "" {
+			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (did you mean %s?)", name, s)
+		} else {
+			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (the dtypes are %s)", name, strings.Join(ir.DTypeWords, ", "))
+		}
+	}
+	dims := b.dimBuf[:0]
+	elems := uint64(1)
+	for _, d := range t.Shape.Dims {
+		n, iok := b.int(d.Extent)
+		if !iok {
+			ok = false
+			continue
+		}
+		if n < 1 {
+			b.errs.Add(b.pos(d.Extent.Pos), "an extent must be at least 1, got %d", n)
+			ok = false
+			continue
+		}
+		dim := ir.Dim{Extent: n}
+		if d.Parallel != nil {
+			if d.Parallel.Text != "DIDx" {
+				b.errs.Add(b.pos(d.Parallel.Pos), "unknown device dimension %q in %d/%s (the only one is DIDx)", d.Parallel.Text, n, d.Parallel.Text)
+				ok = false
+			}
+			dim.Parallel = ir.DIDx
+		}
+		// The byte size must fit in an int64, as the passes require of
+		// every type (ir.TensorType.SizeError); 8 bytes for an unknown dtype.
+		size := uint64(8)
+		if isDType {
+			size = uint64(dt.Size())
+		}
+		hi, lo := bits.Mul64(elems, uint64(n))
+		if hi != 0 || lo > math.MaxInt64/size {
+			b.errs.Add(b.pos(t.Pos), "tensor type %s is too large", typeText(t))
+			return nil, false
+		}
+		elems = lo
+		dims = append(dims, dim)
+	}
+	b.dimBuf = dims
+	var mem ir.MemoryType
+	if m := t.Shape.Mem; m != nil {
+		var mok bool
+		if mem, mok = ir.ParseMemoryType(m.Text); !mok {
+			b.errs.Add(b.pos(m.Pos), "unknown memory type %q%s", m.Text, memHint(m.Text))
+			ok = false
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	return b.tensorType(dt, dims, mem), true
+}
+
+// typeKey is a tensor type of rank at most 4 as a map key.
+type typeKey struct {
+	dt   ir.DType
+	mem  ir.MemoryType
+	rank int
+	dims [4]ir.Dim
+}
+
+// tensorType is dt[dims] mem, one value for every equal annotation: a
+// program spells a few types many times, and types are never changed in
+// place (a pass that changes a type makes a new one).
+func (b *builder) tensorType(dt ir.DType, dims []ir.Dim, mem ir.MemoryType) *ir.TensorType {
+	var k typeKey
+	cached := len(dims) <= len(k.dims)
+	if cached {
+		k = typeKey{dt: dt, mem: mem, rank: len(dims)}
+		copy(k.dims[:], dims)
+		if t, ok := b.typeCache[k]; ok {
+			return t
+		}
+	}
+	t := take(&b.ir.tensors)
+	*t = ir.TensorType{DType: dt, Dims: append(b.ir.dimSlice(len(dims)), dims...), Mem: mem}
+	if cached {
+		if b.typeCache == nil {
+			b.typeCache = map[typeKey]*ir.TensorType{}
+		}
+		b.typeCache[k] = t
+	}
+	return t
+}
+
+func memHint(word string) string {
+	if s := suggest(word, ir.MemWords); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	return " (the memory types are " + strings.Join(ir.MemWords, ", ") + ")"
+}
+
+func typeText(t *typeAST) string {
+	parts := make([]string, len(t.Shape.Dims))
+	for i, d := range t.Shape.Dims {
+		parts[i] = d.Extent.Text
+	}
+	return t.Name.Text + "[" + strings.Join(parts, ", ") + "]"
+}
