@@ -1,0 +1,196 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// The loop of each strategy: flat (16-byte vectors, then a scalar tail),
+// rows (a warp or a block per output row) and columns, and the reduction
+// the reducing loops accumulate with.
+
+// reduction describes how the kernel combines the reduced values.
+type reduction struct {
+	acc     string // accumulator C type
+	init    string
+	combine func(a, b string) string
+	finish  func(acc string) string // to the output's compute type
+	count   int64
+}
+
+func (e *emitter) reduction() reduction {
+	p := e.p
+	dt := p.vals[p.red.Results[0]].dtype
+	var count int64 = 1
+	for a, r := range p.redAxes {
+		if r {
+			count *= p.iter[a]
+		}
+	}
+	r := reduction{count: count}
+	if p.red.Code == ir.OpReduceMax {
+		r.acc = computeType(dt)
+		switch dt {
+		case ir.F64:
+			r.init = "__longlong_as_double((long long)0xfff0000000000000ULL)"
+		case ir.I32:
+			r.init = "(-2147483647 - 1)"
+		case ir.I64:
+			r.init = "(-9223372036854775807LL - 1)"
+		default:
+			r.init = "__int_as_float(0xff800000)"
+		}
+		r.combine = func(a, b string) string { return "hir_max(" + a + ", " + b + ")" }
+		r.finish = func(acc string) string { return acc }
+		return r
+	}
+	switch {
+	case dt == ir.F64:
+		r.acc, r.init = "double", "0.0"
+	case dt.IsInt():
+		r.acc, r.init = "long long", "0LL"
+	default:
+		r.acc, r.init = "float", "0.0f"
+	}
+	r.combine = func(a, b string) string { return "hir_add(" + a + ", " + b + ")" }
+	if dt.IsInt() {
+		r.combine = func(a, b string) string { return "hir_add(" + a + ", (long long)(" + b + "))" }
+	}
+	r.finish = func(acc string) string {
+		if dt.IsInt() {
+			return "(" + computeType(dt) + ")(" + acc + ")"
+		}
+		return acc
+	}
+	if p.red.Code == ir.OpMean {
+		r.finish = func(acc string) string { return fmt.Sprintf("%s / (%s)%dLL", acc, r.acc, count) }
+	}
+	return r
+}
+
+// storeReduced writes the finished accumulator to every output that
+// yields the reduction.
+func (e *emitter) storeReduced(ind int, r reduction, at, acc string) {
+	p := e.p
+	for k, y := range p.yields {
+		if y.kind == kindComputed && y.op == len(p.ops)-1 {
+			e.line(ind, "out%d[%s] = %s;", k, at, storeExpr(y.dtype, r.finish(acc)))
+		}
+	}
+}
+
+// flat writes the all-shapes-equal loop: 16-byte vectors when every
+// pointer is aligned for them, then the scalar tail.
+func (e *emitter) flat(vec int) {
+	p := e.p
+	start := "tid"
+	if vec > 1 {
+		var conds []string
+		for k, in := range p.inputs {
+			if in.kind == kindTensor && p.used[k] {
+				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
+			}
+		}
+		for k, y := range p.yields {
+			conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
+		}
+		e.line(1, "%s done = 0;", e.idx)
+		e.line(1, "if (%s) {", strings.Join(conds, " && "))
+		e.line(2, "for (%s v = tid; v < %d; v += nthreads) {", e.idx, e.n/int64(vec))
+		for k, in := range p.inputs {
+			if in.kind == kindTensor && p.used[k] {
+				vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
+				e.line(3, "const %s a%d = *reinterpret_cast<const %s*>(in%d + v * %d);", vt, k, vt, k, vec)
+			}
+		}
+		for k, y := range p.yields {
+			e.line(3, "hir_vec<%s, %d> b%d;", storageType(y.dtype), vec, k)
+		}
+		e.line(0, "#pragma unroll")
+		e.line(3, "for (int e = 0; e < %d; ++e) {", vec)
+		e.element(4, "e",
+			func(k int) string { return fmt.Sprintf("a%d.v[e]", k) },
+			func(k int, v string) string { return fmt.Sprintf("b%d.v[e] = %s;", k, v) }, false)
+		e.line(3, "}")
+		for k, y := range p.yields {
+			e.line(3, "*reinterpret_cast<hir_vec<%s, %d>*>(out%d + v * %d) = b%d;", storageType(y.dtype), vec, k, vec, k)
+		}
+		e.line(2, "}")
+		e.line(2, "done = %d;", e.n/int64(vec)*int64(vec))
+		e.line(1, "}")
+		start = "done + tid"
+	}
+	e.line(1, "for (%s i = %s; i < %d; i += nthreads) {", e.idx, start, e.n)
+	e.element(2, "i", nil, nil, false)
+	e.line(1, "}")
+}
+
+// rows writes an innermost reduction: a warp (RowsWarp) or a block
+// (RowsBlock) per output row, each thread striding over the row, then a
+// shuffle tree (and shared memory across a block's warps).
+func (e *emitter) rows(s Strategy, rows, cols int64) {
+	r := e.reduction()
+	red := e.p.vals[e.p.red.Operands[0]]
+	shuffle := func(ind int) {
+		e.line(0, "#pragma unroll")
+		e.line(ind, "for (int off = 16; off > 0; off >>= 1) acc = %s;", r.combine("acc", "__shfl_xor_sync(0xffffffffu, acc, off)"))
+	}
+	e.line(1, "const int lane = threadIdx.x & 31;")
+	if s == RowsWarp {
+		e.line(1, "for (%s row = tid >> 5; row < %d; row += nthreads >> 5) {", e.idx, rows)
+		e.line(2, "%s acc = %s;", r.acc, r.init)
+		e.line(2, "for (%s col = lane; col < %d; col += 32) {", e.idx, cols)
+	} else {
+		e.line(1, "const int warp = threadIdx.x >> 5;")
+		e.line(1, "__shared__ %s partial[%d];", r.acc, BlockSize/32)
+		e.line(1, "for (%s row = blockIdx.x; row < %d; row += gridDim.x) {", e.idx, rows)
+		e.line(2, "%s acc = %s;", r.acc, r.init)
+		e.line(2, "for (%s col = threadIdx.x; col < %d; col += blockDim.x) {", e.idx, cols)
+	}
+	e.line(3, "const %s i = row * %d + col;", e.idx, cols)
+	e.element(3, "i", nil, nil, true)
+	e.line(3, "acc = %s;", r.combine("acc", e.valExpr(red, red.dtype)))
+	e.line(2, "}")
+	shuffle(2)
+	if s == RowsWarp {
+		e.line(2, "if (lane == 0) {")
+		e.storeReduced(3, r, "row", "acc")
+		e.line(2, "}")
+		e.line(1, "}")
+		return
+	}
+	e.line(2, "if (lane == 0) partial[warp] = acc;")
+	e.line(2, "__syncthreads();")
+	e.line(2, "if (warp == 0) {")
+	e.line(3, "acc = lane < (int)(blockDim.x >> 5) ? partial[lane] : %s;", r.init)
+	shuffle(3)
+	e.line(3, "if (lane == 0) {")
+	e.storeReduced(4, r, "row", "acc")
+	e.line(3, "}")
+	e.line(2, "}")
+	e.line(2, "__syncthreads();")
+	e.line(1, "}")
+}
+
+// columns writes a reduction over outer (or mixed) axes: a thread per
+// output element, looping over the reduced elements in index order.
+func (e *emitter) columns(outs int64, kept, reduced []int) {
+	r := e.reduction()
+	red := e.p.vals[e.p.red.Operands[0]]
+	e.line(1, "for (%s o = tid; o < %d; o += nthreads) {", e.idx, outs)
+	e.line(2, "%s acc = %s;", r.acc, r.init)
+	if e.n == 0 {
+		e.line(2, "// Nothing to reduce: every output is the identity.")
+	} else {
+		e.line(2, "const %s base = %s;", e.idx, e.linearOffset("o", kept))
+		e.line(2, "for (%s j = 0; j < %d; ++j) {", e.idx, r.count)
+		e.line(3, "const %s i = base + %s;", e.idx, e.linearOffset("j", reduced))
+		e.element(3, "i", nil, nil, true)
+		e.line(3, "acc = %s;", r.combine("acc", e.valExpr(red, red.dtype)))
+		e.line(2, "}")
+	}
+	e.storeReduced(2, r, "o", "acc")
+	e.line(1, "}")
+}
