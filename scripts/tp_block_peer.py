@@ -33,7 +33,65 @@ def best_step(step):
     return best / ITERS * 1e6
 
 
+def compute_only():
+    """With no WORLD_SIZE (plain python3, one GPU): the block's compute
+    alone, x of [64, 1024] (the gathered rows), no collectives, and its
+    ops one by one: the peer of BenchmarkTPBlockCompute. Each replayed
+    from a CUDA graph of 20 and of 220 iterations: µs per iteration at 20,
+    and the marginal cost of an iteration ((t220 - t20) / 200), which
+    leaves out the fixed cost of a replay."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(64, 1024, device="cuda", dtype=torch.bfloat16, generator=g)
+    w1 = torch.randn(1024, 2048, device="cuda", dtype=torch.bfloat16, generator=g) * 0.03
+    w2 = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16, generator=g) * 0.03
+    h = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16, generator=g)
+    q = torch.randn(64, 1024, device="cuda", dtype=torch.bfloat16, generator=g)
+    side = torch.cuda.Stream()
+
+    def best(fn):
+        b = float("inf")
+        for _ in range(STEPS):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            b = min(b, time.perf_counter() - t0)
+        return b * 1e6
+
+    def graphed(body, n):
+        def loop():
+            for _ in range(n):
+                body()
+        loop()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            loop()
+        torch.cuda.current_stream().wait_stream(side)
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr):
+            loop()
+        gr.replay()
+        return loop, gr
+
+    bodies = {
+        "compute": lambda: F.gelu(x @ w1) @ w2 + x,
+        "matmul": lambda: x @ w1,
+        "gelu": lambda: F.gelu(h),
+        "add": lambda: x + q,
+    }
+    for name, body in bodies.items():
+        loop20, g20 = graphed(body, ITERS)
+        _, g220 = graphed(body, ITERS + 200)
+        t20, t220 = best(g20.replay), best(g220.replay)
+        print(f"peer torch-tp-block-{name}-eager {best(loop20) / ITERS:.2f}", flush=True)
+        print(f"peer torch-tp-block-{name}-graph {t20 / ITERS:.2f}", flush=True)
+        print(f"peer torch-tp-block-{name}-graph-marginal {(t220 - t20) / 200:.2f}", flush=True)
+
+
 def main():
+    if "WORLD_SIZE" not in os.environ:
+        compute_only()
+        return
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))

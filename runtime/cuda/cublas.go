@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -236,6 +237,11 @@ type blasHandle struct {
 	lib *cublasLib
 	h   uintptr
 	mu  sync.Mutex
+	// ws is the workspace given to every call (Tuning.BlasWorkspace; 0:
+	// none): cublasSetStream resets it to cuBLAS's pool, so gemm sets it
+	// again after each.
+	ws, wsSize uintptr
+	free       func(uintptr) error
 }
 
 // blas returns the device's handle, made on first use; an error says why
@@ -248,9 +254,18 @@ func (d *Device) blas() (*blasHandle, error) {
 			c.blasErr = err
 			return
 		}
-		bh := &blasHandle{lib: lib}
+		bh := &blasHandle{lib: lib, free: d.drv.MemFree.Call1}
 		if err := d.withCtx(func() error {
-			return lib.Create.Call1(uintptr(unsafe.Pointer(&bh.h)))
+			if err := lib.Create.Call1(uintptr(unsafe.Pointer(&bh.h))); err != nil {
+				return err
+			}
+			if ws := d.tune.BlasWorkspace; ws > 0 {
+				if err := d.drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)); err != nil {
+					return errors.Join(fmt.Errorf("its %d-byte workspace: %w", ws, err), lib.Destroy.Call1(bh.h))
+				}
+				bh.wsSize = uintptr(ws)
+			}
+			return nil
 		}); err != nil {
 			c.blasErr = fmt.Errorf("%s loaded from %s but %w", lib.info.Version, lib.info.Path, err)
 			return
@@ -283,6 +298,11 @@ func (bh *blasHandle) gemm(s *stream, dt ir.DType, a, b, out uint64, batch, m, k
 	if err := bh.lib.SetStream.Call2(bh.h, s.h); err != nil {
 		return err
 	}
+	if bh.ws != 0 {
+		if err := bh.lib.SetWorkspace.Call3(bh.h, bh.ws, bh.wsSize); err != nil {
+			return err
+		}
+	}
 	var err error
 	if !bBatched {
 		err = bh.lib.GemmEx.Call(bh.h, cublasOpN, cublasOpN,
@@ -313,5 +333,10 @@ func blasFits(batch, m, k, n int64, bBatched bool) bool {
 }
 
 func (bh *blasHandle) destroy() error {
-	return bh.lib.Destroy.Call1(bh.h)
+	err := bh.lib.Destroy.Call1(bh.h)
+	if bh.ws != 0 {
+		err = errors.Join(err, bh.free(bh.ws))
+		bh.ws = 0
+	}
+	return err
 }

@@ -443,36 +443,80 @@ func BenchmarkTPBlock(b *testing.B) {
 	}
 }
 
+// tpBlockCompute is tpBlock's compute alone on one GPU (x the gathered
+// rows, no collectives): scripts/tp_block_peer.py run with plain python3
+// is its peer.
+const tpBlockCompute = `mesh 1
+input %x : bf16[64, 1024]
+input %w1 : bf16[1024, 2048]
+input %w2 : bf16[2048, 1024]
+for %i = 0 to 20 {
+  %h = matmul %x, %w1
+  %a = gelu %h
+  %p = matmul %a, %w2
+  %y = add %p, %x
+}
+%o = neg %x
+output %o
+`
+
+// BenchmarkTPBlockCompute: tpBlockCompute's time per iteration on one GPU,
+// eager and in graph mode.
+func BenchmarkTPBlockCompute(b *testing.B) {
+	needGPU(b)
+	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
+	require.NoError(b, err)
+	defer rt.Close()
+	require.NoError(b, tpBlockRuns(rt, rt.dev, "tp_block_compute.hir", tpBlockCompute, "tp-block-compute"))
+	// its first matmul alone: cuBLAS's share
+	mm := strings.Replace(tpBlockCompute, "  %a = gelu %h\n  %p = matmul %a, %w2\n  %y = add %p, %x\n", "", 1)
+	require.NoError(b, tpBlockRuns(rt, rt.dev, "tp_block_mm.hir", mm, "tp-block-matmul"))
+	// the pointwise ops alone, on tensors of the block's shapes
+	for label, body := range map[string]string{
+		"tp-block-gelu": "input %h : bf16[64, 2048]\nfor %i = 0 to 20 {\n  %a = gelu %h\n}\n",
+		"tp-block-add":  "input %p : bf16[64, 1024]\ninput %q : bf16[64, 1024]\nfor %i = 0 to 20 {\n  %y = add %p, %q\n}\n",
+	} {
+		src := "mesh 1\ninput %x : bf16[64, 1024]\n" + body + "%o = neg %x\noutput %o\n"
+		require.NoError(b, tpBlockRuns(rt, rt.dev, label+".hir", src, label))
+	}
+}
+
 func tpBlockBenchScenario() error {
 	rt, d, err := openFromEnv()
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	prog, err := parser.Parse("tp_block.hir", []byte(tpBlock))
-	if err != nil {
-		return err
-	}
-	if err := passes.Lower(prog, &passes.Context{}); err != nil {
-		return err
-	}
-	inputs := map[string]*host.Array{}
-	for i, in := range prog.Inputs {
-		tt := in.Tensor()
-		inputs[in.Name] = host.Random(tt.DType, tt.Shape(), uint64(i+1))
-	}
-	for _, graph := range []bool{false, true} {
-		// The inputs are uploaded by the first Run and kept on the device
-		// (as the peer's tensors are), so a Run is the block's 20
-		// iterations, the output's read and the Run's own cost.
+	return tpBlockRuns(rt, d, "tp_block.hir", tpBlock, "tp-block")
+}
+
+// tpBlockRuns prints src's time per loop iteration, eager and in graph
+// mode: the best Run of 10 with the loop's 20 iterations (inputs kept on
+// the device), and in graph mode also the marginal cost of an iteration,
+// (t220 - t20) / 200 with the loop made 220 long, which leaves out the
+// Run's fixed cost (its launch, the output's read).
+func tpBlockRuns(rt runtime.Runtime, d *Device, name, src, label string) error {
+	bestRun := func(src string, graph bool) (time.Duration, error) {
+		prog, err := parser.Parse(name, []byte(src))
+		if err != nil {
+			return 0, err
+		}
+		if err := passes.Lower(prog, &passes.Context{}); err != nil {
+			return 0, err
+		}
+		inputs := map[string]*host.Array{}
+		for i, in := range prog.Inputs {
+			tt := in.Tensor()
+			inputs[in.Name] = host.Random(tt.DType, tt.Shape(), uint64(i+1))
+		}
 		job, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: graph, KeepInputs: true})
 		if err != nil {
-			return err
+			return 0, err
 		}
 		best := time.Duration(1 << 62)
 		for run := range 12 {
 			if err := d.Barrier(d.DefaultStream()); err != nil {
-				return err
+				return 0, errors.Join(err, job.Close())
 			}
 			in := inputs
 			if run > 0 {
@@ -480,18 +524,29 @@ func tpBlockBenchScenario() error {
 			}
 			t0 := time.Now()
 			if _, err := job.Run(in); err != nil {
-				job.Close()
-				return err
+				return 0, errors.Join(err, job.Close())
 			}
 			if run >= 2 { // the warm-up and the capture
 				best = min(best, time.Since(t0))
 			}
 		}
-		if err := job.Close(); err != nil {
+		return best, job.Close()
+	}
+	us := func(t time.Duration) float64 { return float64(t.Nanoseconds()) / 1e3 }
+	for _, graph := range []bool{false, true} {
+		t20, err := bestRun(src, graph)
+		if err != nil {
 			return err
 		}
-		fmt.Printf("tp-block graph=%v %.2f us per iteration (best Run of 10, 20 iterations each, inputs kept on the device)\n",
-			graph, float64(best.Nanoseconds())/1e3/20)
+		line := fmt.Sprintf("%s graph=%v %.2f us per iteration (best Run of 10, 20 iterations each, inputs kept on the device)", label, graph, us(t20)/20)
+		if graph {
+			t220, err := bestRun(strings.Replace(src, "0 to 20", "0 to 220", 1), graph)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf("; marginal %.2f us per iteration", (us(t220)-us(t20))/200)
+		}
+		fmt.Println(line)
 	}
 	return nil
 }

@@ -39,6 +39,11 @@ type Tuning struct {
 	// (never cuBLAS) or "cublas" (fail rather than fall back)
 	// (HIR_CUDA_MATMUL).
 	Matmul string
+	// BlasWorkspace is the bytes of device memory cuBLAS gets as its
+	// workspace, allocated with the handle, as PyTorch gives it on Hopper
+	// (32 MiB): a captured matmul then picks its algorithm as an eager one
+	// does. 0: cuBLAS's own pool (HIR_CUBLAS_WORKSPACE).
+	BlasWorkspace int64
 	// CheckLaunches synchronises after every compute launch, so a fault
 	// names the op that caused it (HIR_CUDA_CHECK_LAUNCHES=1).
 	CheckLaunches bool
@@ -53,6 +58,7 @@ func DefaultTuning() Tuning {
 		TwoShotCEMin:   128 << 20,
 		AutoCEMin:      64 << 20,
 		RingBlocks:     ringDefault.blocks, RingSeg: ringDefault.seg, RingSlots: ringDefault.slots, RingWave: ringDefault.wave,
+		BlasWorkspace: 32 << 20,
 	}
 }
 
@@ -75,6 +81,9 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {
 		t.AutoCEMin = v
+	}
+	if v, ok := envInt("HIR_CUBLAS_WORKSPACE"); ok && v >= 0 {
+		t.BlasWorkspace = v
 	}
 	if v, ok := envInt("HIR_COLL_RING_BLOCKS"); ok && v > 0 {
 		t.RingBlocks = min(v, maxBlocks)

@@ -17,6 +17,7 @@ type CUBLAS struct {
 	Create               Proc `cu:"cublasCreate_v2"`
 	Destroy              Proc `cu:"cublasDestroy_v2"`
 	SetStream            Proc `cu:"cublasSetStream_v2"`
+	SetWorkspace         Proc `cu:"cublasSetWorkspace_v2"`
 	GemmEx               Proc `cu:"cublasGemmEx"`
 	GemmStridedBatchedEx Proc `cu:"cublasGemmStridedBatchedEx"`
 	GetProperty          Proc `cu:"cublasGetProperty"`
