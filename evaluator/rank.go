@@ -291,6 +291,8 @@ func (r *rank) outputTensors(f *frame) ([]runtime.Tensor, error) {
 // readTensors copies the outputs, ts by output index, to the host.
 func (r *rank) readTensors(f *frame, ts []runtime.Tensor) (map[string]*host.Array, error) {
 	outs := map[string]*host.Array{}
+	reader, batch := r.dev.(runtime.HostReader)
+	var dsts [][]byte
 	for i, v := range r.job.prog.Outputs {
 		t := ts[i]
 		release, err := r.reserveHost(r.job.plan.outputWhat[i], t.Bytes())
@@ -299,10 +301,22 @@ func (r *rank) readTensors(f *frame, ts []runtime.Tensor) (map[string]*host.Arra
 		}
 		r.outputsHeld = append(r.outputsHeld, release)
 		a := host.New(t.DType, t.Shape)
+		outs[v.Name] = a
+		if batch {
+			dsts = append(dsts, a.Data)
+			continue
+		}
 		if err := r.dev.CopyToHost(a.Data, t, f.current); err != nil {
 			return nil, fmt.Errorf("output %s: %w", v, err)
 		}
-		outs[v.Name] = a
+	}
+	if batch {
+		// An error here is mostly the stream's (an op's work failed), which
+		// names its op, as the synchronisation below does.
+		if err := reader.ReadToHost(dsts, ts, f.current); err != nil {
+			return nil, err
+		}
+		return outs, nil
 	}
 	if err := f.current.Synchronize(); err != nil {
 		return nil, err

@@ -65,6 +65,15 @@ type Runtime interface {
 	Close() error
 }
 
+// HostReader is implemented by devices that read tensors back to the
+// host faster than CopyToHost and a synchronisation (the cuda runtime:
+// through pinned memory instead of pageable). ReadToHost copies each
+// srcs[i] into dsts[i] (len(dsts[i]) == srcs[i].Bytes()) after the work
+// enqueued on s, and returns once all of them are there.
+type HostReader interface {
+	ReadToHost(dsts [][]byte, srcs []Tensor, s Stream) error
+}
+
 // Device is one rank's view of the machine.
 type Device interface {
 	Rank() int

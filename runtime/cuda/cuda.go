@@ -236,6 +236,7 @@ type Device struct {
 	copyKernel *copyKernels
 	copyErr    error
 
+	bounce      readBounce // pinned memory ReadToHost reads through (readhost.go)
 	loop        loopKernel // device loops in graph mode (graph_loop.go)
 	loopStreams []uintptr  // the streams loop bodies are captured on, by depth
 
@@ -451,7 +452,7 @@ func (d *Device) close() error {
 		if d.copyKernel != nil {
 			errs = append(errs, d.copyKernel.mod.Unload())
 		}
-		errs = append(errs, d.withCtx(d.closeLoops))
+		errs = append(errs, d.withCtx(d.closeLoops), d.closeBounce())
 		errs = append(errs, d.closeCompute())
 	}
 	if d.fdx != nil {

@@ -99,3 +99,24 @@ func (d *Device) Zero(t runtime.Tensor, rs runtime.Stream) error {
 		return nil
 	}})
 }
+
+var _ runtime.HostReader = (*Device)(nil)
+
+// ReadToHost copies each srcs[i] into dsts[i] after the work on rs and
+// waits for them (runtime.HostReader: the cuda runtime reads through
+// pinned memory; here it is CopyToHost and a synchronisation).
+func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Stream) error {
+	if len(dsts) != len(srcs) {
+		return errorf(d.rank, "read to host: %d destinations for %d tensors", len(dsts), len(srcs))
+	}
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	for i := range srcs {
+		if err := d.CopyToHost(dsts[i], srcs[i], s); err != nil {
+			return err
+		}
+	}
+	return s.Synchronize()
+}

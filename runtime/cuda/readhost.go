@@ -1,0 +1,139 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/hirlab/hir/runtime"
+)
+
+// Reading outputs back (runtime.HostReader): a copy from the device into
+// pageable memory goes through the driver's own staging and ran at about
+// 3 GB/s for a 128 KiB output on an H100 (the TP block's Run: ~45 µs of
+// fixed cost against a bare graph replay's ~10). ReadToHost copies every
+// contiguous tensor into one pinned buffer of the device's (DMA at full
+// speed), synchronises once, then copies into the callers' slices.
+
+var _ runtime.HostReader = (*Device)(nil)
+
+// maxReadBounce bounds the pinned buffer: larger reads go the pageable
+// way, where the copy, not its setup, is the cost.
+const maxReadBounce = 256 << 20
+
+// readBounce is the device's pinned buffer for ReadToHost.
+type readBounce struct {
+	mu   sync.Mutex
+	host unsafe.Pointer
+	size int
+}
+
+// ReadToHost copies each srcs[i] into dsts[i] after the work enqueued on
+// rs, and returns once all are there (rs synchronised).
+func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	if len(dsts) != len(srcs) {
+		return fmt.Errorf("cuda: rank %d: read to host: %d destinations for %d tensors", d.opts.Rank, len(dsts), len(srcs))
+	}
+	// Bytes through the pinned buffer: contiguous tensors, 256-byte
+	// aligned slots, while they fit under maxReadBounce.
+	total, pinned := 0, 0
+	for i, t := range srcs {
+		if int64(len(dsts[i])) != t.Bytes() {
+			return fmt.Errorf("cuda: rank %d: read to host: %d bytes for a tensor of %d", d.opts.Rank, len(dsts[i]), t.Bytes())
+		}
+		if n := align256(len(dsts[i])); t.IsContiguous() && total+n <= maxReadBounce {
+			total += n
+			pinned++
+		}
+	}
+	b := &d.bounce
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if pinned > 0 && total > b.size {
+		if err := d.growBounce(total); err != nil {
+			return err
+		}
+	}
+	off := 0
+	var slots []int // byte offset of each pinned read, -1: read the pageable way
+	if pinned > 0 {
+		slots = make([]int, len(srcs))
+	}
+	for i, t := range srcs {
+		n := len(dsts[i])
+		if n == 0 {
+			continue
+		}
+		if pinned == 0 || !t.IsContiguous() || off+align256(n) > b.size {
+			if slots != nil {
+				slots[i] = -1
+			}
+			if err := d.CopyToHost(dsts[i], t, s); err != nil {
+				return err
+			}
+			continue
+		}
+		ptr, err := d.span(t, "read to host")
+		if err != nil {
+			return err
+		}
+		at := unsafe.Add(b.host, off)
+		if err := d.withCtx(func() error {
+			return d.drv.MemcpyDtoHAsync.Call4(uintptr(at), uintptr(ptr), uintptr(n), s.h)
+		}); err != nil {
+			return fmt.Errorf("cuda: rank %d: read to host: %w", d.opts.Rank, err)
+		}
+		slots[i] = off
+		off += align256(n)
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	for i, at := range slots {
+		if at >= 0 && len(dsts[i]) > 0 {
+			copy(dsts[i], unsafe.Slice((*byte)(unsafe.Add(b.host, at)), len(dsts[i])))
+		}
+	}
+	return nil
+}
+
+func align256(n int) int { return (n + 255) &^ 255 }
+
+// growBounce replaces the pinned buffer by one of at least n bytes.
+func (d *Device) growBounce(n int) error {
+	b := &d.bounce
+	size := max(n, 2*b.size, 1<<20)
+	size = min(size, maxReadBounce)
+	return d.withCtx(func() error {
+		if b.host != nil {
+			if err := d.drv.MemFreeHost.Call1(uintptr(b.host)); err != nil {
+				return err
+			}
+			b.host, b.size = nil, 0
+		}
+		var host unsafe.Pointer
+		if err := d.drv.MemHostAlloc.Call3(uintptr(unsafe.Pointer(&host)), uintptr(size), memHostAllocPortable); err != nil {
+			return fmt.Errorf("cuda: rank %d: pinned memory for reading outputs (%d bytes): %w", d.opts.Rank, size, err)
+		}
+		b.host, b.size = host, size
+		return nil
+	})
+}
+
+// closeBounce frees the pinned buffer.
+func (d *Device) closeBounce() error {
+	b := &d.bounce
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.host == nil {
+		return nil
+	}
+	err := d.withCtx(func() error { return d.drv.MemFreeHost.Call1(uintptr(b.host)) })
+	b.host, b.size = nil, 0
+	return errors.Join(err)
+}
