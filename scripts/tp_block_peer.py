@@ -33,6 +33,21 @@ def best_step(step):
     return best / ITERS * 1e6
 
 
+def capture_graph(fn):
+    """fn captured in a CUDA graph, after a warm-up on a side stream (as
+    torch.cuda.graph wants); replayed once."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    return graph
+
+
 def compute_only():
     """With no WORLD_SIZE (plain python3, one GPU): the block's compute
     alone, x of [64, 1024] (the gathered rows), no collectives, and its
@@ -46,8 +61,6 @@ def compute_only():
     w2 = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16, generator=g) * 0.03
     h = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16, generator=g)
     q = torch.randn(64, 1024, device="cuda", dtype=torch.bfloat16, generator=g)
-    side = torch.cuda.Stream()
-
     def best(fn):
         b = float("inf")
         for _ in range(STEPS):
@@ -63,15 +76,7 @@ def compute_only():
             for _ in range(n):
                 body()
         loop()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            loop()
-        torch.cuda.current_stream().wait_stream(side)
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
-            loop()
-        gr.replay()
-        return loop, gr
+        return loop, capture_graph(loop)
 
     bodies = {
         "compute": lambda: F.gelu(x @ w1) @ w2 + x,
@@ -117,15 +122,7 @@ def main():
     eager_step()
     results["torch-tp-block-nccl-eager"] = best_step(eager_step)
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            eager_step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            eager_step()
-        graph.replay()
+        graph = capture_graph(eager_step)
         results["torch-tp-block-nccl-graph"] = best_step(graph.replay)
     except Exception as e:
         results["torch-tp-block-nccl-graph"] = f"error: {type(e).__name__}: {str(e)[:120]}"

@@ -26,15 +26,18 @@ func needGPU(t testing.TB) ProbeResult {
 
 // openSingle opens a world of one on device 0 and, at cleanup, checks that
 // closing left nothing behind.
-func openSingle(t *testing.T) *Device {
-	t.Helper()
-	needGPU(t)
+func openSingle(t *testing.T) *Device { return openSingleRuntime(t).dev }
+
+// openSingleRuntime is openSingle's runtime (for an evaluator.Job).
+func openSingleRuntime(tb testing.TB) *Runtime {
+	tb.Helper()
+	needGPU(tb)
 	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, rt.Close(), "close")
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
+		assert.NoError(tb, rt.Close(), "close")
 	})
-	return rt.dev
+	return rt
 }
 
 func i32Bytes(vals []int32) []byte {

@@ -69,9 +69,7 @@ func TestGraphModeOnGPU(t *testing.T) {
 			prog, err := parser.Parse(name+".hir", []byte(src))
 			require.NoError(t, err)
 			require.NoError(t, passes.Lower(prog, &passes.Context{}))
-			rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-			require.NoError(t, err)
-			defer rt.Close()
+			rt := openSingleRuntime(t)
 			eager, err := evaluator.NewJob(prog, rt, evaluator.Options{})
 			require.NoError(t, err)
 			graph, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: true})
@@ -109,10 +107,7 @@ func TestGraphModeOnGPU(t *testing.T) {
 // with a *runtime.CaptureError and fails the capture; the stream works
 // eagerly afterwards.
 func TestCaptureRefusalsOnGPU(t *testing.T) {
-	needGPU(t)
-	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt := openSingleRuntime(t)
 	d := rt.dev
 	def := d.DefaultStream()
 	for name, call := range map[string]func() error{
@@ -142,10 +137,7 @@ func TestCaptureRefusalsOnGPU(t *testing.T) {
 // unrolled into the graph, and 100,000 trips, a device loop (the body
 // captured once, unrolled 32 times, repeated by a conditional node).
 func BenchmarkGraphLaunchOverhead(b *testing.B) {
-	needGPU(b)
-	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	require.NoError(b, err)
-	defer rt.Close()
+	rt := openSingleRuntime(b)
 	for _, c := range []struct {
 		trips  int
 		device bool
@@ -463,10 +455,7 @@ output %o
 // BenchmarkTPBlockCompute: tpBlockCompute's time per iteration on one GPU,
 // eager and in graph mode.
 func BenchmarkTPBlockCompute(b *testing.B) {
-	needGPU(b)
-	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	require.NoError(b, err)
-	defer rt.Close()
+	rt := openSingleRuntime(b)
 	require.NoError(b, tpBlockRuns(rt, rt.dev, "tp_block_compute.hir", tpBlockCompute, "tp-block-compute"))
 	// its first matmul alone: cuBLAS's share
 	mm := strings.Replace(tpBlockCompute, "  %a = gelu %h\n  %p = matmul %a, %w2\n  %y = add %p, %x\n", "", 1)

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,10 +14,7 @@ import (
 // pinned buffer, which grows), a strided view and an empty tensor, and
 // gives what CopyToHost gives.
 func TestReadToHostOnGPU(t *testing.T) {
-	needGPU(t)
-	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt := openSingleRuntime(t)
 	d := rt.dev
 	def := d.DefaultStream()
 	const rows, cols = 512, 1024 // 2 MiB of f32: past the first pinned buffer

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,9 +29,7 @@ output %c
 	prog, err := parser.Parse("trace.hir", []byte(src))
 	require.NoError(t, err)
 	require.NoError(t, passes.Lower(prog, &passes.Context{}))
-	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt := openSingleRuntime(t)
 	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Trace: true})
 	require.NoError(t, err)
 	defer job.Close()

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,13 +21,7 @@ import (
 // first one's.
 func TestGraphReplaysWithFreshDataAndFreshMeetings(t *testing.T) {
 	rt := newRuntime(t, 2, 5*time.Second)
-	var mu sync.Mutex
-	seen := map[meetKey]int{}
-	rt.rv.opened = func(k meetKey) {
-		mu.Lock()
-		seen[k]++
-		mu.Unlock()
-	}
+	seen := recordMeetings(rt)
 	const n, replays = 8, 50
 	// got[rank][r] is what rank read back after replay r, checked on the
 	// test's goroutine.
@@ -206,13 +199,7 @@ func TestGraphTeardownLeavesNothing(t *testing.T) {
 // holds the body once.
 func TestLoopNodeRepeatsItsBody(t *testing.T) {
 	rt := newRuntime(t, 2, 5*time.Second)
-	var mu sync.Mutex
-	seen := map[meetKey]int{}
-	rt.rv.opened = func(k meetKey) {
-		mu.Lock()
-		seen[k]++
-		mu.Unlock()
-	}
+	seen := recordMeetings(rt)
 	const n, trips, replays = 4, 10, 3
 	got := make([][]float64, 2)
 	nodes := make([]int, 2)

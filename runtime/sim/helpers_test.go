@@ -28,6 +28,19 @@ func newRuntime(t testing.TB, D int, timeout time.Duration) *Runtime {
 	return rt
 }
 
+// recordMeetings counts the meetings rt's ranks open, by key (read after
+// the ranks are done).
+func recordMeetings(rt *Runtime) map[meetKey]int {
+	var mu sync.Mutex
+	seen := map[meetKey]int{}
+	rt.rv.opened = func(k meetKey) {
+		mu.Lock()
+		seen[k]++
+		mu.Unlock()
+	}
+	return seen
+}
+
 // onAll runs fn for every rank at once, as the evaluator runs ranks, and
 // returns each rank's error.
 func onAll(rt *Runtime, fn func(d *Device) error) []error {

@@ -117,10 +117,10 @@ func alloc(dev runtime.Device, n int64, mem ir.MemoryType) (runtime.Tensor, erro
 }
 
 // registerShard opens dev's agent, registers one symmetric i32 shard of n
-// elements (collective: every rank calls it) and allocates a global local
-// tensor of n elements. done frees both and closes the agent; the caller
-// deregisters before it runs.
-func registerShard(dev runtime.Device, n int64) (reg *transfer.Registration, local runtime.Tensor, done func(), err error) {
+// elements, holding fill if given (collective: every rank calls it), and
+// allocates a global local tensor of n elements. done frees both and
+// closes the agent; the caller deregisters before it runs.
+func registerShard(dev runtime.Device, n int64, fill []int32) (reg *transfer.Registration, local runtime.Tensor, done func(), err error) {
 	a, err := transfer.New(dev)
 	if err != nil {
 		return nil, local, nil, err
@@ -140,6 +140,12 @@ func registerShard(dev runtime.Device, n int64) (reg *transfer.Registration, loc
 		dev.Free(local.Buf)
 		dev.Free(shard.Buf)
 		a.Close()
+	}
+	if fill != nil {
+		if err = upload(dev, shard, fill); err != nil {
+			done()
+			return nil, local, nil, err
+		}
 	}
 	if reg, err = a.Register(shard); err != nil {
 		done()
@@ -577,7 +583,7 @@ func TestFreeWithoutDeregisterIsCaught(t *testing.T) {
 func TestWaitBeforePostAndDoubleWait(t *testing.T) {
 	rt := openSim(t, 2)
 	onEveryRank(t, rt, func(dev runtime.Device) error {
-		reg, local, done, err := registerShard(dev, 16)
+		reg, local, done, err := registerShard(dev, 16, nil)
 		if err != nil {
 			return err
 		}
@@ -621,7 +627,7 @@ func TestRepostInFlight(t *testing.T) {
 	g := newGate(t, rt)
 	onEveryRank(t, rt, func(dev runtime.Device) error {
 		r := dev.Rank()
-		reg, local, done, err := registerShard(dev, 16)
+		reg, local, done, err := registerShard(dev, 16, nil)
 		if err != nil {
 			return err
 		}
@@ -783,28 +789,11 @@ func TestCapturedPostSettles(t *testing.T) {
 			const n = 64
 			onEveryRank(t, rt, func(dev runtime.Device) error {
 				r := dev.Rank()
-				a, err := transfer.New(dev)
+				reg, local, done, err := registerShard(dev, n, pattern(r, n, 0))
 				if err != nil {
 					return err
 				}
-				defer a.Close()
-				shard, err := alloc(dev, n, ir.Symmetric)
-				if err != nil {
-					return err
-				}
-				defer dev.Free(shard.Buf)
-				local, err := alloc(dev, n, ir.Global)
-				if err != nil {
-					return err
-				}
-				defer dev.Free(local.Buf)
-				if err := upload(dev, shard, pattern(r, n, 0)); err != nil {
-					return err
-				}
-				reg, err := a.Register(shard)
-				if err != nil {
-					return err
-				}
+				defer done()
 				h, err := reg.Prepare(transfer.Read, []runtime.Tensor{local}, 1-r, []transfer.Desc{transfer.Whole(0)})
 				if err != nil {
 					return err
