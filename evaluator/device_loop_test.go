@@ -46,6 +46,21 @@ for %i = 0 to 997 {
 }
 output %acc
 `, 997},
+	// A device loop in a device loop's body (the inner captured once into
+	// the outer's body, itself captured once).
+	"nested": {`mesh 1
+input %x : f32[4]
+%acc = copy %x mem=global
+for %i = 0 to 120 {
+  for %j = 0 to 300 {
+    %y = mul %acc, 0.999
+    %c = copy %y, %acc
+  }
+  %z = add %acc, 0.5
+  %d = copy %z, %acc
+}
+output %acc
+`, 120},
 }
 
 // TestDeviceLoopsEqualEager: in graph mode each device loop equals its

@@ -197,7 +197,9 @@ func graphOps(b *Block, times uint64) (uint64, *Op) {
 		}
 		trips := loopTrips(op)
 		if IsDeviceLoop(op) {
-			trips = 1 // captured once: the device repeats it
+			// captured once, unrolled u times, the trips left over after it
+			u := DeviceLoopUnroll(op)
+			trips = u + trips%u
 		}
 		inner, _ := graphOps(op.Body, satMul(times, trips))
 		n = satAdd(n, inner)

@@ -49,6 +49,20 @@ for %i = 0 to 3000 {
 }
 output %acc
 `,
+	// device loops nested: the inner loop's node inside the outer's body
+	"device_loop_nested": `mesh 1
+input %x : f32[16]
+%acc = copy %x mem=global
+for %i = 0 to 300 {
+  for %j = 0 to 600 {
+    %y = mul %acc, 1.00001
+    %c = copy %y, %acc
+  }
+  %z = add %acc, 0.001
+  %d = copy %z, %acc
+}
+output %acc
+`,
 	"alloc_copy_views": `mesh 1
 input %x : bf16[8, 6]
 %o = alloc : bf16[8, 6]
