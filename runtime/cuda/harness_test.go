@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hirlab/hir/runtime/cuda/internal/ranktest"
 )
@@ -27,8 +28,14 @@ type rankRun struct {
 // scenario, waits for all of them (bounded), and returns their outputs.
 func runRanks(t testing.TB, world int, scenario string, env ...string) []rankRun {
 	t.Helper()
+	return runRanksWithin(t, 3*time.Minute, world, scenario, env...)
+}
+
+// runRanksWithin is runRanks with the ranks given limit to finish.
+func runRanksWithin(t testing.TB, limit time.Duration, world int, scenario string, env ...string) []rankRun {
+	t.Helper()
 	var out []rankRun
-	for _, r := range ranktest.Ranks(t, world, scenario, env...) {
+	for _, r := range ranktest.RanksWithin(t, limit, world, scenario, env...) {
 		out = append(out, rankRun{rank: r.Rank, code: r.Code, output: r.Output})
 	}
 	return out

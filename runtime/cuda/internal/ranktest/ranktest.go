@@ -52,10 +52,17 @@ type Run struct {
 }
 
 // Ranks starts a store and world copies of this binary running
-// scenario, waits for all of them (bounded), and returns their outputs.
+// scenario, waits for all of them (at most 3 minutes), and returns their
+// outputs.
 func Ranks(t testing.TB, world int, scenario string, env ...string) []Run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	return RanksWithin(t, 3*time.Minute, world, scenario, env...)
+}
+
+// RanksWithin is Ranks with the ranks given limit to finish.
+func RanksWithin(t testing.TB, limit time.Duration, world int, scenario string, env ...string) []Run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	const token = "cuda-test-token"
 	srv, err := store.Serve(ctx, "127.0.0.1:0", token)
