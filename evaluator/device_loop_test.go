@@ -15,8 +15,9 @@ import (
 // deviceLoops are programs whose long loops graph mode captures once and
 // has the device repeat (ir.IsDeviceLoop), with how many trips.
 var deviceLoops = map[string]struct {
-	src   string
-	trips uint64
+	src      string
+	trips    uint64
+	maxNodes int // in the graph: the body once, unrolled, and the trips left over
 }{
 	// A tiny op a trip, 100,000 trips: unrolled, the graph would hold
 	// 100,000 kernels.
@@ -28,7 +29,7 @@ for %i = 0 to 100000 {
   %c = copy %y, %acc
 }
 output %acc
-`, 100000},
+`, 100000, 400},
 	// Collectives and a nested loop in the body, a trip count the
 	// unrolling does not divide, and a temporary freed every trip.
 	"collectives": {`mesh 2
@@ -45,9 +46,9 @@ for %i = 0 to 997 {
   free %r
 }
 output %acc
-`, 997},
-	// A device loop in a device loop's body (the inner captured once into
-	// the outer's body, itself captured once).
+`, 997, 400},
+	// A device loop in a long loop: device loops do not nest, so the outer
+	// loop unrolls and each of its trips holds the inner one's node.
 	"nested": {`mesh 1
 input %x : f32[4]
 %acc = copy %x mem=global
@@ -60,7 +61,7 @@ for %i = 0 to 120 {
   %d = copy %z, %acc
 }
 output %acc
-`, 120},
+`, 300, 120 * 80},
 }
 
 // TestDeviceLoopsEqualEager: in graph mode each device loop equals its
@@ -93,7 +94,7 @@ func TestDeviceLoopsEqualEager(t *testing.T) {
 			for _, r := range res.Ranks {
 				assert.Equal(t, 1, r.Stats.Graphs, "rank %d: graphs", r.Rank)
 				assert.Positive(t, r.Stats.GraphNodes, "rank %d: graph nodes", r.Rank)
-				assert.Less(t, r.Stats.GraphNodes, 400, "rank %d: graph nodes for %d trips (the body once, unrolled, and the trips left over)", r.Rank, tc.trips)
+				assert.Less(t, r.Stats.GraphNodes, tc.maxNodes, "rank %d: graph nodes for %d trips (the body once, unrolled, and the trips left over)", r.Rank, tc.trips)
 			}
 		})
 	}

@@ -128,6 +128,13 @@ func DeviceLoopBlocker(op *Op) string {
 			case o.Code == OpFor && o.IntAttr("streams", 0) > 1:
 				why = fmt.Sprintf("%s rotates its trips over streams", at)
 			}
+			if why == "" && o.Code == OpFor && IsDeviceLoop(o) {
+				// Not nested: a conditional node's default value is assigned
+				// when the top graph launches, not when an enclosing loop's
+				// body runs again (and a start kernel setting it hung on an
+				// H100): the outer loop unrolls, the inner runs on the device.
+				why = fmt.Sprintf("%s runs on the device itself (device loops do not nest)", at)
+			}
 			if why == "" && o.Body != nil {
 				walk(o.Body)
 			}

@@ -49,11 +49,13 @@ for %i = 0 to 3000 {
 }
 output %acc
 `,
-	// device loops nested: the inner loop's node inside the outer's body
+	// a device loop in a loop: device loops do not nest, so the outer
+	// unrolls, each trip holding the inner loop's node (3 trips: 100 eager
+	// Runs of 300 x 600 trips took minutes)
 	"device_loop_nested": `mesh 1
 input %x : f32[16]
 %acc = copy %x mem=global
-for %i = 0 to 300 {
+for %i = 0 to 3 {
   for %j = 0 to 600 {
     %y = mul %acc, 1.00001
     %c = copy %y, %acc
@@ -107,7 +109,7 @@ func TestGraphModeOnGPU(t *testing.T) {
 			assert.Equal(t, int64(99), last.Ranks[0].Stats.GraphReplays)
 			assert.Positive(t, last.Ranks[0].Stats.GraphNodes)
 			t.Logf("%s: %d graph nodes", name, last.Ranks[0].Stats.GraphNodes)
-			if len(ir.DeviceLoops(prog)) > 0 {
+			if name == "device_loop" {
 				assert.Less(t, last.Ranks[0].Stats.GraphNodes, 200, "a device loop's graph holds its body once")
 			}
 			assert.Equal(t, int64(1), rt.dev.Stats().Graphs)

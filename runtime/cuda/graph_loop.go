@@ -13,9 +13,8 @@ import (
 // body graph of a WHILE conditional node (CUDA 12.4 and later), which the
 // device runs while hir_loop_next (kernels/graph_loop.cu), launched at the
 // end of the body, says trips remain. The trip count lives in 8 bytes of
-// device memory that hir_loop_start, a node just before the loop, zeroes
-// as it opens the condition, so every replay, and every trip of an
-// enclosing device loop, starts the loop at its first trip.
+// device memory that a memset node zeroes before the loop, so every
+// replay starts at the first trip.
 //
 // BeginLoop adds the node after the capturing stream's current work
 // (cuStreamGetCaptureInfo, cuGraphAddNode, cuStreamUpdateCaptureDependencies)
@@ -29,6 +28,7 @@ var _ runtime.LoopCapturer = (*Device)(nil)
 const (
 	graphNodeTypeConditional = 13 // CU_GRAPH_NODE_TYPE_CONDITIONAL
 	graphCondTypeWhile       = 1  // CU_GRAPH_COND_TYPE_WHILE
+	graphCondAssignDefault   = 1  // CU_GRAPH_COND_ASSIGN_DEFAULT
 	streamSetCaptureDeps     = 1  // CU_STREAM_SET_CAPTURE_DEPENDENCIES
 )
 
@@ -56,16 +56,15 @@ type openLoop struct {
 	trips  uint64
 }
 
-// loopKernel is hir_loop_start and hir_loop_next, compiled once per
-// device.
+// loopKernel is hir_loop_next, compiled once per device.
 type loopKernel struct {
-	once        sync.Once
-	mod         *Module
-	start, next *Function
-	err         error
+	once sync.Once
+	mod  *Module
+	fn   *Function
+	err  error
 }
 
-func (d *Device) loopKernels() (*loopKernel, error) {
+func (d *Device) loopNext() (*Function, error) {
 	k := &d.loop
 	k.once.Do(func() {
 		// NVRTC to a cubin, ptxas resolving the device runtime's setter;
@@ -84,10 +83,8 @@ func (d *Device) loopKernels() (*loopKernel, error) {
 						image = append(image, 0)
 					}
 					if k.mod, err = d.LoadModule(image); err == nil {
-						if k.start, err = k.mod.Function("hir_loop_start"); err == nil {
-							if k.next, err = k.mod.Function("hir_loop_next"); err == nil {
-								return
-							}
+						if k.fn, err = k.mod.Function("hir_loop_next"); err == nil {
+							return
 						}
 						k.mod.Unload()
 						k.mod = nil
@@ -98,7 +95,7 @@ func (d *Device) loopKernels() (*loopKernel, error) {
 		}
 		k.err = fmt.Errorf("cuda: rank %d: the device-loop kernel: %w", d.opts.Rank, errors.Join(errs...))
 	})
-	return k, k.err
+	return k.fn, k.err
 }
 
 // BeginLoop starts a loop body on rs, which captures: what is enqueued on
@@ -120,8 +117,7 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 	if !d.drv.GraphConditionalHandleCreate.Resolved() || !d.drv.StreamBeginCaptureToGraph.Resolved() {
 		return fmt.Errorf("cuda: rank %d: begin loop: the driver has no conditional graph nodes (CUDA 12.4 or later)", d.opts.Rank)
 	}
-	k, err := d.loopKernels() // compiled before the graph changes
-	if err != nil {
+	if _, err := d.loopNext(); err != nil { // compiled before the graph changes
 		return err
 	}
 	l := openLoop{s: s, parent: s.h, trips: uint64(trips)}
@@ -131,6 +127,9 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 			return err
 		}
 		c.counters = append(c.counters, l.trip)
+		if err := d.drv.MemsetD8Async.Call4(l.trip, 0, 8, s.h); err != nil {
+			return err
+		}
 		var (
 			status int32
 			id     uint64
@@ -139,30 +138,14 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 			edges  uintptr // const CUgraphEdgeData*
 			n      uintptr
 		)
-		captureInfo := func() error {
-			if err := d.drv.StreamGetCaptureInfo.Call(s.h, uintptr(unsafe.Pointer(&status)), uintptr(unsafe.Pointer(&id)),
-				uintptr(unsafe.Pointer(&graph)), uintptr(unsafe.Pointer(&deps)), uintptr(unsafe.Pointer(&edges)), uintptr(unsafe.Pointer(&n))); err != nil {
-				return err
-			}
-			if status != captureStatusActive {
-				return errors.New("the stream is not capturing")
-			}
-			return nil
-		}
-		if err := captureInfo(); err != nil {
+		if err := d.drv.StreamGetCaptureInfo.Call(s.h, uintptr(unsafe.Pointer(&status)), uintptr(unsafe.Pointer(&id)),
+			uintptr(unsafe.Pointer(&graph)), uintptr(unsafe.Pointer(&deps)), uintptr(unsafe.Pointer(&edges)), uintptr(unsafe.Pointer(&n))); err != nil {
 			return err
 		}
-		if err := d.drv.GraphConditionalHandleCreate.Call(uintptr(unsafe.Pointer(&l.handle)), graph, d.ctx, 0, 0); err != nil {
-			return err
+		if status != captureStatusActive {
+			return errors.New("the stream is not capturing")
 		}
-		// hir_loop_start(handle, trip) before the node: the count zeroed,
-		// the condition open, each time the loop is reached
-		handle, trip := l.handle, l.trip
-		params := [2]unsafe.Pointer{unsafe.Pointer(&handle), unsafe.Pointer(&trip)}
-		if err := d.drv.LaunchKernel.Call11(k.start.h, 1, 1, 1, 1, 1, 1, 0, s.h, uintptr(unsafe.Pointer(&params[0])), 0); err != nil {
-			return err
-		}
-		if err := captureInfo(); err != nil { // the node goes after the start kernel
+		if err := d.drv.GraphConditionalHandleCreate.Call(uintptr(unsafe.Pointer(&l.handle)), graph, d.ctx, 1, graphCondAssignDefault); err != nil {
 			return err
 		}
 		p := graphNodeParams{typ: graphNodeTypeConditional, handle: l.handle, condType: graphCondTypeWhile, size: 1, ctx: d.ctx}
@@ -210,14 +193,14 @@ func (d *Device) EndLoop(rs runtime.Stream) error {
 	l := c.loops[len(c.loops)-1]
 	c.loops = c.loops[:len(c.loops)-1]
 	s.h = l.parent
-	k, err := d.loopKernels()
+	fn, err := d.loopNext()
 	if err != nil {
 		return err
 	}
 	handle, trip, trips := l.handle, l.trip, l.trips
 	params := [3]unsafe.Pointer{unsafe.Pointer(&handle), unsafe.Pointer(&trip), unsafe.Pointer(&trips)}
 	err = d.withCtx(func() error {
-		launchErr := d.drv.LaunchKernel.Call11(k.next.h, 1, 1, 1, 1, 1, 1, 0, l.body, uintptr(unsafe.Pointer(&params[0])), 0)
+		launchErr := d.drv.LaunchKernel.Call11(fn.h, 1, 1, 1, 1, 1, 1, 0, l.body, uintptr(unsafe.Pointer(&params[0])), 0)
 		var g uintptr
 		return errors.Join(launchErr, d.drv.StreamEndCapture.Call2(l.body, uintptr(unsafe.Pointer(&g))))
 	})
