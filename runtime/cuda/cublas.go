@@ -259,11 +259,12 @@ func (d *Device) blas() (*blasHandle, error) {
 			if err := lib.Create.Call1(uintptr(unsafe.Pointer(&bh.h))); err != nil {
 				return err
 			}
-			if ws := d.tune.BlasWorkspace; ws > 0 {
-				if err := d.drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)); err != nil {
-					return errors.Join(fmt.Errorf("its %d-byte workspace: %w", ws, err), lib.Destroy.Call1(bh.h))
-				}
+			// Without memory for the workspace cuBLAS uses its own pool
+			// (as with HIR_CUBLAS_WORKSPACE=0), rather than fail matmul.
+			if ws := d.tune.BlasWorkspace; ws > 0 && d.drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)) == nil {
 				bh.wsSize = uintptr(ws)
+			} else {
+				bh.ws = 0
 			}
 			return nil
 		}); err != nil {

@@ -54,10 +54,10 @@ func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Str
 	b := &d.bounce
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if pinned > 0 && total > b.size {
-		if err := d.growBounce(total); err != nil {
-			return err
-		}
+	if pinned > 0 && total > b.size && d.growBounce(total) != nil {
+		// No pinned memory to be had: the pageable way, slower but sure
+		// (a Run must not fail for want of a faster path).
+		pinned = 0
 	}
 	off := 0
 	var slots []int // byte offset of each pinned read, -1: read the pageable way
