@@ -38,7 +38,10 @@ type Capturer interface {
 //   - BeginLoop(s, trips), on a stream that captures, starts a body: the
 //     work enqueued on s until EndLoop(s) runs trips times, in order, where
 //     BeginLoop stands in the graph; the work after EndLoop runs after the
-//     last trip. Loops nest.
+//     last trip. Bodies do not nest: BeginLoop inside a body fails (on
+//     CUDA a nested node's condition is assigned its default only when the
+//     top graph launches, so it would stay closed from its enclosing
+//     loop's second trip on).
 //   - A body is one stream's work: no other stream may join it or wait on
 //     an event recorded in it, and it may record no event that work
 //     outside it waits on (the graph fails with a *CaptureError).

@@ -21,7 +21,8 @@ import (
 // and starts capturing a stream of its own into the body graph
 // (cuStreamBeginCaptureToGraph); until EndLoop the stream's handle is that
 // body stream's, so everything enqueued on the stream lands in the body
-// and the callers (the evaluator, the pool) keep one stream. Bodies nest.
+// and the callers (the evaluator, the pool) keep one stream. Bodies do not
+// nest (runtime.LoopCapturer).
 
 var _ runtime.LoopCapturer = (*Device)(nil)
 
@@ -113,6 +114,9 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 	d.mu.Unlock()
 	if c == nil {
 		return fmt.Errorf("cuda: rank %d: begin loop: the stream is not capturing", d.opts.Rank)
+	}
+	if len(c.loops) > 0 {
+		return fmt.Errorf("cuda: rank %d: begin loop: inside another loop's body (device loops do not nest)", d.opts.Rank)
 	}
 	if !d.drv.GraphConditionalHandleCreate.Resolved() || !d.drv.StreamBeginCaptureToGraph.Resolved() {
 		return fmt.Errorf("cuda: rank %d: begin loop: the driver has no conditional graph nodes (CUDA 12.4 or later)", d.opts.Rank)

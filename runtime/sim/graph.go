@@ -228,8 +228,8 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.checkLoopStream(s, "BeginLoop"); err != nil {
-		return err
+	if len(c.loops) > 0 { // as on cuda (runtime.LoopCapturer)
+		return errorf(d.rank, "begin loop: inside another loop's body (device loops do not nest)")
 	}
 	c.loops = append(c.loops, openLoop{stream: s, trips: trips, start: len(c.nodes), marks: c.nMarks})
 	return nil

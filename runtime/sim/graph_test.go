@@ -294,6 +294,15 @@ func TestLoopBodyIsOneStreamsWork(t *testing.T) {
 	_, err = d.EndCapture(def)
 	require.ErrorContains(t, err, "not ended")
 
+	// a body inside a body (device loops do not nest)
+	require.NoError(t, d.BeginCapture(def))
+	require.NoError(t, d.BeginLoop(def, 2))
+	require.ErrorContains(t, d.BeginLoop(def, 2), "do not nest")
+	require.NoError(t, d.EndLoop(def))
+	g, err := d.EndCapture(def)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+
 	// BeginLoop outside a capture
 	require.ErrorContains(t, d.BeginLoop(def, 2), "not capturing")
 }
