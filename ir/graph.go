@@ -28,10 +28,11 @@ func CaptureBlockers(p *Program) []CaptureBlocker {
 	if p == nil || p.Body == nil {
 		return nil
 	}
-	if n, loop := graphOps(p.Body, 1); n > MaxGraphOps && loop != nil {
+	f := loopFacts{}
+	if n, loop := f.graphOps(p.Body, 1); n > MaxGraphOps && loop != nil {
 		return []CaptureBlocker{{Op: loop, Why: fmt.Sprintf(
 			"the loop unrolls to more than %d ops in the graph, and its body cannot run as a device loop (%s): run it eagerly, or make it shorter",
-			MaxGraphOps, DeviceLoopBlocker(loop))}}
+			MaxGraphOps, f.of(loop).blocker)}}
 	}
 	return nil
 }
@@ -42,6 +43,7 @@ func DeviceLoops(p *Program) []CaptureBlocker {
 	if p == nil || p.Body == nil {
 		return nil
 	}
+	f := loopFacts{}
 	var out []CaptureBlocker
 	var walk func(b *Block)
 	walk = func(b *Block) {
@@ -49,7 +51,7 @@ func DeviceLoops(p *Program) []CaptureBlocker {
 			if op.Code != OpFor {
 				continue
 			}
-			if IsDeviceLoop(op) {
+			if f.of(op).device {
 				out = append(out, CaptureBlocker{Op: op, Why: fmt.Sprintf(
 					"its body is captured once and the device repeats it for the %d trips (on GPUs a CUDA conditional node), not unrolled into the graph", loopTrips(op))})
 				continue
@@ -65,11 +67,7 @@ func DeviceLoops(p *Program) []CaptureBlocker {
 // has the device repeat it: the loop unrolls to more than
 // DeviceLoopMinOps ops and its body can (DeviceLoopBlocker).
 func IsDeviceLoop(op *Op) bool {
-	if op.Code != OpFor || op.Body == nil {
-		return false
-	}
-	body, _ := graphOps(op.Body, 1)
-	return satMul(body, loopTrips(op)) > DeviceLoopMinOps && loopTrips(op) > 1 && DeviceLoopBlocker(op) == ""
+	return op.Code == OpFor && op.Body != nil && loopFacts{}.of(op).device
 }
 
 // deviceLoopBodyOps is about how many ops graph mode puts in a device
@@ -80,24 +78,59 @@ const deviceLoopBodyOps = 64
 // DeviceLoopUnroll is how many of loop op's trips one trip of its device
 // loop runs: enough to make the body about deviceLoopBodyOps ops, at
 // least 1, at most half the trips (so the device repeats it).
-func DeviceLoopUnroll(op *Op) uint64 {
-	body, _ := graphOps(op.Body, 1)
-	u := uint64(deviceLoopBodyOps) / max(body, 1)
-	return max(1, min(u, loopTrips(op)/2))
-}
+func DeviceLoopUnroll(op *Op) uint64 { return loopFacts{}.of(op).unroll }
 
 // DeviceLoopBlocker says why loop op's body cannot be captured once and
 // repeated by the device, "" when it can. Every trip must be the same
 // work on the one stream the loop runs on: the body may not read the
 // loop's index (a captured kernel's arguments are fixed), rotate streams,
 // wait on the host, or use another stream (OpInfo.OffStream; async
-// collectives), and its collectives may not run NCCL (its kernels join a
+// collectives), its collectives may not run NCCL (its kernels join a
 // conditional node's body only as far as NCCL documents, which it does
-// not).
+// not), and no loop in it may be a device loop itself: they do not nest
+// (a conditional node's default value is assigned when the top graph
+// launches, not when an enclosing loop's body runs again).
 func DeviceLoopBlocker(op *Op) string {
 	if op.Code != OpFor || op.Body == nil {
 		return "it is not a loop"
 	}
+	return loopFacts{}.of(op).blocker
+}
+
+// loopInfo is what graph mode knows of a loop.
+type loopInfo struct {
+	bodyOps uint64 // the ops one run of its body puts in a graph (saturating)
+	device  bool   // a device loop
+	blocker string // why it cannot be one ("" when it is, or could be if longer)
+	unroll  uint64 // a device loop's trips a node trip runs (DeviceLoopUnroll)
+}
+
+// loopFacts works each loop's loopInfo out once, inner loops first, so a
+// question about a loop costs the size of its body times the nesting
+// depth, not a power of the depth.
+type loopFacts map[*Op]*loopInfo
+
+func (f loopFacts) of(op *Op) *loopInfo {
+	if li := f[op]; li != nil {
+		return li
+	}
+	li := &loopInfo{}
+	f[op] = li
+	if op.Code != OpFor || op.Body == nil {
+		li.blocker = "it is not a loop"
+		return li
+	}
+	li.bodyOps, _ = f.graphOps(op.Body, 1) // inner loops' facts first
+	li.blocker = f.blockerOf(op)
+	trips := loopTrips(op)
+	li.device = li.blocker == "" && trips > 1 && satMul(li.bodyOps, trips) > DeviceLoopMinOps
+	li.unroll = max(1, min(uint64(deviceLoopBodyOps)/max(li.bodyOps, 1), trips/2))
+	return li
+}
+
+// blockerOf is DeviceLoopBlocker's answer for op (inner loops' facts are
+// known: f.graphOps ran on its body).
+func (f loopFacts) blockerOf(op *Op) string {
 	if op.IntAttr("streams", 0) > 1 {
 		return "its trips rotate over streams"
 	}
@@ -127,12 +160,7 @@ func DeviceLoopBlocker(op *Op) string {
 				why = fmt.Sprintf("%s runs NCCL, which does not document its kernels in a conditional node's body", at)
 			case o.Code == OpFor && o.IntAttr("streams", 0) > 1:
 				why = fmt.Sprintf("%s rotates its trips over streams", at)
-			}
-			if why == "" && o.Code == OpFor && IsDeviceLoop(o) {
-				// Not nested: a conditional node's default value is assigned
-				// when the top graph launches, not when an enclosing loop's
-				// body runs again (and a start kernel setting it hung on an
-				// H100): the outer loop unrolls, the inner runs on the device.
+			case o.Code == OpFor && f.of(o).device:
 				why = fmt.Sprintf("%s runs on the device itself (device loops do not nest)", at)
 			}
 			if why == "" && o.Body != nil {
@@ -193,23 +221,22 @@ func collectHostWaits(b *Block, out *[]CaptureBlocker) {
 
 // graphOps counts the ops one run of b issues, each counted times times
 // (saturating past MaxGraphOps), and the outermost loop that took the
-// count past MaxGraphOps.
-func graphOps(b *Block, times uint64) (uint64, *Op) {
+// count past MaxGraphOps. A device loop counts what its capture holds:
+// its body unrolled DeviceLoopUnroll times and the trips left over.
+func (f loopFacts) graphOps(b *Block, times uint64) (uint64, *Op) {
 	var n uint64
 	var culprit *Op
 	for _, op := range b.Ops {
 		n = satAdd(n, times)
-		if op.Code != OpFor {
+		if op.Code != OpFor || op.Body == nil {
 			continue
 		}
+		li := f.of(op)
 		trips := loopTrips(op)
-		if IsDeviceLoop(op) {
-			// captured once, unrolled u times, the trips left over after it
-			u := DeviceLoopUnroll(op)
-			trips = u + trips%u
+		if li.device {
+			trips = li.unroll + trips%li.unroll
 		}
-		inner, _ := graphOps(op.Body, satMul(times, trips))
-		n = satAdd(n, inner)
+		n = satAdd(n, satMul(satMul(times, trips), li.bodyOps))
 		if n > MaxGraphOps && culprit == nil {
 			culprit = op
 		}
