@@ -1,6 +1,7 @@
 package evaluator_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +11,8 @@ import (
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/parser"
 	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim"
 )
 
 // deviceLoops are programs whose long loops graph mode captures once and
@@ -98,4 +101,39 @@ func TestDeviceLoopsEqualEager(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oldDriver is a runtime whose devices capture graphs but cannot repeat
+// a loop on the device (as cuda on a driver before CUDA 12.4).
+type oldDriver struct{ runtime.Runtime }
+
+type noLoops struct{ *sim.Device }
+
+func (noLoops) LoopSupport() error { return errors.New("the driver has no conditional graph nodes") }
+
+func (o oldDriver) Device(rank int) (runtime.Device, error) {
+	d, err := o.Runtime.Device(rank)
+	if err != nil {
+		return nil, err
+	}
+	return noLoops{d.(*sim.Device)}, nil
+}
+
+// TestDeviceLoopUnsupported: a program with a device loop, on a device
+// that cannot repeat loops, is refused in graph mode at NewJob, naming
+// the loop and why, before any Run; eagerly it runs.
+func TestDeviceLoopUnsupported(t *testing.T) {
+	prog, err := parser.Parse("tiny.hir", []byte(deviceLoops["tiny"].src))
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	inner, err := sim.New(runtime.Config{WorldSize: 1})
+	require.NoError(t, err)
+	defer inner.Close()
+	_, err = evaluator.NewJob(prog, oldDriver{inner}, evaluator.Options{Graph: true})
+	require.EqualError(t, err, "tiny.hir:4:1: this loop runs on the device in graph mode, which this device cannot do: the driver has no conditional graph nodes; run without graph mode")
+	j, err := evaluator.NewJob(prog, oldDriver{inner}, evaluator.Options{})
+	require.NoError(t, err)
+	_, err = j.Run(freshInputs(prog, 1))
+	require.NoError(t, err)
+	require.NoError(t, j.Close())
 }

@@ -57,9 +57,18 @@ func checkGraphMode(prog *ir.Program, rt runtime.Runtime, opts Options) error {
 		if _, ok := dev.(runtime.Capturer); !ok {
 			return fmt.Errorf("the %s runtime cannot capture graphs yet: run without graph mode", rt.Name())
 		}
-		if _, ok := dev.(runtime.LoopCapturer); !ok && len(loops) > 0 {
-			return fmt.Errorf("%s: the %s runtime cannot have the device repeat a loop in a graph, and this loop is too long to unroll: run without graph mode",
-				loops[0].Op.Pos, rt.Name())
+		if len(loops) > 0 {
+			lc, ok := dev.(runtime.LoopCapturer)
+			if !ok {
+				return fmt.Errorf("%s: the %s runtime cannot have the device repeat a loop in a graph: run without graph mode",
+					loops[0].Op.Pos, rt.Name())
+			}
+			// Said before any Run: a driver without conditional nodes is
+			// known now, not halfway through a capture.
+			if err := lc.LoopSupport(); err != nil {
+				return fmt.Errorf("%s: this loop runs on the device in graph mode, which this device cannot do: %w; run without graph mode",
+					loops[0].Op.Pos, err)
+			}
 		}
 	}
 	return nil

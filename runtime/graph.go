@@ -46,10 +46,13 @@ type Capturer interface {
 //     an event recorded in it, and it may record no event that work
 //     outside it waits on (the graph fails with a *CaptureError).
 //   - Each trip synchronises between ranks afresh, as each replay does.
+//   - LoopSupport says, before any capture, why BeginLoop cannot work on
+//     this device (on CUDA: a driver older than 12.4), nil when it can.
 type LoopCapturer interface {
 	Capturer
 	BeginLoop(s Stream, trips int64) error
 	EndLoop(s Stream) error
+	LoopSupport() error
 }
 
 // Graph is a captured sequence of work, replayed as a whole.

@@ -99,6 +99,17 @@ func (d *Device) loopNext() (*Function, error) {
 	return k.fn, k.err
 }
 
+// LoopSupport says why this device cannot capture device loops: a driver
+// without conditional graph nodes, or the trip kernel not compiling.
+func (d *Device) LoopSupport() error {
+	if !d.drv.GraphConditionalHandleCreate.Resolved() || !d.drv.StreamBeginCaptureToGraph.Resolved() ||
+		!d.drv.GraphAddNode.Resolved() || !d.drv.StreamGetCaptureInfo.Resolved() {
+		return fmt.Errorf("cuda: rank %d: the driver has no conditional graph nodes (CUDA 12.4 or later)", d.opts.Rank)
+	}
+	_, err := d.loopNext()
+	return err
+}
+
 // BeginLoop starts a loop body on rs, which captures: what is enqueued on
 // rs until EndLoop runs trips times where the loop stands in the graph.
 func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
@@ -118,10 +129,7 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 	if len(c.loops) > 0 {
 		return fmt.Errorf("cuda: rank %d: begin loop: inside another loop's body (device loops do not nest)", d.opts.Rank)
 	}
-	if !d.drv.GraphConditionalHandleCreate.Resolved() || !d.drv.StreamBeginCaptureToGraph.Resolved() {
-		return fmt.Errorf("cuda: rank %d: begin loop: the driver has no conditional graph nodes (CUDA 12.4 or later)", d.opts.Rank)
-	}
-	if _, err := d.loopNext(); err != nil { // compiled before the graph changes
+	if err := d.LoopSupport(); err != nil { // the kernel compiled before the graph changes
 		return err
 	}
 	l := openLoop{s: s, parent: s.h, trips: uint64(trips)}

@@ -212,6 +212,9 @@ func (c *capture) checkLoopStream(s *stream, call string) error {
 	return nil
 }
 
+// LoopSupport: the CPU runtime always repeats loop bodies.
+func (d *Device) LoopSupport() error { return nil }
+
 // BeginLoop starts a loop body on rs, which captures: the work enqueued on
 // it until EndLoop runs trips times where the loop stands.
 func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
