@@ -236,9 +236,9 @@ type Device struct {
 	copyKernel *copyKernels
 	copyErr    error
 
-	bounce      readBounce // pinned memory ReadToHost reads through (readhost.go)
-	loop        loopKernel // device loops in graph mode (graph_loop.go)
-	loopStreams []uintptr  // the streams loop bodies are captured on, by depth
+	bounce     readBounce // pinned memory ReadToHost reads through (readhost.go)
+	loop       loopKernel // device loops in graph mode (graph_loop.go)
+	loopStream uintptr    // the stream loop bodies are captured on (made at the first)
 
 	compute computeState // compiled compute kernels and the BLAS handle (compute.go)
 	comm    commState    // collectives: signal pads, kernels, NCCL, p2p inboxes (signal.go)

@@ -32,9 +32,9 @@ var _ runtime.Capturer = (*Device)(nil)
 // captureState is the device's open capture, if any (under Device.mu).
 type captureState struct {
 	origin   *stream
-	err      error      // the first refused call: the capture fails with it
-	loops    []openLoop // loop bodies being captured (graph_loop.go)
-	counters []uintptr  // device loops' trip counts: the graph frees them
+	err      error     // the first refused call: the capture fails with it
+	loop     *openLoop // the loop body being captured (graph_loop.go)
+	counters []uintptr // device loops' trip counts: the graph frees them
 }
 
 // BeginCapture starts capturing the work enqueued on rs.
@@ -74,8 +74,8 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 	d.capture = nil
 	d.mu.Unlock()
 	g := &graph{dev: d, counters: c.counters}
-	if len(c.loops) > 0 {
-		d.abandonLoops(c)
+	if c.loop != nil {
+		d.abandonLoop(c)
 		if c.err == nil {
 			c.err = fmt.Errorf("cuda: rank %d: end capture: a loop body begun in it was not ended (EndLoop)", d.opts.Rank)
 		}

@@ -126,7 +126,7 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 	if c == nil {
 		return fmt.Errorf("cuda: rank %d: begin loop: the stream is not capturing", d.opts.Rank)
 	}
-	if len(c.loops) > 0 {
+	if c.loop != nil {
 		return fmt.Errorf("cuda: rank %d: begin loop: inside another loop's body (device loops do not nest)", d.opts.Rank)
 	}
 	if err := d.LoopSupport(); err != nil { // the kernel compiled before the graph changes
@@ -172,7 +172,7 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 		if err := d.drv.StreamUpdateCaptureDependencies.Call4(s.h, uintptr(unsafe.Pointer(&node)), 1, streamSetCaptureDeps); err != nil {
 			return err
 		}
-		body, err := d.loopStream(len(c.loops))
+		body, err := d.bodyStream()
 		if err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 		d.failCapture(err)
 		return err
 	}
-	c.loops = append(c.loops, l)
+	c.loop = &l
 	s.h = l.body // until EndLoop, the stream's work goes into the body
 	return nil
 }
@@ -199,11 +199,11 @@ func (d *Device) EndLoop(rs runtime.Stream) error {
 	d.mu.Lock()
 	c := d.capture
 	d.mu.Unlock()
-	if c == nil || len(c.loops) == 0 || c.loops[len(c.loops)-1].s != s {
+	if c == nil || c.loop == nil || c.loop.s != s {
 		return fmt.Errorf("cuda: rank %d: end loop: no loop body was begun on this stream", d.opts.Rank)
 	}
-	l := c.loops[len(c.loops)-1]
-	c.loops = c.loops[:len(c.loops)-1]
+	l := c.loop
+	c.loop = nil
 	s.h = l.parent
 	fn, err := d.loopNext()
 	if err != nil {
@@ -223,31 +223,27 @@ func (d *Device) EndLoop(rs runtime.Stream) error {
 	return err
 }
 
-// abandonLoops ends the captures of bodies left open (a capture ending
-// with an error) and gives their streams their handles back.
-func (d *Device) abandonLoops(c *captureState) {
-	for i := len(c.loops) - 1; i >= 0; i-- {
-		l := c.loops[i]
-		l.s.h = l.parent
-		var g uintptr
-		d.withCtx(func() error { return d.drv.StreamEndCapture.Call2(l.body, uintptr(unsafe.Pointer(&g))) })
-	}
-	c.loops = nil
+// abandonLoop ends the capture of a body left open (a capture ending
+// with an error) and gives its stream its handle back.
+func (d *Device) abandonLoop(c *captureState) {
+	l := c.loop
+	c.loop = nil
+	l.s.h = l.parent
+	var g uintptr
+	d.withCtx(func() error { return d.drv.StreamEndCapture.Call2(l.body, uintptr(unsafe.Pointer(&g))) })
 }
 
-// loopStream is the stream bodies at nesting depth depth are captured on
-// (made once, destroyed with the device).
-func (d *Device) loopStream(depth int) (uintptr, error) {
+// bodyStream is the stream loop bodies are captured on (made once,
+// destroyed with the device).
+func (d *Device) bodyStream() (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for len(d.loopStreams) <= depth {
-		var h uintptr
-		if err := d.drv.StreamCreate.Call2(uintptr(unsafe.Pointer(&h)), streamNonBlocking); err != nil {
+	if d.loopStream == 0 {
+		if err := d.drv.StreamCreate.Call2(uintptr(unsafe.Pointer(&d.loopStream)), streamNonBlocking); err != nil {
 			return 0, err
 		}
-		d.loopStreams = append(d.loopStreams, h)
 	}
-	return d.loopStreams[depth], nil
+	return d.loopStream, nil
 }
 
 // failCapture makes the open capture fail with err (its first error).
@@ -262,10 +258,10 @@ func (d *Device) failCapture(err error) {
 // closeLoops destroys the body streams and the trip kernel's module.
 func (d *Device) closeLoops() error {
 	var errs []error
-	for _, h := range d.loopStreams {
-		errs = append(errs, d.drv.StreamDestroy.Call1(h))
+	if d.loopStream != 0 {
+		errs = append(errs, d.drv.StreamDestroy.Call1(d.loopStream))
+		d.loopStream = 0
 	}
-	d.loopStreams = nil
 	if d.loop.mod != nil {
 		errs = append(errs, d.loop.mod.Unload())
 		d.loop.mod = nil

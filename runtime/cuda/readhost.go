@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -39,63 +38,54 @@ func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Str
 	if len(dsts) != len(srcs) {
 		return fmt.Errorf("cuda: rank %d: read to host: %d destinations for %d tensors", d.opts.Rank, len(dsts), len(srcs))
 	}
-	// Bytes through the pinned buffer: contiguous tensors, 256-byte
-	// aligned slots, while they fit under maxReadBounce.
-	total, pinned := 0, 0
+	// Each contiguous tensor gets a 256-byte aligned slot of the pinned
+	// buffer while the slots fit under maxReadBounce; -1: the pageable way.
+	slots := make([]int, len(srcs))
+	total := 0
 	for i, t := range srcs {
 		if int64(len(dsts[i])) != t.Bytes() {
 			return fmt.Errorf("cuda: rank %d: read to host: %d bytes for a tensor of %d", d.opts.Rank, len(dsts[i]), t.Bytes())
 		}
-		if n := align256(len(dsts[i])); t.IsContiguous() && total+n <= maxReadBounce {
-			total += n
-			pinned++
+		slots[i] = -1
+		if n := align256(len(dsts[i])); n > 0 && t.IsContiguous() && total+n <= maxReadBounce {
+			slots[i], total = total, total+n
 		}
 	}
 	b := &d.bounce
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if pinned > 0 && total > b.size && d.growBounce(total) != nil {
+	if total > b.size && d.growBounce(total) != nil {
 		// No pinned memory to be had: the pageable way, slower but sure
 		// (a Run must not fail for want of a faster path).
-		pinned = 0
-	}
-	off := 0
-	var slots []int // byte offset of each pinned read, -1: read the pageable way
-	if pinned > 0 {
-		slots = make([]int, len(srcs))
+		for i := range slots {
+			slots[i] = -1
+		}
 	}
 	for i, t := range srcs {
-		n := len(dsts[i])
-		if n == 0 {
-			continue
-		}
-		if pinned == 0 || !t.IsContiguous() || off+align256(n) > b.size {
-			if slots != nil {
-				slots[i] = -1
-			}
+		n, at := len(dsts[i]), slots[i]
+		switch {
+		case n == 0:
+		case at < 0:
 			if err := d.CopyToHost(dsts[i], t, s); err != nil {
 				return err
 			}
-			continue
+		default:
+			ptr, err := d.span(t, "read to host")
+			if err != nil {
+				return err
+			}
+			if err := d.withCtx(func() error {
+				return d.drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Add(b.host, at)), uintptr(ptr), uintptr(n), s.h)
+			}); err != nil {
+				return fmt.Errorf("cuda: rank %d: read to host: %w", d.opts.Rank, err)
+			}
 		}
-		ptr, err := d.span(t, "read to host")
-		if err != nil {
-			return err
-		}
-		at := unsafe.Add(b.host, off)
-		if err := d.withCtx(func() error {
-			return d.drv.MemcpyDtoHAsync.Call4(uintptr(at), uintptr(ptr), uintptr(n), s.h)
-		}); err != nil {
-			return fmt.Errorf("cuda: rank %d: read to host: %w", d.opts.Rank, err)
-		}
-		slots[i] = off
-		off += align256(n)
 	}
 	if err := s.Synchronize(); err != nil {
 		return err
 	}
 	for i, at := range slots {
-		if at >= 0 && len(dsts[i]) > 0 {
+		if at >= 0 {
 			copy(dsts[i], unsafe.Slice((*byte)(unsafe.Add(b.host, at)), len(dsts[i])))
 		}
 	}
@@ -135,5 +125,5 @@ func (d *Device) closeBounce() error {
 	}
 	err := d.withCtx(func() error { return d.drv.MemFreeHost.Call1(uintptr(b.host)) })
 	b.host, b.size = nil, 0
-	return errors.Join(err)
+	return err
 }

@@ -37,9 +37,9 @@ type capture struct {
 	index   map[*stream]int
 	nodes   []node
 	nMarks  int
-	marked  []*event // events whose latest record is a mark, cleared at the end
-	err     error    // the first error that invalidated the capture
-	loops   []openLoop
+	marked  []*event  // events whose latest record is a mark, cleared at the end
+	err     error     // the first error that invalidated the capture
+	loop    *openLoop // the loop body being captured (bodies do not nest)
 	// sealed[m]: mark m was recorded in a loop body that has ended; as in
 	// CUDA (the body is a graph of its own), nothing outside may wait on it.
 	sealed []bool
@@ -107,7 +107,7 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 	d.capture = nil
 	d.mu.Unlock()
 	c.detach()
-	if c.err == nil && len(c.loops) > 0 {
+	if c.err == nil && c.loop != nil {
 		c.err = errors.New("a loop body begun in it was not ended (EndLoop)")
 	}
 	if c.err != nil {
@@ -201,7 +201,7 @@ func (c *capture) record(s *stream, w work) error {
 // checkLoopStream fails the capture when a loop body is open and s is not
 // its stream: a body is one stream's work. Called with c.mu held.
 func (c *capture) checkLoopStream(s *stream, call string) error {
-	if n := len(c.loops); n > 0 && c.loops[n-1].stream != s {
+	if c.loop != nil && c.loop.stream != s {
 		err := &runtime.CaptureError{Rank: c.dev.rank, Call: call,
 			Why: "a loop body captured for the device to repeat is one stream's work, and this is another stream"}
 		if c.err == nil {
@@ -231,10 +231,10 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.loops) > 0 { // as on cuda (runtime.LoopCapturer)
+	if c.loop != nil { // as on cuda (runtime.LoopCapturer)
 		return errorf(d.rank, "begin loop: inside another loop's body (device loops do not nest)")
 	}
-	c.loops = append(c.loops, openLoop{stream: s, trips: trips, start: len(c.nodes), marks: c.nMarks})
+	c.loop = &openLoop{stream: s, trips: trips, start: len(c.nodes), marks: c.nMarks}
 	return nil
 }
 
@@ -250,12 +250,11 @@ func (d *Device) EndLoop(rs runtime.Stream) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := len(c.loops)
-	if n == 0 || c.loops[n-1].stream != s {
+	if c.loop == nil || c.loop.stream != s {
 		return errorf(d.rank, "end loop: no loop body was begun on this stream")
 	}
-	l := c.loops[n-1]
-	c.loops = c.loops[:n-1]
+	l := c.loop
+	c.loop = nil
 	body := slices.Clone(c.nodes[l.start:])
 	c.nodes = append(c.nodes[:l.start], node{stream: c.index[s], mark: -1, wait: -1, loop: &loopNode{trips: l.trips, body: body}})
 	for len(c.sealed) < c.nMarks {
@@ -319,7 +318,7 @@ func (c *capture) waitEvent(s *stream, e *event) error {
 		c.err = &runtime.CaptureError{Rank: c.dev.rank, Call: "Stream.WaitEvent",
 			Why: "the event was recorded in a loop body the device repeats, which nothing outside the body may wait on"}
 	}
-	if n := len(c.loops); n > 0 && mark < c.loops[n-1].marks && c.err == nil {
+	if c.loop != nil && mark < c.loop.marks && c.err == nil {
 		c.err = &runtime.CaptureError{Rank: c.dev.rank, Call: "Stream.WaitEvent",
 			Why: "a loop body the device repeats waits on an event recorded outside it"}
 	}
