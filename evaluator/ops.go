@@ -508,7 +508,7 @@ func (r *rank) loop(f *frame, p *opPlan) error {
 	// Count the trips instead of testing i < to: i += step past the last
 	// trip may overflow int64 and wrap below to (a loop that never ends).
 	n := ir.LoopTrips(from, to, step)
-	if p.deviceLoop && r.capturing != nil {
+	if p.unroll > 0 && r.capturing != nil {
 		return r.deviceLoop(f, p, from, n)
 	}
 	for k, i := uint64(0), from; k < n; k++ {

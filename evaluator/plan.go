@@ -25,10 +25,10 @@ type opPlan struct {
 	body []*opPlan
 	// bodyArgs are the value ids of a loop body's arguments (its index).
 	bodyArgs []int
-	// deviceLoop: in graph mode the loop's body is captured once and the
-	// device repeats it (ir.IsDeviceLoop), unrolled unroll times a trip.
-	deviceLoop bool
-	unroll     uint64
+	// unroll: in graph mode the loop's body is captured once and the
+	// device repeats it (a device loop), unrolled unroll times a trip; 0
+	// for any other loop.
+	unroll uint64
 	// for Options.Trace, made at NewJob
 	code, pos string
 }
@@ -102,9 +102,7 @@ func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
 					o.bodyArgs = append(o.bodyArgs, id(a))
 				}
 				o.body = block(op.Body)
-				if o.deviceLoop = ir.IsDeviceLoop(op); o.deviceLoop {
-					o.unroll = ir.DeviceLoopUnroll(op)
-				}
+				o.unroll = ir.DeviceLoopUnroll(op) // 0: not a device loop
 			}
 			out = append(out, o)
 		}

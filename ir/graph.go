@@ -77,8 +77,17 @@ const deviceLoopBodyOps = 64
 
 // DeviceLoopUnroll is how many of loop op's trips one trip of its device
 // loop runs: enough to make the body about deviceLoopBodyOps ops, at
-// least 1, at most half the trips (so the device repeats it).
-func DeviceLoopUnroll(op *Op) uint64 { return loopFacts{}.of(op).unroll }
+// least 1, at most half the trips (so the device repeats it); 0 when op
+// is not a device loop.
+func DeviceLoopUnroll(op *Op) uint64 {
+	if op.Code != OpFor || op.Body == nil {
+		return 0
+	}
+	if li := (loopFacts{}).of(op); li.device {
+		return li.unroll
+	}
+	return 0
+}
 
 // DeviceLoopBlocker says why loop op's body cannot be captured once and
 // repeated by the device, "" when it can. Every trip must be the same
