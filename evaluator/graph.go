@@ -307,7 +307,7 @@ func (r *rank) closeGraph() error {
 }
 
 // deviceLoop captures loop p of n trips from index from, which the device
-// repeats (ir.IsDeviceLoop: its body reads no index, uses one stream and
+// repeats (ir.DeviceLoopUnroll: its body reads no index, uses one stream and
 // waits on nothing on the host): the body unrolled p.unroll times, once,
 // as a loop the graph runs n/p.unroll times, then the n%p.unroll trips
 // left unrolled after it.
@@ -332,8 +332,5 @@ func (r *rank) deviceLoop(f *frame, p *opPlan, from int64, n uint64) error {
 	if err = errors.Join(err, lc.EndLoop(s)); err != nil {
 		return err
 	}
-	if f.current != s {
-		return fmt.Errorf("a device loop's body left the stream it runs on")
-	}
-	return body(n % p.unroll)
+	return body(n % p.unroll) // the body kept to s: ir rules out stream ops in it
 }
