@@ -14,10 +14,34 @@ const (
 	AlgoRing                   // ring
 	AlgoCopyEngine             // copy_engine
 	AlgoNCCL                   // nccl
+	AlgoLL                     // ll: the low-latency protocol (flags in the data, no barrier)
 	numAlgos
 )
 
-var algoNames = [numAlgos]string{"auto", "one_shot", "two_shot", "ring", "copy_engine", "nccl"}
+var algoNames = [numAlgos]string{"auto", "one_shot", "two_shot", "ring", "copy_engine", "nccl", "ll"}
+
+// LLMaxBytes is the most data algo=ll sends from one rank to one peer in
+// one call (LLPieceBytes): the protocol stages every 8 bytes with two flag
+// words in the receiver's private staging, which holds this much per
+// sender. The checker rejects larger calls; auto picks ll only below it.
+const LLMaxBytes = 256 << 10
+
+// LLPieceBytes is how many bytes algo=ll sends from one rank to one peer
+// for collective op with local input and output sizes in and out (bytes)
+// on world ranks: the whole input for all_reduce and broadcast, the input
+// for all_gather, the output (one block) for reduce_scatter, one block of
+// the input for all_to_all.
+func LLPieceBytes(op Opcode, in, out int64, world int) int64 {
+	switch op.Info().Layout {
+	case LayoutGather:
+		return in
+	case LayoutScatter:
+		return out
+	case LayoutAllToAll:
+		return in / int64(max(world, 1))
+	}
+	return in
+}
 
 // String is the algorithm's word in the text format.
 func (a Algo) String() string {
@@ -92,4 +116,28 @@ func Words[T fmt.Stringer](xs []T) []string {
 		out[i] = x.String()
 	}
 	return out
+}
+
+// SizeLimited says whether a's collectives have a size limit (AlgoFits).
+func (a Algo) SizeLimited() bool { return a == AlgoLL }
+
+// AlgoFits says whether algorithm algo can run collective op with local
+// input and output sizes in and out (bytes) on world ranks: nil, or why
+// not (only ll has a size limit: LLFits).
+func AlgoFits(op Opcode, algo Algo, in, out int64, world int) error {
+	if algo == AlgoLL {
+		return LLFits(op, in, out, world)
+	}
+	return nil
+}
+
+// LLFits says whether algo=ll can run collective op with local input and
+// output sizes in and out (bytes) on world ranks: an error naming the
+// bytes each rank would send to a peer where that passes LLMaxBytes. The
+// checker, both runtimes and auto's choice ask it.
+func LLFits(op Opcode, in, out int64, world int) error {
+	if n := LLPieceBytes(op, in, out, world); n > LLMaxBytes {
+		return fmt.Errorf("algo=ll sends %d bytes from each rank to each peer here, above the %d it stages (ir.LLMaxBytes); use algo=auto or another algorithm for a tensor this large", n, LLMaxBytes)
+	}
+	return nil
 }

@@ -233,10 +233,34 @@ func (v *validator) collective(op *ir.Op) {
 			v.errs.Add(op.Pos, "%s: the result %s is annotated host memory; collectives work on device memory", op.Code, r)
 		}
 	}
+	v.algoFits(op)
 	if _, has := op.Attr("root"); has {
 		if k := op.Root(); k < 0 || k >= v.size {
 			v.errs.Add(op.Pos, "%s: root=%d is outside the mesh of %d ranks (0..%d)", op.Code, k, v.size, v.size-1)
 		}
+	}
+}
+
+// algoFits reports a collective too large for its algorithm (ir.AlgoFits:
+// algo=ll sending more to a peer than the protocol stages), a size known
+// before any rank runs.
+func (v *validator) algoFits(op *ir.Op) {
+	if !op.Algo().SizeLimited() {
+		return
+	}
+	in, out := op.Operands[0].Tensor(), op.Result().Tensor()
+	if in == nil || out == nil || v.badShard[op.Operands[0]] || v.badShard[op.Result()] {
+		return
+	}
+	bytes := func(t *ir.TensorType) int64 {
+		s, err := t.LocalShape(v.size)
+		if err != nil {
+			return 0
+		}
+		return ir.Product(s) * int64(t.DType.Size())
+	}
+	if err := ir.AlgoFits(op.Code, op.Algo(), bytes(in), bytes(out), v.size); err != nil {
+		v.errs.Add(op.Pos, "%s: %v", op.Code, err)
 	}
 }
 

@@ -512,7 +512,7 @@ var references = map[string]reference{
 	},
 	"all_gather_algos": func(c *refCtx) []map[string]tens {
 		x := c.in["x"]
-		return c.each(func(int) map[string]tens { return map[string]tens{"a": x, "b": x, "c": x, "d": x} })
+		return c.each(func(int) map[string]tens { return map[string]tens{"a": x, "b": x, "c": x, "d": x, "e": x} })
 	},
 	"all_reduce_algos": func(c *refCtx) []map[string]tens {
 		xs, is := c.allLocal("x"), c.allLocal("i")
@@ -527,6 +527,8 @@ var references = map[string]reference{
 			"min":  overRanks(xs, math.Min),
 			"prod": overRanks(xs, mul),
 			"isum": overRanks(is, add).as(ir.I32),
+			"llmax": overRanks(xs, math.Max),
+			"llsum": overRanks(is, add).as(ir.I32),
 		}
 		return c.each(func(int) map[string]tens { return out })
 	},
@@ -548,6 +550,8 @@ var references = map[string]reference{
 				"c": chunk(overRanks(us, math.Min), 0, r, D),
 				"d": chunk(avg, 1, r, D),
 				"e": chunk(overRanks(us, mul), 0, r, D),
+				"f": chunk(overRanks(us, add), 1, r, D),
+				"g": chunk(avg, 0, r, D),
 			}
 		})
 	},
@@ -560,6 +564,8 @@ var references = map[string]reference{
 				"b":    chunk(t, 1, r, c.D),
 				"back": chunk(t, 0, r, c.D),
 				"c":    chunk(v, 2, r, c.D),
+				"d":    chunk(t, 1, r, c.D),
+				"e":    chunk(v, 2, r, c.D),
 			}
 		})
 	},
@@ -576,6 +582,7 @@ var references = map[string]reference{
 				"b":  xs[2],
 				"b1": xs[0],
 				"b2": xs[3],
+				"b3": xs[1],
 				"r":  onRoot(r, 1, overRanks(xs, math.Max)),
 				"r1": onRoot(r, 0, overRanks(xs, add)),
 				"r2": onRoot(r, 2, overRanks(xs, mul)),

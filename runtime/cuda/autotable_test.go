@@ -98,6 +98,7 @@ func TestAutoFollowsTable(t *testing.T) {
 		entry("all_reduce", 1<<20, "one_shot"),
 		entry("all_gather", 1<<20, "copy_engine", "one_shot"),
 		entry("all_gather", 64<<20, "copy_engine"),
+		entry("reduce_scatter", 2<<20, "ll", "one_shot"),
 	}}
 	plan := func(op ir.Opcode, in, out *buffer, nIn, nOut int64) string {
 		t.Helper()
@@ -118,7 +119,8 @@ func TestAutoFollowsTable(t *testing.T) {
 		{"copy_engine reads the input remotely", ir.OpAllGather, glob, sym2, 1024, "one_shot"},
 		{"copy_engine fits", ir.OpAllGather, sym, sym2, 1024, "copy_engine"},
 		{"nothing fits: compiled-in choice", ir.OpAllGather, glob, sym2, 16 << 20, "one_shot"},
-		{"no entry: compiled-in choice", ir.OpReduceScatter, sym, glob2, 1024, "one_shot"},
+		{"no entry: compiled-in choice", ir.OpReduceScatter, sym, glob2, 1024, "ll"},
+		{"ll above ir.LLMaxBytes does not fit", ir.OpReduceScatter, sym, sym2, 1 << 20, "one_shot"},
 	} {
 		nOut := c.nIn
 		switch c.op {
@@ -131,7 +133,7 @@ func TestAutoFollowsTable(t *testing.T) {
 	}
 	// Without a table: the compiled-in choices.
 	d.comm.table = nil
-	assert.Equal(t, "one_shot", plan(ir.OpAllReduce, sym, sym2, 1024, 1024), "no table, small all_reduce")
+	assert.Equal(t, "ll", plan(ir.OpAllReduce, sym, sym2, 1024, 1024), "no table, small all_reduce")
 	assert.Equal(t, "two_shot", plan(ir.OpAllReduce, sym, sym2, 4<<20, 4<<20), "no table, large all_reduce")
 	assert.Equal(t, "copy_engine", plan(ir.OpAllGather, sym, sym2, 16<<20, 32<<20), "no table, large all_gather of a symmetric input")
 	assert.Equal(t, "one_shot", plan(ir.OpAllGather, glob, sym2, 16<<20, 32<<20), "no table, large all_gather of a global input")

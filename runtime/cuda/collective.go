@@ -137,25 +137,11 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 		}
 		return d.Copy(p.out, p.in, s)
 	}
-	var runErr error
-	switch p.impl {
-	case ir.AlgoNCCL:
-		runErr = d.runNCCL(p, s)
-	case ir.AlgoCopyEngine:
-		runErr = d.runCopyEngine(cs, ch, p, s)
-	case ir.AlgoRing:
-		if p.op == ir.OpAllGather {
-			runErr = d.runAllGatherRing(cs, ch, p, s)
-		} else {
-			runErr = d.runRing(cs, ch, p, s)
-		}
-	default:
-		if p.ll {
-			runErr = d.runLL(cs, ch, p, s)
-		} else {
-			runErr = d.runSymmetric(cs, ch, p, s)
-		}
+	run, ok := collAlgorithms[collKey{p.op, p.impl}]
+	if !ok {
+		return fmt.Errorf("cuda: rank %d: %s: no implementation of %s algo=%s (internal error)", d.opts.Rank, p.what, p.op, p.impl)
 	}
+	runErr := run(d, cs, ch, p, s)
 	if runErr != nil {
 		return fmt.Errorf("cuda: rank %d: %s (collective #%d, stream channel %d): %w", d.opts.Rank, p.what, seq, ch.idx, runErr)
 	}
@@ -168,6 +154,10 @@ func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
 		return nil
 	}
 	if _, err := d.commFunction(&cs.mods, "hir_barrier"); err != nil {
+		return err
+	}
+	if p.impl == ir.AlgoLL && p.reduce == ir.ReduceUnset {
+		_, err := d.commFunction(&cs.mods, "hir_ll_copy")
 		return err
 	}
 	if p.reduce == ir.ReduceUnset {

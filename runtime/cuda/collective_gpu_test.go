@@ -163,7 +163,7 @@ func collCases(D int) []collCase {
 	flat := [][]int64{{1}, {1003}, {131072}, {65541}} // 131072 bf16: the largest LL all_reduce (256 KiB)
 	// all_reduce: every algorithm x dtype x reduce op at an awkward size,
 	// then sizes for sum, and in-place.
-	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot, ir.AlgoRing, ir.AlgoAuto, ir.AlgoNCCL} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoTwoShot, ir.AlgoRing, ir.AlgoAuto, ir.AlgoNCCL, ir.AlgoLL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.F64, ir.I32, ir.I64} {
 			for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMax, ir.ReduceMin, ir.ReduceAvg, ir.ReduceProd} {
 				if red == ir.ReduceAvg && !dt.IsFloat() {
@@ -189,7 +189,7 @@ func collCases(D int) []collCase {
 		collCase{op: ir.OpAllReduce, algo: ir.AlgoRing, red: ir.ReduceAvg, dt: ir.BF16, in: []int64{1_000_003}, out: []int64{1_000_003}, iters: 4, alias: true},
 		collCase{op: ir.OpReduceScatter, algo: ir.AlgoRing, red: ir.ReduceSum, dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
 	// reduce_scatter.
-	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoAuto, ir.AlgoNCCL} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoAuto, ir.AlgoNCCL, ir.AlgoLL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.I32} {
 			for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMax, ir.ReduceAvg} {
 				if red == ir.ReduceAvg && !dt.IsFloat() {
@@ -204,7 +204,7 @@ func collCases(D int) []collCase {
 		}
 	}
 	// all_gather.
-	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoCopyEngine, ir.AlgoAuto, ir.AlgoNCCL} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoCopyEngine, ir.AlgoAuto, ir.AlgoNCCL, ir.AlgoLL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.I64, ir.Bool} {
 			for _, sh := range [][]int64{{1}, {1003}, {65541}, {3, 5}} {
 				axis := len(sh) - 1
@@ -221,7 +221,7 @@ func collCases(D int) []collCase {
 		}
 	}
 	// all_to_all: split axis 1 concatenated on 0, and the reverse.
-	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoAuto, ir.AlgoNCCL} {
+	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoAuto, ir.AlgoNCCL, ir.AlgoLL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16} {
 			cs = append(cs, collCase{op: ir.OpAllToAll, algo: algo, dt: dt, axis: 1, cat: 0, in: []int64{4, 3 * d}, out: []int64{4 * d, 3}, iters: 50})
 			cs = append(cs, collCase{op: ir.OpAllToAll, algo: algo, dt: dt, axis: 0, cat: 1, in: []int64{7 * d, 3}, out: []int64{7, 3 * d}, iters: 50})
@@ -242,7 +242,27 @@ func collCases(D int) []collCase {
 			}
 		}
 	}
-	return cs
+	// ll: broadcast from every root, bytes that are no whole line (bool,
+	// 3 elements), a reduce_scatter whose output overlaps the input (staged
+	// first), and an all_gather across a strided axis of
+	// odd bytes.
+	for root := 0; root < D; root++ {
+		cs = append(cs, collCase{op: ir.OpBroadcast, algo: ir.AlgoLL, dt: ir.BF16, root: root, in: []int64{1003}, out: []int64{1003}, iters: 50},
+			collCase{op: ir.OpBroadcast, algo: ir.AlgoLL, dt: ir.Bool, root: root, in: []int64{3}, out: []int64{3}, iters: 20})
+	}
+	cs = append(cs,
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.BF16, in: []int64{1003 * d}, out: []int64{1003}, iters: 20, alias: true},
+		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.Bool, axis: 1, in: []int64{5, 3}, out: []int64{5, 3 * d}, iters: 20},
+		collCase{op: ir.OpAllToAll, algo: ir.AlgoLL, dt: ir.BF16, axis: 1, cat: 0, in: []int64{5, 3 * d}, out: []int64{5 * d, 3}, iters: 20})
+	// ll runs only up to its size limit (ir.AlgoFits).
+	kept := cs[:0]
+	for _, c := range cs {
+		es := int64(c.dt.Size())
+		if ir.AlgoFits(c.op, c.algo, ir.Product(c.in)*es, ir.Product(c.out)*es, D) == nil {
+			kept = append(kept, c)
+		}
+	}
+	return kept
 }
 
 // collInput is rank r's input of input set k of case c.

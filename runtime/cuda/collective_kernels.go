@@ -56,6 +56,12 @@ const (
 	modeWave      = 16 // ring: run the steps in waves (ringWaveSlots)
 )
 
+// LL kernel flags (collArgs.Xtra): which sides allow whole 8-byte accesses.
+const (
+	llFastSrc = 1
+	llFastDst = 2
+)
+
 // Point-to-point inbox geometry: one inbox per ordered pair, in the
 // receiver's memory.
 const (

@@ -126,6 +126,9 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 		p.axis, p.concat = 0, 0
 	}
 	p.impl = d.resolveAlgo(p)
+	if err := ir.AlgoFits(c.Op, p.impl, c.In.Bytes(), c.Out.Bytes(), D); err != nil {
+		return fail("%v", err)
+	}
 	p.access = implAccess(c.Op, p.impl)
 	p.ll = c.Op == ir.OpAllReduce && p.impl == ir.AlgoOneShot && useLL(p, d.tune.LLMax)
 	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.kind == kindSym && d.tune.CEPush
@@ -206,12 +209,16 @@ func (d *Device) resolveAlgo(p *collPlan) ir.Algo {
 	return d.defaultAlgo(p)
 }
 
-// defaultAlgo is the compiled-in choice: one_shot everywhere, except
-// all_reduce above Tuning.AutoOneShotMax with a symmetric output, which
-// runs two_shot (same rank-order result, 1/D of the loads), and all_gather
-// of a symmetric input from Tuning.AutoCEMin bytes of output, which runs
-// copy_engine.
+// defaultAlgo is the compiled-in choice: ll where each rank sends each
+// peer at most Tuning.LLMax bytes (all_reduce's one_shot runs the same
+// kernel there), else one_shot, except all_reduce above
+// Tuning.AutoOneShotMax with a symmetric output, which runs two_shot (same
+// rank-order result, 1/D of the loads), and all_gather of a symmetric
+// input from Tuning.AutoCEMin bytes of output, which runs copy_engine.
 func (d *Device) defaultAlgo(p *collPlan) ir.Algo {
+	if _, ok := ir.LookupRule(p.op, ir.AlgoLL); ok && ir.LLPieceBytes(p.op, p.in.Bytes(), p.out.Bytes(), d.opts.WorldSize) <= d.tune.LLMax {
+		return ir.AlgoLL
+	}
 	switch p.op {
 	case ir.OpAllReduce:
 		if p.in.Bytes() > d.tune.AutoOneShotMax && p.outB.kind == kindSym {
@@ -257,6 +264,9 @@ func (d *Device) fits(p *collPlan, algo ir.Algo) bool {
 		}
 	}
 	if algo == ir.AlgoRing && p.op == ir.OpAllReduce && p.inPtr != p.outPtr && overlaps(p.in, p.inB, p.out, p.outB) {
+		return false
+	}
+	if ir.AlgoFits(p.op, algo, p.in.Bytes(), p.out.Bytes(), d.opts.WorldSize) != nil {
 		return false
 	}
 	return true

@@ -79,7 +79,8 @@ func TestPlanAuto(t *testing.T) {
 		n    int64
 		want string
 	}{
-		{sym2, 1024, "one_shot"},
+		{sym2, 1024, "ll"},
+		{glob, 1024, "ll"},
 		{sym2, 4 << 20, "two_shot"},
 		{glob, 4 << 20, "one_shot"},
 	} {
@@ -191,5 +192,20 @@ func TestRingSegmentsCoverChunks(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCUDARunsEveryRule: every (collective, algorithm) of ir's table but
+// auto has an implementation in collAlgorithms, and nothing else does.
+func TestCUDARunsEveryRule(t *testing.T) {
+	want := map[collKey]bool{}
+	for _, r := range ir.SymmetricRules() {
+		if r.Algo != ir.AlgoAuto {
+			want[collKey{r.Op, r.Algo}] = true
+			assert.NotNil(t, collAlgorithms[collKey{r.Op, r.Algo}], "%s algo=%s has no cuda implementation", r.Op, r.Algo)
+		}
+	}
+	for k := range collAlgorithms {
+		assert.True(t, want[k], "%s algo=%s is in collAlgorithms but not in ir's table", k.op, k.algo)
 	}
 }

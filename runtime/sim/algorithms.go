@@ -45,25 +45,30 @@ var algorithms = map[algoKey]simAlgo{
 	{ir.OpAllGather, ir.AlgoRing}:       {run: (*collJob).allGatherRing},
 	{ir.OpAllGather, ir.AlgoCopyEngine}: {run: (*collJob).allGatherCopyEngine},
 	{ir.OpAllGather, ir.AlgoNCCL}:       {run: (*collJob).allGatherStagedRing, slot: (*collJob).inputSlot},
+	{ir.OpAllGather, ir.AlgoLL}:         {run: (*collJob).allGatherLL, slot: (*collJob).inputSlot},
 
 	{ir.OpReduceScatter, ir.AlgoAuto}:    {run: (*collJob).reduceScatterOneShot},
 	{ir.OpReduceScatter, ir.AlgoOneShot}: {run: (*collJob).reduceScatterOneShot},
 	{ir.OpReduceScatter, ir.AlgoRing}:    {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
 	{ir.OpReduceScatter, ir.AlgoNCCL}:    {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
+	{ir.OpReduceScatter, ir.AlgoLL}:      {run: (*collJob).reduceScatterLL, slot: (*collJob).outputSlot},
 
 	{ir.OpAllReduce, ir.AlgoAuto}:    {run: (*collJob).allReduceOneShot},
 	{ir.OpAllReduce, ir.AlgoOneShot}: {run: (*collJob).allReduceOneShot},
 	{ir.OpAllReduce, ir.AlgoTwoShot}: {run: (*collJob).allReduceTwoShot},
 	{ir.OpAllReduce, ir.AlgoRing}:    {run: (*collJob).allReduceRing, slot: (*collJob).chunkSlot},
 	{ir.OpAllReduce, ir.AlgoNCCL}:    {run: (*collJob).allReduceRing, slot: (*collJob).chunkSlot},
+	{ir.OpAllReduce, ir.AlgoLL}:      {run: (*collJob).allReduceLL, slot: (*collJob).inputSlot},
 
 	{ir.OpAllToAll, ir.AlgoAuto}:    {run: (*collJob).allToAllOneShot},
 	{ir.OpAllToAll, ir.AlgoOneShot}: {run: (*collJob).allToAllOneShot},
 	{ir.OpAllToAll, ir.AlgoNCCL}:    {run: (*collJob).allToAllStaged, slot: (*collJob).blockSlot},
+	{ir.OpAllToAll, ir.AlgoLL}:      {run: (*collJob).allToAllStaged, slot: (*collJob).blockSlot},
 
 	{ir.OpBroadcast, ir.AlgoAuto}:    {run: (*collJob).broadcastOneShot},
 	{ir.OpBroadcast, ir.AlgoOneShot}: {run: (*collJob).broadcastOneShot},
 	{ir.OpBroadcast, ir.AlgoNCCL}:    {run: (*collJob).broadcastStaged, slot: (*collJob).inputSlot},
+	{ir.OpBroadcast, ir.AlgoLL}:      {run: (*collJob).broadcastStaged, slot: (*collJob).inputSlot},
 
 	{ir.OpReduce, ir.AlgoAuto}:    {run: (*collJob).reduceOneShot},
 	{ir.OpReduce, ir.AlgoOneShot}: {run: (*collJob).reduceOneShot},
@@ -366,6 +371,84 @@ func (j *collJob) reduceScatterRing(m *member) error {
 	}
 	es := j.in.esz()
 	j.out.unpack(0, work[b[r]*es:b[r+1]*es])
+	return m.finish()
+}
+
+// --- ll: every rank sends each peer its piece through the peer's
+// private staging (the GPU's kernel stores each 8 bytes with flags beside
+// them, so the data carries its own readiness); the receiver combines the
+// pieces in rank order. all_to_all and broadcast move exactly what their
+// staged versions move (allToAllStaged, broadcastStaged).
+
+// allReduceLL: every rank sends its whole input to every peer and reduces
+// the D inputs in rank order, as one_shot does.
+func (j *collJob) allReduceLL(m *member) error {
+	return j.reduceLL(m, func(int) *view { return j.in })
+}
+
+// reduceScatterLL: every rank sends block p of its input to rank p and
+// reduces the D blocks it receives in rank order, as one_shot does.
+func (j *collJob) reduceScatterLL(m *member) error {
+	k := j.out.shape[j.axis]
+	return j.reduceLL(m, func(p int) *view { return block(j.in, j.axis, p, k) })
+}
+
+// reduceLL sends piece(p) to each peer p, then folds this rank's own piece
+// and what each peer sent into one total in rank order 0..D-1.
+func (j *collJob) reduceLL(m *member, piece func(p int) *view) error {
+	D, r := j.d.rt.size, j.d.rank
+	n := j.out.n
+	for p := 0; p < D; p++ {
+		if p != r {
+			if err := m.send(p, piece(p).packed(0, n)); err != nil {
+				return err
+			}
+		}
+	}
+	var total acc
+	for q := 0; q < D; q++ {
+		var x acc
+		if q == r {
+			x = j.load(piece(r), 0, n)
+		} else if err := m.recv(q, n*j.in.esz(), func(staged []byte) error {
+			x = j.load(flatView(j.in.dt, staged), 0, n)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if q == 0 {
+			total = x
+		} else {
+			j.combine(total, x)
+		}
+	}
+	j.finalize(total)
+	j.store(j.out, 0, total)
+	return m.finish()
+}
+
+// allGatherLL: every rank sends its input to every peer and places what
+// rank q sent in block q of its output.
+func (j *collJob) allGatherLL(m *member) error {
+	D, r, k := j.d.rt.size, j.d.rank, j.in.shape[j.axis]
+	data := j.in.packed(0, j.in.n)
+	for p := 0; p < D; p++ {
+		if p != r {
+			if err := m.send(p, data); err != nil {
+				return err
+			}
+		}
+	}
+	block(j.out, j.axis, r, k).unpack(0, data)
+	for q := 0; q < D; q++ {
+		if q == r {
+			continue
+		}
+		dst := block(j.out, j.axis, q, k)
+		if err := m.recv(q, j.in.n*j.in.esz(), func(staged []byte) error { dst.unpack(0, staged); return nil }); err != nil {
+			return err
+		}
+	}
 	return m.finish()
 }
 

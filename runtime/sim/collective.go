@@ -112,6 +112,9 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	default:
 		j.axis, j.concat = 0, 0
 	}
+	if err := ir.AlgoFits(c.Op, algo, in.n*in.esz(), out.n*out.esz(), D); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
 	if access.ReadsInput && (in.buf.sym == nil || in.buf.view) {
 		return nil, fmt.Errorf("%s reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer %d is %s", name, in.buf.id, in.buf.kind())
 	}

@@ -137,6 +137,9 @@ func MeasureCollectives(rt *cuda.Runtime, o CollBenchOptions) ([]CollFigure, err
 					continue
 				}
 				for _, algo := range BenchAlgorithms(op) {
+					if ir.AlgoFits(op, algo, call.In.Bytes(), call.Out.Bytes(), D) != nil {
+						continue // ll above its size limit
+					}
 					call.Algo = algo
 					f := CollFigure{Op: op.String(), Algo: algo.String(), DType: dt.String(), World: D, Bytes: size, Iters: o.Iters(size)}
 					us, err := timeCollective(d, &call, s, ev, o.Warmups, f.Iters, o.Reps)

@@ -14,6 +14,8 @@ typedef long long i64;
 #define P2P_HEADER 4096
 #define CH_P2P_SEND 16
 #define CH_P2P_RECV 17
+#define LL_FAST_SRC 1
+#define LL_FAST_DST 2
 
 struct Lay { i64 run, pitch; };
 
@@ -301,6 +303,115 @@ extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s1(const __grid_co
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s2(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned short>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s4(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned int>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s8(const __grid_constant__ CollArgs a) { ag_ring_kernel<u64>(a); }
+
+// ---- LL: the low-latency protocol (algo=ll) ----
+// A rank stores each 8 bytes it sends to a peer as one 16-byte line, a
+// flag word beside each 4 bytes (one 16-byte store: the 8-byte halves are
+// single-copy atomic, so data and flag arrive together), into the peer's
+// staging; the peer polls its staging until the line carries this
+// launch's flag. No barrier before or after: the data carries its own
+// readiness. Staging: per channel and rank, [2 slots][world senders][seg
+// bytes]; launches alternate slots (ll_slot), so a slot is rewritten only
+// two LL launches later. That is safe because in every LL launch every
+// rank receives at least one line from every peer (a line of no data where
+// it has nothing to send, as broadcast's ranks do): a rank's launch k+1
+// waited for its peer's launch k+1, which began after the peer's launch k,
+// the last reader of the slot launch k+2 rewrites, had ended. Flags are the
+// launch's signal value, so a line left by an earlier launch never matches.
+__device__ __forceinline__ void st_ll(u64 p, unsigned d0, unsigned d1, unsigned flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag) : "memory");
+}
+
+// ll_slot is the launch's staging slot times the world (the slot's first
+// sender region): from a count kept beside the signal counters
+// (take_count), so graph replays alternate as eager launches do.
+__device__ __forceinline__ u64 ll_slot(const CollArgs& a) {
+  return (a.epochs ? take_count((u64*)a.epochs + MAXB, 1) & 1 : 0) * (u64)a.world;
+}
+
+// ll_wait polls one line until both its flags are flag. Every thread
+// polls its own lines, so the look at the host-mapped status word (has
+// another wait of this rank failed?) is rare and made by one lane per
+// warp: thousands of threads reading host memory over PCIe at once would
+// slow every poll down.
+__device__ bool ll_wait(const CollArgs& a, u64 p, unsigned flag, u64 want, int peer, unsigned* d0, unsigned* d1) {
+  u64 t0 = 0, tcheck = 0;
+  const bool lead = (threadIdx.x & 31) == 0;
+  for (unsigned spin = 0;; spin++) {
+    unsigned x, y, z, w;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(p) : "memory");
+    if (y == flag && w == flag) { *d0 = x; *d1 = z; return true; }
+    if (spin == 0) {
+      t0 = tcheck = gtimer();
+    } else if ((spin & 127) == 0) {
+      u64 now = gtimer();
+      if (now - t0 > a.timeout_ns) { report(a, a.channel, PL_DATA, peer, want); return false; }
+      if (lead && now - tcheck > 2000000) {
+        tcheck = now;
+        if (*(volatile u64*)a.status != 0) return false;
+      }
+    }
+  }
+}
+
+// ll_load / ll_store: bytes [8l, 8l+8) (fewer in the piece's last line) of
+// a piece of `bytes` bytes at base, laid out by L in bytes; one 8-byte
+// access where fast (base and L 8-byte aligned), else byte by byte.
+__device__ __forceinline__ u64 ll_load(u64 base, const Lay& L, i64 l, i64 bytes, bool fast) {
+  i64 b0 = 8 * l;
+  if (fast && b0 + 8 <= bytes) return *(const u64*)(base + lay(L, b0));
+  union { u64 u; unsigned char c[8]; } v;
+  v.u = 0;
+  for (int k = 0; k < 8 && b0 + k < bytes; k++) v.c[k] = *(const unsigned char*)(base + lay(L, b0 + k));
+  return v.u;
+}
+__device__ __forceinline__ void ll_store(u64 base, const Lay& L, i64 l, i64 bytes, bool fast, u64 x) {
+  i64 b0 = 8 * l;
+  if (fast && b0 + 8 <= bytes) { *(u64*)(base + lay(L, b0)) = x; return; }
+  union { u64 u; unsigned char c[8]; } v;
+  v.u = x;
+  for (int k = 0; k < 8 && b0 + k < bytes; k++) *(unsigned char*)(base + lay(L, b0 + k)) = v.c[k];
+}
+
+// hir_ll_copy: all_gather, all_to_all and broadcast through LL lines.
+// For each peer p, chunk[p] holds the lines to send to p (low 32 bits)
+// and to receive from p (high 32 bits), at least one each way; src[p] is
+// the piece sent to p (0: lines of no data), dst[q] where q's lines go
+// (0: dropped), src[rank] -> dst[rank] the rank's own piece, copied here
+// (unless 0 or the same place). Every piece is tail_end bytes, laid out
+// by ls (sources) and ld (destinations) in bytes; xtra says which of them
+// allow whole 8-byte accesses (LL_FAST_SRC, LL_FAST_DST).
+extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_constant__ CollArgs a) {
+  const u64 base = take_epoch(a);
+  const unsigned flag = (unsigned)(base + 1);
+  const int D = a.world, r = a.rank;
+  const u64 slot = ll_slot(a);
+  const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  const i64 bytes = a.tail_end;
+  const bool fs = (a.xtra & LL_FAST_SRC) != 0, fd = (a.xtra & LL_FAST_DST) != 0;
+  for (int k = 1; k < D; k++) {
+    int p = (r + k) % D;
+    i64 lines = a.chunk[p] & 0xffffffffll;
+    u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
+    for (i64 l = tid; l < lines; l += nthr) {
+      u64 v = a.src[p] ? ll_load(a.src[p], a.ls, l, bytes, fs) : 0;
+      st_ll(to + 16 * (u64)l, (unsigned)v, (unsigned)(v >> 32), flag);
+    }
+  }
+  if (a.src[r] && a.dst[r] && a.src[r] != a.dst[r]) {
+    for (i64 l = tid; 8 * l < bytes; l += nthr) ll_store(a.dst[r], a.ld, l, bytes, fd, ll_load(a.src[r], a.ls, l, bytes, fs));
+  }
+  for (int k = 1; k < D; k++) {
+    int q = (r + D - k) % D;
+    i64 lines = a.chunk[q] >> 32;
+    u64 from = a.stage[r] + (slot + q) * (u64)a.seg;
+    for (i64 l = tid; l < lines; l += nthr) {
+      unsigned d0, d1;
+      if (!ll_wait(a, from + 16 * (u64)l, flag, base + 1, q, &d0, &d1)) return;
+      if (a.dst[q]) ll_store(a.dst[q], a.ld, l, bytes, fd, (u64)d0 | ((u64)d1 << 32));
+    }
+  }
+}
 
 // ---- point to point ----
 // The inbox of a pair lives in the receiver's memory: data flags (one per

@@ -217,44 +217,26 @@ __device__ void reduce_kernel(const CollArgs& a) {
   }
 }
 
-// hir_ar_ll: all_reduce of small tensors in one pass with no barrier
-// (the LL protocol): every thread takes 8 bytes of its input, stores them
-// with a flag word beside each 4 bytes (one 16-byte store; 8-byte stores
-// are single-copy atomic, so data and flag arrive together) into every
-// peer's staging, then polls its own staging for every peer's line
-// carrying this launch's flag, reduces in rank order and writes its
-// output. Staging: per channel and rank, [2 slots][world][seg bytes];
-// launches alternate slots (xtra), so a slot is rewritten only two
-// launches later, when every peer has finished reading it (a peer's
-// next launch, whose data this launch waited for, started after its
-// previous one ended). Flags are this launch's signal value, so a line
-// left by an earlier launch never matches. n lines, tail_end elements.
-__device__ __forceinline__ void st_ll(u64 p, unsigned d0, unsigned d1, unsigned flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag) : "memory");
-}
-// ll_wait polls one line until both its flags are flag. Every thread
-// polls its own lines, so the look at the host-mapped status word (has
-// another wait of this rank failed?) is rare and made by one lane per
-// warp: thousands of threads reading host memory over PCIe at once would
-// slow every poll down.
-__device__ bool ll_wait(const CollArgs& a, u64 p, unsigned flag, u64 want, int peer, unsigned* d0, unsigned* d1) {
-  u64 t0 = 0, tcheck = 0;
-  const bool lead = (threadIdx.x & 31) == 0;
-  for (unsigned spin = 0;; spin++) {
-    unsigned x, y, z, w;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(p) : "memory");
-    if (y == flag && w == flag) { *d0 = x; *d1 = z; return true; }
-    if (spin == 0) {
-      t0 = tcheck = gtimer();
-    } else if ((spin & 127) == 0) {
-      u64 now = gtimer();
-      if (now - t0 > a.timeout_ns) { report(a, a.channel, PL_DATA, peer, want); return false; }
-      if (lead && now - tcheck > 2000000) {
-        tcheck = now;
-        if (*(volatile u64*)a.status != 0) return false;
-      }
-    }
-  }
+// ll_kernel (hir_ll_*): all_reduce and reduce_scatter through the LL
+// protocol of collective.cu (algo=ll, and all_reduce one_shot of small
+// tensors): every thread takes 8 bytes (E elements) of the piece for each
+// peer p (src[p], layout ls in elements: the whole input for all_reduce,
+// block p for reduce_scatter), stores them as LL lines into p's staging;
+// then, for each of its lines, reduces in rank order the pieces the peers
+// sent it and its own, and writes the result to dst[0] (contiguous). n
+// lines, tail_end elements per piece. Every thread handles the same lines
+// in both phases, so an output that is the input itself is read before it
+// is written; other overlaps are staged by the host. xtra & LL_FAST_SRC:
+// src and ls allow whole 8-byte loads.
+template <typename T, typename CT, int OP>
+__device__ __forceinline__ u64 ll_piece(const CollArgs& a, u64 src, i64 l, bool fast) {
+  const int E = 8 / (int)sizeof(T);
+  union Line { u64 u; T e[8 / sizeof(T)]; } m;
+  i64 e0 = l * E;
+  if (fast && e0 + E <= a.tail_end) return *(const u64*)(src + sizeof(T) * (u64)lay(a.ls, e0));
+  m.u = 0;
+  for (int k = 0; k < E && e0 + k < a.tail_end; k++) m.e[k] = ((const T*)src)[lay(a.ls, e0 + k)];
+  return m.u;
 }
 
 template <typename T, typename CT, int OP>
@@ -264,30 +246,23 @@ __device__ void ll_kernel(const CollArgs& a) {
   const u64 base = take_epoch(a);
   const unsigned flag = (unsigned)(base + 1);
   const int D = a.world, r = a.rank;
-  // Launches alternate staging slots by their count, kept beside the
-  // signal counters (take_count), so replays alternate too.
-  const u64 slot = (a.epochs ? take_count((u64*)a.epochs + MAXB, 1) & 1 : 0) * D;
-  const bool aligned = ((a.src[0] | a.dst[0]) & 7) == 0;
-  i64 nthr = (i64)gridDim.x * blockDim.x;
-  for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < a.n; l += nthr) {
-    i64 e0 = l * E;
-    int cnt = (int)imin(E, a.tail_end - e0);
-    Line m;
-    if (cnt == E && aligned) {
-      m.u = ((const u64*)a.src[0])[l];
-    } else {
-      m.u = 0;
-      for (int k = 0; k < cnt; k++) m.e[k] = ((const T*)a.src[0])[e0 + k];
+  const u64 slot = ll_slot(a);
+  const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
+  const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int k = 1; k < D; k++) {
+    int p = (r + k) % D;
+    u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
+    for (i64 l = tid; l < a.n; l += nthr) {
+      u64 v = ll_piece<T, CT, OP>(a, a.src[p], l, fast);
+      st_ll(to + 16 * (u64)l, (unsigned)v, (unsigned)(v >> 32), flag);
     }
-    for (int k = 1; k < D; k++) {
-      int p = (r + k) % D;
-      st_ll(a.stage[p] + (slot + r) * (u64)a.seg + 16 * (u64)l, m.w[0], m.w[1], flag);
-    }
+  }
+  for (i64 l = tid; l < a.n; l += nthr) {
     CT acc[8 / sizeof(T)];
     for (int q = 0; q < D; q++) {
       Line v;
       if (q == r) {
-        v.u = m.u;
+        v.u = ll_piece<T, CT, OP>(a, a.src[r], l, fast);
       } else if (!ll_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 16 * (u64)l, flag, base + 1, q, &v.w[0], &v.w[1])) {
         return;
       }
@@ -297,10 +272,11 @@ __device__ void ll_kernel(const CollArgs& a) {
     Line o;
 #pragma unroll
     for (int k = 0; k < E; k++) o.e[k] = Store<T>::st(finish<OP>(acc[k], D));
-    if (cnt == E && aligned) {
+    i64 e0 = l * E;
+    if (out_fast && e0 + E <= a.tail_end) {
       ((u64*)a.dst[0])[l] = o.u;
     } else {
-      for (int k = 0; k < cnt; k++) ((T*)a.dst[0])[e0 + k] = o.e[k];
+      for (int k = 0; k < E && e0 + k < a.tail_end; k++) ((T*)a.dst[0])[e0 + k] = o.e[k];
     }
   }
 }
