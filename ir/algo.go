@@ -24,7 +24,7 @@ var algoNames = [numAlgos]string{"auto", "one_shot", "two_shot", "ring", "copy_e
 // one call (LLPieceBytes): the protocol stages every 8 bytes with two flag
 // words in the receiver's private staging, which holds this much per
 // sender. The checker rejects larger calls; auto picks ll only below it.
-const LLMaxBytes = 256 << 10
+const LLMaxBytes = 1 << 20
 
 // LLPieceBytes is how many bytes algo=ll sends from one rank to one peer
 // for collective op with local input and output sizes in and out (bytes)

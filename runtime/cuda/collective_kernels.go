@@ -82,8 +82,9 @@ const ringSlotPad = 128
 // LL staging (hir_ar_ll): per channel and rank, 2 slots × world senders ×
 // llSeg bytes; each 16-byte line carries 8 bytes of data and two flags.
 const (
-	llCapBytes = 256 << 10      // the most data one LL all_reduce moves
-	llSeg      = 2 * llCapBytes // staging bytes per (slot, sender)
+	llCapBytes   = ir.LLMaxBytes  // the most data an LL launch sends one peer
+	llSeg        = 2 * llCapBytes // staging bytes per (slot, sender)
+	oneShotLLMax = 256 << 10      // Tuning.LLMax's default
 	llThreads  = 256
 )
 

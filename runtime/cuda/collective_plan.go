@@ -209,14 +209,13 @@ func (d *Device) resolveAlgo(p *collPlan) ir.Algo {
 	return d.defaultAlgo(p)
 }
 
-// defaultAlgo is the compiled-in choice: ll where each rank sends each
-// peer at most Tuning.LLMax bytes (all_reduce's one_shot runs the same
-// kernel there), else one_shot, except all_reduce above
+// defaultAlgo is the compiled-in choice: ll where it fits (each rank
+// sends each peer at most ir.LLMaxBytes), else one_shot, except all_reduce above
 // Tuning.AutoOneShotMax with a symmetric output, which runs two_shot (same
 // rank-order result, 1/D of the loads), and all_gather of a symmetric
 // input from Tuning.AutoCEMin bytes of output, which runs copy_engine.
 func (d *Device) defaultAlgo(p *collPlan) ir.Algo {
-	if _, ok := ir.LookupRule(p.op, ir.AlgoLL); ok && ir.LLPieceBytes(p.op, p.in.Bytes(), p.out.Bytes(), d.opts.WorldSize) <= d.tune.LLMax {
+	if d.fits(p, ir.AlgoLL) {
 		return ir.AlgoLL
 	}
 	switch p.op {

@@ -423,6 +423,7 @@ func init() { scenarios["tp-block-bench"] = tpBlockBenchScenario }
 // part: all_gather of the sequence shards, matmul by this rank's column
 // block of W1, gelu, matmul by its row block of W2, reduce_scatter of the
 // partial sums, residual. scripts/tp_block_peer.py is the same in PyTorch.
+// The collectives run algo=one_shot; tpBlockLL is the same with algo=ll.
 const tpBlock = `mesh 2
 input %x : bf16[64/DIDx, 1024] symmetric
 input %w1 : bf16[1024, 2048]
@@ -439,8 +440,10 @@ for %i = 0 to 20 {
 output %o
 `
 
+var tpBlockLL = strings.ReplaceAll(tpBlock, "algo=one_shot", "algo=ll")
+
 // BenchmarkTPBlock: the block's time per iteration on 2 ranks, eager and
-// in graph mode (rank 0 prints them).
+// in graph mode, with one_shot's and ll's collectives (rank 0 prints them).
 func BenchmarkTPBlock(b *testing.B) {
 	needGPUs(b, 2)
 	for _, r := range runRanks(b, 2, "tp-block-bench") {
@@ -492,7 +495,10 @@ func tpBlockBenchScenario() error {
 		return err
 	}
 	defer rt.Close()
-	return tpBlockRuns(rt, d, "tp_block.hir", tpBlock, "tp-block")
+	if err := tpBlockRuns(rt, d, "tp_block.hir", tpBlock, "tp-block"); err != nil {
+		return err
+	}
+	return tpBlockRuns(rt, d, "tp_block_ll.hir", tpBlockLL, "tp-block-ll")
 }
 
 // tpBlockRuns prints src's time per loop iteration, eager and in graph

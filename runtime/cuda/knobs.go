@@ -52,8 +52,8 @@ type Tuning struct {
 // DefaultTuning is the Tuning with no variable set.
 func DefaultTuning() Tuning {
 	return Tuning{
-		AutoOneShotMax: llCapBytes,
-		LLMax:          llCapBytes,
+		AutoOneShotMax: oneShotLLMax,
+		LLMax:          oneShotLLMax,
 		CEPush:         true,
 		TwoShotCEMin:   128 << 20,
 		AutoCEMin:      64 << 20,

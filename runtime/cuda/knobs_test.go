@@ -32,7 +32,7 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_CUDA_CHECK_LAUNCHES", "1")
 	t.Setenv("HIR_CUBLAS_WORKSPACE", "0")
 	want := def
-	want.AutoOneShotMax, want.LLMax, want.Blocks, want.CEPush = 0, 256<<10, 7, false
+	want.AutoOneShotMax, want.LLMax, want.Blocks, want.CEPush = 0, llCapBytes, 7, false
 	want.RingBlocks, want.RingSeg, want.RingSlots, want.RingWave = maxBlocks, 4096, 2, false
 	want.Matmul, want.CheckLaunches, want.BlasWorkspace = "tiled", true, 0
 	require.Equal(t, want, TuningFromEnv())
