@@ -252,6 +252,10 @@ func collCases(D int) []collCase {
 	}
 	cs = append(cs,
 		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.BF16, in: []int64{1003 * d}, out: []int64{1003}, iters: 20, alias: true},
+		// Above Tuning.LLTwoShotMin: two hops on more than two ranks.
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.F32, in: []int64{200003}, out: []int64{200003}, iters: 10, alias: true},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceMax, dt: ir.BF16, in: []int64{300001}, out: []int64{300001}, iters: 10},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceAvg, dt: ir.F16, in: []int64{524288}, out: []int64{524288}, iters: 10},
 		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.Bool, axis: 1, in: []int64{5, 3}, out: []int64{5, 3 * d}, iters: 20},
 		collCase{op: ir.OpAllToAll, algo: ir.AlgoLL, dt: ir.BF16, axis: 1, cat: 0, in: []int64{5, 3 * d}, out: []int64{5 * d, 3}, iters: 20})
 	// ll runs only up to its size limit (ir.AlgoFits).

@@ -185,6 +185,10 @@ func llKernelName(dt ir.DType, op ir.ReduceOp) string {
 	return "hir_ll_" + dt.String() + "_" + op.String()
 }
 
+func ll2KernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_ll2_" + dt.String() + "_" + op.String()
+}
+
 // moveModuleSource is the data-movement module's source.
 func moveModuleSource() string { return commonSource() }
 

@@ -101,6 +101,14 @@ func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64
 		a.Dst[0] = p.outPtr
 		a.N, a.TailEnd = lines, n
 		name = llKernelName(p.dt, p.reduce)
+		if p.op == ir.OpAllReduce && d.llTwoShot(p.in.Bytes()) {
+			// Two hops: chunk c of the lines is reduced on rank c.
+			for c := 0; c <= D; c++ {
+				a.Chunk[c] = lines * int64(c) / int64(D)
+			}
+			name = ll2KernelName(p.dt, p.reduce)
+			lines = (lines + int64(D) - 1) / int64(D) // the widest chunk sizes the grid
+		}
 	default:
 		// hir_ll_copy, in bytes: every peer gets a piece of the same size
 		// (bytes), and at least one line each way (a line of no data
@@ -176,4 +184,10 @@ func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64
 	ch.take(&a, 1, p.what) // the staging slot alternates on the device (take_count)
 	cs.mu.Unlock()
 	return d.launchArgs(f, grid, llThreads, s, &a)
+}
+
+// llTwoShot says whether an LL all_reduce of n bytes runs in two hops
+// (Tuning.LLTwoShotMin): on two ranks one hop moves the same bytes.
+func (d *Device) llTwoShot(n int64) bool {
+	return d.opts.WorldSize > 2 && d.tune.LLTwoShotMin >= 0 && n > d.tune.LLTwoShotMin
 }

@@ -120,7 +120,7 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 				continue
 			}
 			mod := "hir_comm_reduce_" + dt.String()
-			for _, name := range []string{reduceKernelName(dt, op, true), reduceKernelName(dt, op, false), ringKernelName(dt, op), llKernelName(dt, op)} {
+			for _, name := range []string{reduceKernelName(dt, op, true), reduceKernelName(dt, op, false), ringKernelName(dt, op), llKernelName(dt, op), ll2KernelName(dt, op)} {
 				want[name] = mod
 			}
 		}

@@ -50,6 +50,8 @@ func llReplaysScenario() error {
 		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, pair{[]int64{3, 7 * D}, []int64{3 * D, 7}}},
 		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: world - 1}, pair{[]int64{k}, []int64{k}}},
 		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceMax}, pair{[]int64{k}, []int64{k}}},
+		// two hops on more than two ranks (Tuning.LLTwoShotMin)
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{150001}, []int64{150001}}},
 	}
 	calls := make([]*runtime.CollectiveCall, len(shapes))
 	var ins, outs []runtime.Tensor

@@ -18,6 +18,11 @@ type Tuning struct {
 	// LLMax is the largest all_reduce (bytes) one_shot runs through the LL
 	// kernel, at most llCapBytes; 0 turns it off (HIR_COLL_LL_MAX).
 	LLMax int64
+	// LLTwoShotMin is the smallest all_reduce (bytes) the LL protocol
+	// runs in two hops (hir_ll2: reduce-scatter, then all-gather) on
+	// more than two ranks; 0: always on more than two, negative: never
+	// (HIR_COLL_LL_TWO_SHOT_MIN).
+	LLTwoShotMin int64
 	// Blocks caps a collective kernel's grid; 0: one block per
 	// multiprocessor (HIR_COLL_BLOCKS). At most maxBlocks either way.
 	Blocks int
@@ -54,6 +59,7 @@ func DefaultTuning() Tuning {
 	return Tuning{
 		AutoOneShotMax: oneShotLLMax,
 		LLMax:          oneShotLLMax,
+		LLTwoShotMin:   256 << 10,
 		CEPush:         true,
 		TwoShotCEMin:   128 << 20,
 		AutoCEMin:      64 << 20,
@@ -71,6 +77,9 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_COLL_LL_MAX"); ok && v >= 0 {
 		t.LLMax = min(v, llCapBytes)
+	}
+	if v, ok := envInt("HIR_COLL_LL_TWO_SHOT_MIN"); ok {
+		t.LLTwoShotMin = v
 	}
 	if v, err := strconv.Atoi(os.Getenv("HIR_COLL_BLOCKS")); err == nil && v > 0 {
 		t.Blocks = v

@@ -239,6 +239,21 @@ __device__ __forceinline__ u64 ll_piece(const CollArgs& a, u64 src, i64 l, bool 
   return m.u;
 }
 
+// ll_put_line stores line l (E elements, fewer at the tail) of the
+// contiguous output dst[0].
+template <typename T>
+__device__ __forceinline__ void ll_put_line(const CollArgs& a, i64 l, u64 x, bool fast) {
+  const int E = 8 / (int)sizeof(T);
+  union { u64 u; T e[8 / sizeof(T)]; } o;
+  o.u = x;
+  i64 e0 = l * E;
+  if (fast && e0 + E <= a.tail_end) {
+    ((u64*)a.dst[0])[l] = x;
+  } else {
+    for (int k = 0; k < E && e0 + k < a.tail_end; k++) ((T*)a.dst[0])[e0 + k] = o.e[k];
+  }
+}
+
 template <typename T, typename CT, int OP>
 __device__ void ll_kernel(const CollArgs& a) {
   const int E = 8 / (int)sizeof(T);
@@ -272,11 +287,67 @@ __device__ void ll_kernel(const CollArgs& a) {
     Line o;
 #pragma unroll
     for (int k = 0; k < E; k++) o.e[k] = Store<T>::st(finish<OP>(acc[k], D));
-    i64 e0 = l * E;
-    if (out_fast && e0 + E <= a.tail_end) {
-      ((u64*)a.dst[0])[l] = o.u;
-    } else {
-      for (int k = 0; k < E && e0 + k < a.tail_end; k++) ((T*)a.dst[0])[e0 + k] = o.e[k];
+    ll_put_line<T>(a, l, o.u, out_fast);
+  }
+}
+
+// ll2_kernel (hir_ll2_*): all_reduce through LL lines in two hops, for
+// larger tensors on more ranks (each rank sends 2(D-1)/D of the tensor
+// rather than D-1 times it): chunk c is lines [chunk[c], chunk[c+1]) of
+// the flat tensor (tail_end elements). Rank r sends chunk p of its input
+// to rank p (the first half of each staging region), reduces chunk r in
+// rank order as ll_kernel does, writes it to its output and sends it to
+// every peer (the second half), then writes the peers' reduced chunks as
+// they arrive. A line is read (hop one) and written (hop three) by the same
+// thread, so the output may be the input itself.
+template <typename T, typename CT, int OP>
+__device__ void ll2_kernel(const CollArgs& a) {
+  const int E = 8 / (int)sizeof(T);
+  union Line { u64 u; unsigned w[2]; T e[8 / sizeof(T)]; };
+  const u64 base = take_epoch(a);
+  const unsigned flag = (unsigned)(base + 1);
+  const int D = a.world, r = a.rank;
+  const u64 slot = ll_slot(a);
+  const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
+  const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 half = (u64)a.seg / 2;
+  for (int k = 1; k < D; k++) {
+    int p = (r + k) % D;
+    u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
+    for (i64 l = a.chunk[p] + tid; l < a.chunk[p + 1]; l += nthr) {
+      u64 v = ll_piece<T, CT, OP>(a, a.src[0], l, fast);
+      st_ll(to + 16 * (u64)(l - a.chunk[p]), (unsigned)v, (unsigned)(v >> 32), flag);
+    }
+  }
+  for (i64 l = a.chunk[r] + tid; l < a.chunk[r + 1]; l += nthr) {
+    const u64 at = 16 * (u64)(l - a.chunk[r]);
+    CT acc[8 / sizeof(T)];
+    for (int q = 0; q < D; q++) {
+      Line v;
+      if (q == r) {
+        v.u = ll_piece<T, CT, OP>(a, a.src[0], l, fast);
+      } else if (!ll_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + at, flag, base + 1, q, &v.w[0], &v.w[1])) {
+        return;
+      }
+#pragma unroll
+      for (int k = 0; k < E; k++) acc[k] = q == 0 ? (CT)load_c(v.e[k]) : Combine<OP>::f(acc[k], (CT)load_c(v.e[k]));
+    }
+    Line o;
+#pragma unroll
+    for (int k = 0; k < E; k++) o.e[k] = Store<T>::st(finish<OP>(acc[k], D));
+    for (int k = 1; k < D; k++) {
+      int p = (r + k) % D;
+      st_ll(a.stage[p] + (slot + r) * (u64)a.seg + half + at, o.w[0], o.w[1], flag);
+    }
+    ll_put_line<T>(a, l, o.u, out_fast);
+  }
+  for (int k = 1; k < D; k++) {
+    int q = (r + D - k) % D;
+    u64 from = a.stage[r] + (slot + q) * (u64)a.seg + half;
+    for (i64 l = a.chunk[q] + tid; l < a.chunk[q + 1]; l += nthr) {
+      Line v;
+      if (!ll_wait(a, from + 16 * (u64)(l - a.chunk[q]), flag, base + 1, q, &v.w[0], &v.w[1])) return;
+      ll_put_line<T>(a, l, v.u, out_fast);
     }
   }
 }
