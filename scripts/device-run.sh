@@ -63,7 +63,8 @@ fi
 
 # LL and the collective sweep (issue 19): the LL replay tests, TestCollectives
 # on 2 and 4 GPUs, then `hirrun bench --graph` on 2 and on 4 GPUs (JSON
-# records in $OUT/bench-x2.json, -x4.json; HIR_BENCH_MAX, default 1GiB).
+# records in $OUT/bench-x2.json, -x4.json; HIR_BENCH_MAX, default 1GiB;
+# HIR_BENCH_WORLDS, default "2 4"; HIR_LL_TP=0 skips the TP block).
 # HIR_LL_ONLY=1 runs only this block; HIR_LL_SKIP_TESTS=1 only the sweeps.
 if [ "${HIR_LL_ONLY:-0}" = 1 ]; then
   if [ "${HIR_LL_SKIP_TESTS:-0}" != 1 ]; then
@@ -74,14 +75,14 @@ if [ "${HIR_LL_ONLY:-0}" = 1 ]; then
     grep -E '^ *FAIL rank|stopping after|exited with' "$out/coll-tests.log" | head -12 | cut -c1-300 | tr '|' '/' | while read -r l; do row "collectives failure" "$l"; done
   fi
   # BenchmarkTPBlock (one_shot and ll collectives) and its PyTorch peer.
-  if [ "$gpus" -ge 2 ]; then
+  if [ "$gpus" -ge 2 ] && [ "${HIR_LL_TP:-1}" = 1 ]; then
     CUDA_VISIBLE_DEVICES=0,1 timeout 150 "$bin/cuda.test" -test.run='^$' -test.bench='^BenchmarkTPBlock$' -test.benchtime=1x -test.timeout=145s >"$out/tp-block.log" 2>&1
     row "BenchmarkTPBlock" "exit $?"
     CUDA_VISIBLE_DEVICES=0,1 timeout 120 python3 -m torch.distributed.run --nproc_per_node=2 scripts/tp_block_peer.py >"$out/tp-block-peer.log" 2>&1
     row "tp_block_peer.py" "exit $?"
     grep -hE '^(tp-block|peer )' "$out/tp-block.log" "$out/tp-block-peer.log" | tr '|' '/' | while read -r l; do row "tp block" "$l"; done
   fi
-  for w in 2 4; do
+  for w in ${HIR_BENCH_WORLDS:-2 4}; do
     [ "$gpus" -ge "$w" ] || continue
     vis=$(seq -s, 0 $((w - 1)))
     CUDA_VISIBLE_DEVICES=$vis timeout 280 "$bin/hirrun" bench --nproc "$w" --graph --no-save --max-size "${HIR_BENCH_MAX:-1GiB}" --format json >"$out/bench-x$w.json" 2>"$out/bench-x$w.err"

@@ -209,3 +209,46 @@ func TestCUDARunsEveryRule(t *testing.T) {
 		assert.True(t, want[k], "%s algo=%s is in collAlgorithms but not in ir's table", k.op, k.algo)
 	}
 }
+
+// TestChannelsComeBack: a closed stream gives its channel back, the lowest
+// free number goes to the next new stream (the same on every rank whatever
+// order the streams closed in), and a process that makes and closes many
+// jobs' streams never runs out (issue 20: the overlap benchmark's fifth
+// job stopped with "more than 16 streams").
+func TestChannelsComeBack(t *testing.T) {
+	c := &commState{chans: map[*stream]*commChannel{}, plans: map[planKey]*collPlan{}}
+	streams := make([]*stream, maxChannels)
+	for i := range streams {
+		streams[i] = &stream{}
+		ch, err := c.channel(streams[i], 0)
+		require.NoError(t, err)
+		assert.Equal(t, i, ch.idx)
+	}
+	_, err := c.channel(&stream{}, 0)
+	require.ErrorContains(t, err, "more than 16 streams", "a 17th stream while 16 are open")
+	c.plans[planKey{s: streams[5]}] = &collPlan{}
+	c.releaseChannel(streams[5])
+	c.releaseChannel(streams[2])
+	assert.Empty(t, c.plans, "the closed stream's plans")
+	for _, want := range []int{2, 5} {
+		ch, err := c.channel(&stream{}, 0)
+		require.NoError(t, err)
+		assert.Equal(t, want, ch.idx)
+	}
+	for _, s := range streams[:3] {
+		c.releaseChannel(s)
+	}
+	for job := 0; job < 100; job++ {
+		var open []*stream
+		for i := 0; i < 3; i++ {
+			s := &stream{}
+			_, err := c.channel(s, 0)
+			require.NoError(t, err, "job %d", job)
+			open = append(open, s)
+		}
+		// this job's streams, closed: 3 numbers come back each time
+		for _, s := range open {
+			c.releaseChannel(s)
+		}
+	}
+}

@@ -68,6 +68,7 @@ type commState struct {
 // kernels use.
 type commChannel struct {
 	idx       int
+	free      bool // its stream closed: the next new stream takes it
 	epoch     uint64
 	seq       uint64 // the collective being launched (cs.seq), for messages
 	log       []launchRecord
@@ -192,12 +193,22 @@ func (d *Device) ensureStatusLocked() error {
 	return nil
 }
 
-// channel returns s's channel, assigning the next free one on first use.
-// Every rank runs the same collectives on matching streams in the same
-// order, so channel numbers agree across ranks. Called with c.mu held.
+// channel returns s's channel, assigning on first use the free channel
+// of the lowest number (one a closed stream gave back: releaseChannel),
+// else a new one. Every rank runs the same collectives on matching streams
+// in the same order and closes the same streams, so channel numbers agree
+// across ranks. A reused channel keeps its counters and staging. Called
+// with c.mu held.
 func (c *commState) channel(s *stream, rank int) (*commChannel, error) {
 	if ch, ok := c.chans[s]; ok {
 		return ch, nil
+	}
+	for _, ch := range c.chanList {
+		if ch.free {
+			ch.free = false
+			c.chans[s] = ch
+			return ch, nil
+		}
 	}
 	if len(c.chanList) >= maxChannels {
 		return nil, fmt.Errorf("cuda: rank %d: collectives ran on more than %d streams; symmetric-memory collectives have %d channels", rank, maxChannels, maxChannels)
@@ -206,6 +217,26 @@ func (c *commState) channel(s *stream, rank int) (*commChannel, error) {
 	c.chans[s] = ch
 	c.chanList = append(c.chanList, ch)
 	return ch, nil
+}
+
+// releaseChannel gives back the channel of a stream that is closing (its
+// work done: stream.destroy synchronises first), so a process that makes
+// and closes many jobs never runs out of channels; the stream's cached
+// plans go with it.
+func (c *commState) releaseChannel(s *stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.chans[s]
+	if !ok {
+		return
+	}
+	delete(c.chans, s)
+	ch.free = true
+	for k := range c.plans {
+		if k.s == s {
+			delete(c.plans, k)
+		}
+	}
 }
 
 // padsFor is every rank's pad region of channel ch, as mapped here.

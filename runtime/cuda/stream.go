@@ -109,6 +109,7 @@ func (s *stream) destroy() error {
 		if err := s.dev.drv.StreamSynchronize.Call1(s.h); err != nil {
 			return err
 		}
+		s.dev.comm.releaseChannel(s)
 		return s.dev.drv.StreamDestroy.Call1(s.h)
 	})
 }
