@@ -235,7 +235,7 @@ func TestChannelsComeBack(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, ch.idx)
 	}
-	for _, s := range streams[:3] {
+	for _, s := range streams[6:9] {
 		c.releaseChannel(s)
 	}
 	for job := 0; job < 100; job++ {
