@@ -91,7 +91,11 @@ func (s *stream) Close() error {
 	if s.def {
 		return nil
 	}
-	return s.destroy()
+	err := s.destroy()
+	// After destroy (which waits for the stream's work), not inside it:
+	// the comm teardown destroys its own side streams holding comm.mu.
+	s.dev.comm.releaseChannel(s)
+	return err
 }
 
 func (s *stream) destroy() error {
@@ -109,7 +113,6 @@ func (s *stream) destroy() error {
 		if err := s.dev.drv.StreamSynchronize.Call1(s.h); err != nil {
 			return err
 		}
-		s.dev.comm.releaseChannel(s)
 		return s.dev.drv.StreamDestroy.Call1(s.h)
 	})
 }
