@@ -54,6 +54,11 @@ type AutoEntry struct {
 	Bytes  int64              `json:"bytes"`
 	Ranked []string           `json:"ranked"`
 	Micros map[string]float64 `json:"us,omitempty"` // time per call of each algorithm
+	// RankedGraph is the ranking replayed from CUDA graphs (hirrun bench
+	// --graph), which a call captured into a graph follows: a replay has
+	// no host cost, so another algorithm may win there. Empty: Ranked.
+	RankedGraph []string           `json:"ranked_graph,omitempty"`
+	GraphMicros map[string]float64 `json:"graph_us,omitempty"`
 }
 
 // DTypeClass is the class a dtype's figures are filed under: its element
@@ -97,17 +102,21 @@ func ParseAutoTable(data []byte) (*AutoTable, error) {
 		if !ok || !op.IsCollective() || e.World < 1 || e.Bytes <= 0 {
 			continue
 		}
-		var ranked []string
-		for _, w := range e.Ranked {
-			a, ok := ir.ParseAlgo(w)
-			if _, known := ir.LookupRule(op, a); ok && known && a != ir.AlgoAuto {
-				ranked = append(ranked, w)
+		known := func(words []string) []string {
+			var out []string
+			for _, w := range words {
+				a, ok := ir.ParseAlgo(w)
+				if _, has := ir.LookupRule(op, a); ok && has && a != ir.AlgoAuto {
+					out = append(out, w)
+				}
 			}
+			return out
 		}
+		ranked := known(e.Ranked)
 		if len(ranked) == 0 {
 			continue
 		}
-		e.Ranked = ranked
+		e.Ranked, e.RankedGraph = ranked, known(e.RankedGraph)
 		kept = append(kept, e)
 	}
 	t.Entries = kept
@@ -130,6 +139,12 @@ func LoadAutoTable(path string) (*AutoTable, error) {
 // dt moving bytes (as benchBytes counts them), or nil when it has none.
 // Words that name no algorithm are left out (LoadAutoTable drops them).
 func (t *AutoTable) Ranked(op ir.Opcode, world int, dt ir.DType, bytes int64) []ir.Algo {
+	return t.RankedFor(op, world, dt, bytes, false)
+}
+
+// RankedFor is Ranked for a call run eagerly or, with graph, captured into
+// a CUDA graph: the graph ranking where the entry has one.
+func (t *AutoTable) RankedFor(op ir.Opcode, world int, dt ir.DType, bytes int64, graph bool) []ir.Algo {
 	if t == nil {
 		return nil
 	}
@@ -153,8 +168,12 @@ func (t *AutoTable) Ranked(op ir.Opcode, world int, dt ir.DType, bytes int64) []
 	if best == nil {
 		return nil
 	}
-	out := make([]ir.Algo, 0, len(best.Ranked))
-	for _, w := range best.Ranked {
+	words := best.Ranked
+	if graph && len(best.RankedGraph) > 0 {
+		words = best.RankedGraph
+	}
+	out := make([]ir.Algo, 0, len(words))
+	for _, w := range words {
 		if a, ok := ir.ParseAlgo(w); ok {
 			out = append(out, a)
 		}

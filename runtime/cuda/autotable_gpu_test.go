@@ -66,7 +66,7 @@ func collAutoScenario() error {
 				if err := d.Collective(&call, s); err != nil {
 					return err
 				}
-				p, err := d.planCollective(&call)
+				p, err := d.planCollective(&call, false)
 				if err != nil {
 					return err
 				}

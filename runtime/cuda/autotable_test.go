@@ -102,7 +102,7 @@ func TestAutoFollowsTable(t *testing.T) {
 	}}
 	plan := func(op ir.Opcode, in, out *buffer, nIn, nOut int64) string {
 		t.Helper()
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)})
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)}, false)
 		require.NoError(t, err)
 		return p.impl.String()
 	}
@@ -131,6 +131,17 @@ func TestAutoFollowsTable(t *testing.T) {
 		}
 		assert.Equal(t, c.want, plan(c.op, c.in, c.out, c.nIn, nOut), c.name)
 	}
+	// A call captured into a graph follows the graph ranking.
+	d.comm.table.Entries = append(d.comm.table.Entries, AutoEntry{Op: "all_to_all", World: 2, Class: "16bit", Bytes: 8 << 10,
+		Ranked: []string{"one_shot", "ll"}, RankedGraph: []string{"ll", "one_shot"}})
+	a2a := func(graph bool) string {
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoAuto, Axis: 1,
+			In: runtime.Tensor{Buf: sym, DType: ir.BF16, Shape: []int64{2, 512}}, Out: runtime.Tensor{Buf: sym2, DType: ir.BF16, Shape: []int64{4, 256}}}, graph)
+		require.NoError(t, err)
+		return p.impl.String()
+	}
+	assert.Equal(t, "one_shot", a2a(false), "eager: the eager ranking")
+	assert.Equal(t, "ll", a2a(true), "captured: the graph ranking")
 	// Without a table: the compiled-in choices.
 	d.comm.table = nil
 	assert.Equal(t, "ll", plan(ir.OpAllReduce, sym, sym2, 1024, 1024), "no table, small all_reduce")
@@ -147,7 +158,7 @@ func TestBenchCallShapes(t *testing.T) {
 		require.True(t, ok, "%s: no call", op)
 		for _, algo := range ir.Algorithms(op) {
 			c.Algo = algo
-			_, err := d.planCollective(&c)
+			_, err := d.planCollective(&c, false)
 			assert.NoError(t, err, "%s algo=%s", op, algo)
 		}
 		assert.Equal(t, int64(8192), benchBytes(op, c.In, c.Out), "%s: files under the wrong size", op)

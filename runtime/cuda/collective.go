@@ -69,7 +69,10 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	}
 	// A call made before (same tensors, same stream) reuses its plan,
 	// already validated and agreed on: no planning, formatting or store.
-	key, cacheable := planKeyOf(c, s)
+	d.mu.Lock()
+	capturing := d.capture != nil
+	d.mu.Unlock()
+	key, cacheable := planKeyOf(c, s, capturing)
 	var p *collPlan
 	if cacheable {
 		cs.mu.Lock()
@@ -85,7 +88,7 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	var ch *commChannel
 	var seq uint64
 	if p == nil {
-		if p, err = d.planCollective(c); err != nil {
+		if p, err = d.planCollective(c, capturing); err != nil {
 			return err
 		}
 		cs.mu.Lock()

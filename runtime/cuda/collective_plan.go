@@ -53,7 +53,7 @@ type collPlan struct {
 // 4.1 at 64 KiB, 5.5 at 256 KiB, against 8.2, 10.5 and 10.9 µs for
 // two_shot.
 
-func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
+func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPlan, error) {
 	D := d.opts.WorldSize
 	algo := c.Algo
 	p := &collPlan{op: c.Op, algo: algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: c.In, out: c.Out}
@@ -125,7 +125,7 @@ func (d *Device) planCollective(c *runtime.CollectiveCall) (*collPlan, error) {
 	default:
 		p.axis, p.concat = 0, 0
 	}
-	p.impl = d.resolveAlgo(p)
+	p.impl = d.resolveAlgo(p, graph)
 	if err := ir.AlgoFits(c.Op, p.impl, c.In.Bytes(), c.Out.Bytes(), D); err != nil {
 		return fail("%v", err)
 	}
@@ -193,14 +193,15 @@ func kindName(k bufKind) string {
 
 // resolveAlgo picks what auto runs: the fastest algorithm the measured
 // table (hirrun bench; autotable.go) ranks first for this collective,
-// world size, dtype class and size whose symmetric-heap needs the operands
+// world size, dtype class and size — replayed from a graph where the call
+// is being captured (graph) — whose symmetric-heap needs the operands
 // meet, else the compiled-in choice (defaultAlgo).
-func (d *Device) resolveAlgo(p *collPlan) ir.Algo {
+func (d *Device) resolveAlgo(p *collPlan, graph bool) ir.Algo {
 	if p.algo != ir.AlgoAuto {
 		return p.algo
 	}
 	if t := d.comm.table; t != nil {
-		for _, a := range t.Ranked(p.op, d.opts.WorldSize, p.dt, benchBytes(p.op, p.in, p.out)) {
+		for _, a := range t.RankedFor(p.op, d.opts.WorldSize, p.dt, benchBytes(p.op, p.in, p.out), graph) {
 			if d.fits(p, a) {
 				return a
 			}
@@ -283,6 +284,7 @@ type planKey struct {
 	root, axis, concat int
 	in, out            tensorKey
 	s                  *stream
+	graph              bool // planned while a capture was open (auto may choose otherwise)
 }
 
 const maxKeyDims = 8
@@ -297,7 +299,7 @@ type tensorKey struct {
 
 // planKeyOf is c's cache key; ok is false for calls the cache does not
 // hold (strided tensors, many dimensions).
-func planKeyOf(c *runtime.CollectiveCall, s *stream) (k planKey, ok bool) {
+func planKeyOf(c *runtime.CollectiveCall, s *stream, graph bool) (k planKey, ok bool) {
 	tk := func(t runtime.Tensor) (tensorKey, bool) {
 		if t.Strides != nil || len(t.Shape) > maxKeyDims {
 			return tensorKey{}, false
@@ -311,7 +313,7 @@ func planKeyOf(c *runtime.CollectiveCall, s *stream) (k planKey, ok bool) {
 	if !ok1 || !ok2 {
 		return k, false
 	}
-	return planKey{op: c.Op, algo: c.Algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: in, out: out, s: s}, true
+	return planKey{op: c.Op, algo: c.Algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: in, out: out, s: s, graph: graph}, true
 }
 
 // agree checks, on the first call of each distinct call, that every rank

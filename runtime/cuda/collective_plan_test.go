@@ -61,7 +61,7 @@ func TestPlanRejectsBadCalls(t *testing.T) {
 		{"all_to_all", runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoOneShot, Axis: 1, ConcatAxis: 0, In: tensor(sym, ir.F32, 2, 6), Out: tensor(sym, ir.F32, 8, 2)}, "do not fit"},
 	}
 	for _, c := range cases {
-		_, err := d.planCollective(&c.call)
+		_, err := d.planCollective(&c.call, false)
 		if !assert.ErrorContains(t, err, c.want, c.name) {
 			continue
 		}
@@ -84,7 +84,7 @@ func TestPlanAuto(t *testing.T) {
 		{sym2, 4 << 20, "two_shot"},
 		{glob, 4 << 20, "one_shot"},
 	} {
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)})
+		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)}, false)
 		require.NoError(t, err)
 		assert.Equal(t, c.want, p.impl.String(), "auto for bf16[%d] into %v", c.n, c.out.mem)
 	}
@@ -98,7 +98,7 @@ func TestPlanDescriptorIsRankIndependent(t *testing.T) {
 		sym := fakeBuf(d, 1<<20, ir.Symmetric)
 		glob := fakeBuf(d, 1<<20, ir.Global)
 		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceMax,
-			In: runtime.Tensor{Buf: sym, Offset: 64, DType: ir.F32, Shape: []int64{n}}, Out: tensor(glob, ir.F32, n)})
+			In: runtime.Tensor{Buf: sym, Offset: 64, DType: ir.F32, Shape: []int64{n}}, Out: tensor(glob, ir.F32, n)}, false)
 		require.NoError(t, err)
 		return p.desc
 	}

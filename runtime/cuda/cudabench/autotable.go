@@ -81,26 +81,40 @@ func BuildAutoTable(device, created string, figs []CollFigure) *cuda.AutoTable {
 	t := &cuda.AutoTable{Version: cuda.AutoTableVersion, Device: device, Created: created}
 	for _, k := range keys {
 		g := groups[k]
-		// The fastest per algorithm (two dtypes of one class both measured).
-		bestOf := map[string]float64{}
+		// The fastest per algorithm (two dtypes of one class both
+		// measured), eager and replayed from a graph.
+		bestOf, bestGraph := map[string]float64{}, map[string]float64{}
 		for _, f := range g {
 			if v, ok := bestOf[f.Algo]; !ok || f.Micros < v {
 				bestOf[f.Algo] = f.Micros
 			}
-		}
-		e := cuda.AutoEntry{Op: k.op, World: k.world, Class: k.class, Bytes: k.bytes, Micros: bestOf}
-		for a := range bestOf {
-			e.Ranked = append(e.Ranked, a)
-		}
-		sort.Slice(e.Ranked, func(i, j int) bool {
-			if bestOf[e.Ranked[i]] != bestOf[e.Ranked[j]] {
-				return bestOf[e.Ranked[i]] < bestOf[e.Ranked[j]]
+			if v, ok := bestGraph[f.Algo]; f.GraphMicros > 0 && (!ok || f.GraphMicros < v) {
+				bestGraph[f.Algo] = f.GraphMicros
 			}
-			return e.Ranked[i] < e.Ranked[j]
-		})
+		}
+		e := cuda.AutoEntry{Op: k.op, World: k.world, Class: k.class, Bytes: k.bytes, Micros: bestOf,
+			Ranked: rankBy(bestOf)}
+		if len(bestGraph) > 0 {
+			e.GraphMicros, e.RankedGraph = bestGraph, rankBy(bestGraph)
+		}
 		t.Entries = append(t.Entries, e)
 	}
 	return t
+}
+
+// rankBy lists the algorithms of times, fastest first (ties by name).
+func rankBy(times map[string]float64) []string {
+	out := make([]string, 0, len(times))
+	for a := range times {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if times[out[i]] != times[out[j]] {
+			return times[out[i]] < times[out[j]]
+		}
+		return out[i] < out[j]
+	})
+	return out
 }
 
 // SaveAutoTable writes t to path (its directory made, private to the user),

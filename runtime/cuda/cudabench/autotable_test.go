@@ -124,3 +124,25 @@ func TestCollFigureBusBandwidth(t *testing.T) {
 	assert.LessOrEqual(t, g, 269.0, "all_gather")
 	assert.Zero(t, (CollFigure{Op: "all_gather", World: 2, Bytes: 1}).BusGBps(), "no time, some bandwidth")
 }
+
+// A --graph sweep gives each entry a second ranking, by the replayed time,
+// which a captured call follows; an eager-only sweep gives none, and a
+// captured call then follows the eager ranking.
+func TestAutoTableRanksGraphApart(t *testing.T) {
+	f := func(algo string, us, graphUS float64) CollFigure {
+		return CollFigure{Op: "all_gather", Algo: algo, DType: "bf16", World: 4, Bytes: 64 << 10, Iters: 10, Micros: us, GraphMicros: graphUS}
+	}
+	tb := BuildAutoTable("GPU X", "", []CollFigure{f("ll", 7, 5.3), f("one_shot", 6.5, 9), f("nccl", 14, 8.6)})
+	require.Len(t, tb.Entries, 1)
+	assert.Equal(t, []string{"one_shot", "ll", "nccl"}, ir.Words(tb.RankedFor(ir.OpAllGather, 4, ir.BF16, 64<<10, false)), "eager")
+	assert.Equal(t, []string{"ll", "nccl", "one_shot"}, ir.Words(tb.RankedFor(ir.OpAllGather, 4, ir.BF16, 64<<10, true)), "graph")
+	assert.Equal(t, map[string]float64{"ll": 5.3, "one_shot": 9, "nccl": 8.6}, tb.Entries[0].GraphMicros)
+	eager := BuildAutoTable("GPU X", "", []CollFigure{f("ll", 7, 0), f("one_shot", 6.5, 0)})
+	assert.Equal(t, []string{"one_shot", "ll"}, ir.Words(eager.RankedFor(ir.OpAllGather, 4, ir.BF16, 64<<10, true)), "no graph figures: the eager ranking")
+	// It survives a save and a load.
+	path := filepath.Join(t.TempDir(), "t.json")
+	require.NoError(t, SaveAutoTable(tb, path))
+	back, err := cuda.LoadAutoTable(path)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ll", "nccl", "one_shot"}, ir.Words(back.RankedFor(ir.OpAllGather, 4, ir.BF16, 64<<10, true)), "graph, loaded")
+}
