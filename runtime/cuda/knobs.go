@@ -49,6 +49,12 @@ type Tuning struct {
 	// (32 MiB): a captured matmul then picks its algorithm as an eager one
 	// does. 0: cuBLAS's own pool (HIR_CUBLAS_WORKSPACE).
 	BlasWorkspace int64
+	// TransferSMMax is the largest contiguous one-sided transfer (bytes)
+	// posted as a copy kernel through the peer mapping (SM loads and
+	// stores) rather than a cuMemcpyAsync on the copy engines, whose
+	// start-up dominates small copies; 0: always the copy engines
+	// (HIR_XFER_SM_MAX).
+	TransferSMMax int64
 	// CheckLaunches synchronises after every compute launch, so a fault
 	// names the op that caused it (HIR_CUDA_CHECK_LAUNCHES=1).
 	CheckLaunches bool
@@ -65,6 +71,7 @@ func DefaultTuning() Tuning {
 		AutoCEMin:      64 << 20,
 		RingBlocks:     ringDefault.blocks, RingSeg: ringDefault.seg, RingSlots: ringDefault.slots, RingWave: ringDefault.wave,
 		BlasWorkspace: 32 << 20,
+		TransferSMMax: 256 << 10,
 	}
 }
 
@@ -90,6 +97,9 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {
 		t.AutoCEMin = v
+	}
+	if v, ok := envInt("HIR_XFER_SM_MAX"); ok && v >= 0 {
+		t.TransferSMMax = v
 	}
 	if v, ok := envInt("HIR_CUBLAS_WORKSPACE"); ok && v >= 0 {
 		t.BlasWorkspace = v

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/store"
 )
@@ -14,7 +15,8 @@ import (
 // allocation: every peer already has that shard imported and mapped (the
 // peer-pointer table), so a READ or WRITE is one cuMemcpyAsync between a
 // local address and the peer's mapped address, which the copy engines move
-// over NVLink. Nothing is imported per registration; registering publishes
+// over NVLink (up to Tuning.TransferSMMax bytes, a copy kernel's SM loads
+// or stores through the same mapping instead). Nothing is imported per registration; registering publishes
 // only (allocation, offset, dtype, shape) through the store.
 
 var _ runtime.OneSided = (*Device)(nil)
@@ -156,9 +158,31 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 		return nil
 	}
 	return c.d.withCtx(func() error {
+		if int64(c.n) <= c.d.tune.TransferSMMax {
+			// Small: a copy kernel's loads or stores through the peer
+			// mapping start in a launch, where the copy engines' start-up
+			// dominates (Tuning.TransferSMMax).
+			es := smCopyUnit(c.dst, c.src, c.n)
+			t := runtime.Tensor{DType: unitDType[es], Shape: []int64{int64(c.n) / int64(es)}}
+			return c.d.stridedCopy(c.dst, []int64{1}, c.src, []int64{1}, t, s)
+		}
 		return c.d.drv.MemcpyAsync.Call4(uintptr(c.dst), uintptr(c.src), uintptr(c.n), s.h)
 	})
 }
+
+// smCopyUnit is the widest element (8, 4, 2 or 1 bytes) that divides both
+// addresses and the length, for a kernel copy of n bytes.
+func smCopyUnit(dst, src, n uint64) int {
+	for _, es := range []int{8, 4, 2} {
+		if (dst|src|n)%uint64(es) == 0 {
+			return es
+		}
+	}
+	return 1
+}
+
+// unitDType is a dtype of each element size the copy kernels move.
+var unitDType = map[int]ir.DType{1: ir.Bool, 2: ir.F16, 4: ir.I32, 8: ir.I64}
 
 // Err is nil: this rank's import of the peer's shard keeps that memory
 // alive even after the peer frees its own handle (so a late read sees

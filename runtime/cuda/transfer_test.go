@@ -393,3 +393,25 @@ func transferScenario() error {
 	}
 	return leakCheck(d, baseFD)
 }
+
+// smCopyUnit takes the widest element both addresses and the length allow.
+func TestSMCopyUnit(t *testing.T) {
+	for _, c := range []struct {
+		dst, src, n uint64
+		want        int
+	}{
+		{0x1000, 0x2000, 64, 8},
+		{0x1000, 0x2004, 64, 4},
+		{0x1000, 0x2000, 6, 2},
+		{0x1001, 0x2000, 64, 1},
+		{0x1000, 0x2000, 8, 8},
+	} {
+		es := smCopyUnit(c.dst, c.src, c.n)
+		if es != c.want {
+			t.Errorf("smCopyUnit(%#x, %#x, %d) = %d, want %d", c.dst, c.src, c.n, es, c.want)
+		}
+		if unitDType[es].Size() != es {
+			t.Errorf("unitDType[%d] is %v", es, unitDType[es])
+		}
+	}
+}
