@@ -52,8 +52,9 @@ type Tuning struct {
 	// TransferSMMax is the largest contiguous one-sided transfer (bytes)
 	// posted as a copy kernel through the peer mapping (SM loads and
 	// stores) rather than a cuMemcpyAsync on the copy engines, whose
-	// start-up dominates small copies; 0: always the copy engines
-	// (HIR_XFER_SM_MAX).
+	// start-up was thought to dominate small copies; 0 (the default: on
+	// 2 H100s the kernel was slower at every size measured, 8 B–1 MiB):
+	// always the copy engines (HIR_XFER_SM_MAX).
 	TransferSMMax int64
 	// CheckLaunches synchronises after every compute launch, so a fault
 	// names the op that caused it (HIR_CUDA_CHECK_LAUNCHES=1).
@@ -71,7 +72,7 @@ func DefaultTuning() Tuning {
 		AutoCEMin:      64 << 20,
 		RingBlocks:     ringDefault.blocks, RingSeg: ringDefault.seg, RingSlots: ringDefault.slots, RingWave: ringDefault.wave,
 		BlasWorkspace: 32 << 20,
-		TransferSMMax: 256 << 10,
+		TransferSMMax: 0, // measured: no size where the kernel won (RUNTIME-CUDA.md)
 	}
 }
 

@@ -15,7 +15,7 @@ func TestTuningFromEnv(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	def := Tuning{AutoOneShotMax: 256 << 10, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AutoCEMin: 64 << 20,
-		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true, BlasWorkspace: 32 << 20, TransferSMMax: 256 << 10}
+		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true, BlasWorkspace: 32 << 20}
 	require.Equal(t, def, TuningFromEnv(), "defaults")
 	require.Equal(t, def, DefaultTuning(), "defaults")
 	t.Setenv("HIR_COLL_AUTO_ONESHOT_MAX", "0")
@@ -32,11 +32,11 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv(envMatmul, "tiled")
 	t.Setenv("HIR_CUDA_CHECK_LAUNCHES", "1")
 	t.Setenv("HIR_CUBLAS_WORKSPACE", "0")
-	t.Setenv("HIR_XFER_SM_MAX", "0")
+	t.Setenv("HIR_XFER_SM_MAX", "4096")
 	want := def
 	want.AutoOneShotMax, want.LLMax, want.LLTwoShotMin, want.Blocks, want.CEPush = 0, llCapBytes, -1, 7, false
 	want.RingBlocks, want.RingSeg, want.RingSlots, want.RingWave = maxBlocks, 4096, 2, false
-	want.Matmul, want.CheckLaunches, want.BlasWorkspace, want.TransferSMMax = "tiled", true, 0, 0
+	want.Matmul, want.CheckLaunches, want.BlasWorkspace, want.TransferSMMax = "tiled", true, 0, 4096
 	require.Equal(t, want, TuningFromEnv())
 	require.Equal(t, ringGeom{blocks: maxBlocks, seg: 4096, slots: 2}, want.ring(), "ring")
 }

@@ -15,8 +15,8 @@ import (
 // allocation: every peer already has that shard imported and mapped (the
 // peer-pointer table), so a READ or WRITE is one cuMemcpyAsync between a
 // local address and the peer's mapped address, which the copy engines move
-// over NVLink (up to Tuning.TransferSMMax bytes, a copy kernel's SM loads
-// or stores through the same mapping instead). Nothing is imported per registration; registering publishes
+// over NVLink (up to Tuning.TransferSMMax bytes, 0 by default, a copy
+// kernel's SM loads or stores through the same mapping instead). Nothing is imported per registration; registering publishes
 // only (allocation, offset, dtype, shape) through the store.
 
 var _ runtime.OneSided = (*Device)(nil)
@@ -159,9 +159,9 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 	}
 	return c.d.withCtx(func() error {
 		if int64(c.n) <= c.d.tune.TransferSMMax {
-			// Small: a copy kernel's loads or stores through the peer
-			// mapping start in a launch, where the copy engines' start-up
-			// dominates (Tuning.TransferSMMax).
+			// Small, where asked (Tuning.TransferSMMax; off by default:
+			// it measured slower): a copy kernel's loads or stores
+			// through the peer mapping.
 			es := smCopyUnit(c.dst, c.src, c.n)
 			t := runtime.Tensor{DType: unitDType[es], Shape: []int64{int64(c.n) / int64(es)}}
 			return c.d.stridedCopy(c.dst, []int64{1}, c.src, []int64{1}, t, s)
