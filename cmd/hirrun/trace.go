@@ -24,7 +24,8 @@ import (
 //   - a collective's slices on every rank chained by flows ("s" to "f"),
 //     from the rank that started it first to the one that started it last,
 //     keyed by the op and its occurrence in the run (the k-th execution of
-//     the op, the same on every rank);
+//     the op, the same on every rank); both ends of a flow sit at the start
+//     of their slice, so no arrow points backwards in time;
 //   - an async slice ("b" to "e") per async collective and transfer, from
 //     its post to the end of the `wait` that saw it complete.
 //
@@ -70,9 +71,9 @@ func buildTimeline(reports []rankReport) *timeline.File {
 		occ int64
 	}
 	type part struct {
-		rank, tid  int
-		start, mid int64
-		name       string
+		rank, tid int
+		start     int64
+		name      string
 	}
 	calls := map[call][]part{}
 	var order []call
@@ -130,7 +131,7 @@ func buildTimeline(reports []rankReport) *timeline.File {
 				if _, seen := calls[k]; !seen {
 					order = append(order, k)
 				}
-				calls[k] = append(calls[k], part{rank: pid, tid: tid(ev.Stream), start: ev.Start, mid: ev.Start + ev.Dur/2, name: ev.Op})
+				calls[k] = append(calls[k], part{rank: pid, tid: tid(ev.Stream), start: ev.Start, name: ev.Op})
 			}
 			if ev.Async {
 				end := ev.Done
@@ -145,9 +146,12 @@ func buildTimeline(reports []rankReport) *timeline.File {
 			}
 		}
 	}
-	// Chain each collective call's slices, earliest start first, so every
-	// arrow points forward in time; flows bind to the slice enclosing their
-	// ts (bp "e"), the slice's middle.
+	// Chain each collective call's slices, earliest start first. Both ends
+	// of a link sit at the start of their slice, where the rank reached the
+	// call, and bind to that slice (bp "e": the slice enclosing ts): the
+	// chain follows the ranks' arrivals, and an arrow never points backwards
+	// in time. (At the slices' middles it did: a rank that starts first and
+	// waits longest has the later middle.)
 	flow := 0
 	for _, k := range order {
 		ps := calls[k]
@@ -161,8 +165,8 @@ func buildTimeline(reports []rankReport) *timeline.File {
 			id := fmt.Sprintf("flow%d", flow)
 			args := map[string]any{"op_id": k.op, "occurrence": k.occ}
 			events = append(events,
-				timeline.Event{Name: from.name, Cat: "collective", Ph: "s", Ts: at(from.mid), Pid: from.rank, Tid: from.tid, ID: id, Bp: "e", Args: args},
-				timeline.Event{Name: to.name, Cat: "collective", Ph: "f", Ts: at(to.mid), Pid: to.rank, Tid: to.tid, ID: id, Bp: "e", Args: args})
+				timeline.Event{Name: from.name, Cat: "collective", Ph: "s", Ts: at(from.start), Pid: from.rank, Tid: from.tid, ID: id, Bp: "e", Args: args},
+				timeline.Event{Name: to.name, Cat: "collective", Ph: "f", Ts: at(to.start), Pid: to.rank, Tid: to.tid, ID: id, Bp: "e", Args: args})
 		}
 	}
 	return &timeline.File{TraceEvents: events, DisplayTimeUnit: "ns"}

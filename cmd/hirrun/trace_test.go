@@ -29,9 +29,12 @@ type flowPair struct{ from, to timeline.Event }
 
 // checkTimeline checks what makes a timeline load and read well: every
 // track's slices nest or are disjoint (exactly: times are integer ns);
-// every flow has one start and one end, on different ranks, each inside a
-// slice of its track; every async slice begins and ends once, not
-// backwards; metadata names every process and track.
+// every flow has one start and one end, on different ranks, each at the
+// start of the slice of its track that it links (the flow's op_id and
+// occurrence), which no other slice of the track touches there but the
+// slices enclosing it, and no flow points backwards in time; every async
+// slice begins and ends once, not backwards; metadata names every process
+// and track.
 func checkTimeline(t *testing.T, f *timeline.File) shape {
 	t.Helper()
 	procs, threads := f.Names()
@@ -88,13 +91,33 @@ func checkTimeline(t *testing.T, f *timeline.File) shape {
 			open = append(open, e)
 		}
 	}
-	enclosed := func(e timeline.Event) bool {
+	// binds checks that flow event e sits at the start of the slice of the
+	// call it links, and that the track's other slices there are ones
+	// enclosing that slice, so a viewer binds it to that slice alone.
+	binds := func(id string, e timeline.Event) {
+		t.Helper()
+		var linked *timeline.Event
+		var touching []timeline.Event
 		for _, s := range sh.slices[timeline.Track{Pid: e.Pid, Tid: e.Tid}] {
 			if s.Ts <= e.Ts && e.Ts <= s.End() {
-				return true
+				touching = append(touching, s)
+			}
+			if s.Ts == e.Ts && s.Name == e.Name && s.Cat != "gpu" &&
+				s.Args["op_id"] == e.Args["op_id"] && s.Args["occurrence"] == e.Args["occurrence"] {
+				linked = &s
 			}
 		}
-		return false
+		if !assert.NotNil(t, linked, "flow %s (%s) at %d ns on rank %d, track %d: no slice of op_id %v, occurrence %v starts there",
+			id, e.Ph, e.Ts, e.Pid, e.Tid, e.Args["op_id"], e.Args["occurrence"]) {
+			return
+		}
+		for _, s := range touching {
+			if s.Ts <= linked.Ts && linked.End() <= s.End() {
+				continue // the linked slice, or one enclosing it
+			}
+			assert.Fail(t, "ambiguous flow binding", "flow %s (%s) at %d ns on rank %d: %s [%d, %d] ns touches it as well as %s [%d, %d] ns",
+				id, e.Ph, e.Ts, e.Pid, s.Name, s.Ts, s.End(), linked.Name, linked.Ts, linked.End())
+		}
 	}
 	for id, evs := range flows {
 		if !assert.Len(t, evs, 2, "flow %s: want one start and one end", id) {
@@ -107,9 +130,11 @@ func checkTimeline(t *testing.T, f *timeline.File) shape {
 			continue
 		}
 		assert.NotEqual(t, s.Pid, fin.Pid, "flow %s links two slices of rank %d", id, s.Pid)
-		assert.True(t, enclosed(s), "flow %s starts outside any slice of its track: %+v", id, s)
-		assert.True(t, enclosed(fin), "flow %s ends outside any slice of its track: %+v", id, fin)
+		binds(id, s)
+		binds(id, fin)
 		assert.Equal(t, "e", fin.Bp, "flow %s: the end binds to its enclosing slice", id)
+		assert.LessOrEqual(t, s.Ts, fin.Ts, "flow %s points backwards in time: from rank %d at %d ns to rank %d at %d ns",
+			id, s.Pid, s.Ts, fin.Pid, fin.Ts)
 		sh.flows = append(sh.flows, flowPair{s, fin})
 	}
 	for _, k := range asyncOrder {
@@ -233,6 +258,99 @@ func TestTraceRowsTravelAsJSON(t *testing.T) {
 	for rank := 0; rank < 3; rank++ {
 		assert.Len(t, sh.async[rank], 1, "rank %d's async slices", rank)
 		assert.Equal(t, "comm stream (async)", sh.tracks[timeline.Track{Pid: rank, Tid: tid(evaluator.TraceCommStream)}])
+	}
+}
+
+// A rank that reaches a collective first waits longest, so its slice ends
+// last: the links follow the ranks' arrivals, from slice start to slice
+// start, and point forward in time. (Placed at the slices' middles, the
+// link from rank 3, here first, to rank 2 pointed 5.5 µs back, as in the
+// issue's quickstart trace.)
+func TestTraceFlowsFollowArrivals(t *testing.T) {
+	const t0 = int64(5_000_000)
+	starts := []int64{4000, 6000, 5000, 0} // rank 3 first, then 0, 2, 1
+	var reports []rankReport
+	for rank, start := range starts {
+		end := int64(20_000) // every rank leaves the all_gather at about the same time
+		rows := []evaluator.TraceEvent{{Op: "all_gather", Pos: "q.hir:9:6", Start: t0 + start, Dur: end - start, Iter: -1,
+			StreamName: "default stream", OpID: 3, Collective: true}}
+		reports = append(reports, rankReport{Rank: rank, Stats: evaluator.Stats{Trace: rows}})
+	}
+	var buf bytes.Buffer
+	require.NoError(t, timeline.Write(&buf, buildTimeline(reports)))
+	f, err := timeline.Read(&buf)
+	require.NoError(t, err)
+	sh := checkTimeline(t, f)
+	type link struct {
+		from, to     int
+		fromTs, toTs timeline.Micros
+	}
+	var got []link
+	for _, fp := range sh.flows {
+		got = append(got, link{fp.from.Pid, fp.to.Pid, fp.from.Ts, fp.to.Ts})
+	}
+	slices.SortFunc(got, func(a, b link) int { return int(a.fromTs - b.fromTs) })
+	// ts is relative to the earliest start, rank 3's.
+	assert.Equal(t, []link{{3, 0, 0, 4000}, {0, 2, 4000, 5000}, {2, 1, 5000, 6000}}, got,
+		"links from each rank's arrival to the next rank's arrival")
+}
+
+// Every flow of several traced programs, over 2 to 4 ranks with blocking,
+// async, rooted and looped collectives, points forward in time
+// (checkTimeline), and each call of a collective is chained across all its
+// ranks: ranks-1 links visiting each rank once, in order of arrival.
+func TestTraceFlowsPointForward(t *testing.T) {
+	t.Chdir("../..")
+	for _, tc := range []struct {
+		prog, args string
+		ranks      int
+	}{
+		{"examples/quickstart.hir", "--input x=random:seed=1 --repeat 3", 4},
+		{"testdata/rooted.hir", "--repeat 2", 4},
+		{"testdata/all_to_all.hir", "--repeat 2", 4},
+		{"testdata/reduce_scatter.hir", "--repeat 2", 4},
+		{"testdata/stream_parallel_reduce_scatter.hir", "", 4},
+		{"testdata/tp_matmul_reduce_scatter.hir", "", 4},
+		{"testdata/all_reduce_algos.hir", "", 3},
+		{"testdata/async_wait.hir", "--input x=random:seed=46 --input y=random:seed=53 --repeat 3", 2},
+	} {
+		t.Run(filepath.Base(tc.prog), func(t *testing.T) {
+			args := strings.Fields(tc.args)
+			if !slices.ContainsFunc(args, func(a string) bool { return a == "--input" }) {
+				args = append(args, programArgs(t, tc.prog)...)
+			}
+			_, sh := traceOf(t, tc.prog, args...)
+			require.NotEmpty(t, sh.flows, "no flows")
+			type call struct{ op, occ any }
+			chains := map[call][]flowPair{}
+			backwards := 0
+			for _, fp := range sh.flows {
+				k := call{fp.from.Args["op_id"], fp.from.Args["occurrence"]}
+				chains[k] = append(chains[k], fp)
+				if fp.to.Ts < fp.from.Ts {
+					backwards++
+				}
+			}
+			assert.Zero(t, backwards, "of %d flows, %d point backwards", len(sh.flows), backwards)
+			for k, links := range chains {
+				if !assert.Len(t, links, tc.ranks-1, "op %v, occurrence %v: links", k.op, k.occ) {
+					continue
+				}
+				slices.SortFunc(links, func(a, b flowPair) int { return int(a.from.Ts - b.from.Ts) })
+				visited := []int{links[0].from.Pid}
+				for i, l := range links {
+					assert.Equal(t, k, call{l.to.Args["op_id"], l.to.Args["occurrence"]}, "a link joins one call")
+					assert.Equal(t, l.from.Name, l.to.Name, "a link joins one collective")
+					if i > 0 {
+						assert.Equal(t, links[i-1].to.Pid, l.from.Pid, "op %v, occurrence %v: link %d does not go on from the last", k.op, k.occ, i)
+						assert.Equal(t, links[i-1].to.Ts, l.from.Ts, "op %v, occurrence %v: link %d does not go on from the last", k.op, k.occ, i)
+					}
+					visited = append(visited, l.to.Pid)
+				}
+				slices.Sort(visited)
+				assert.Equal(t, tc.ranks, len(slices.Compact(visited)), "op %v, occurrence %v: ranks linked %v", k.op, k.occ, visited)
+			}
+		})
 	}
 }
 

@@ -31,13 +31,12 @@ const (
 	minSlice    = 1.5 // the narrowest slice drawn
 )
 
-// palette colours slices by name, in order of first appearance.
-var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f", "#ff9da7", "#bab0ac"}
-
 // SVG draws f as a picture: a row per process (rank) with a track per
 // thread (stream) holding its slices, labelled where they fit (every slice
 // has a tooltip), a process's async slices in lanes under its tracks, and
-// flows as arrows between the slices they bind to.
+// flows as arrows between the slices they bind to. Each op has a colour of
+// its own, its hue family saying its class (Colours), and the key lists
+// the ops by class.
 func SVG(w io.Writer, f *File, opts SVGOptions) error {
 	width := opts.Width
 	if width == 0 {
@@ -112,19 +111,15 @@ func SVG(w io.Writer, f *File, opts SVGOptions) error {
 	chartW := float64(width - labelW - marginR)
 	xOf := func(t Micros) float64 { return labelW + float64(t-start)/span*chartW }
 
-	// Colours by name, in order of first appearance on the time line.
+	// Colours by op: a shade of its class's family each (colour.go).
 	var all []Event
 	for _, evs := range bySlice {
 		all = append(all, evs...)
 	}
-	slices.SortFunc(all, func(a, b Event) int {
-		return cmp.Or(cmp.Compare(a.Ts, b.Ts), cmp.Compare(a.Pid, b.Pid), cmp.Compare(a.Tid, b.Tid))
-	})
+	ops := colours(all)
 	colour := map[string]string{}
-	for _, e := range all {
-		if _, ok := colour[e.Name]; !ok {
-			colour[e.Name] = palette[len(colour)%len(palette)]
-		}
+	for _, c := range ops {
+		colour[c.Name] = c.Colour
 	}
 
 	// Rows: processes in sort order, each with its tracks and async lanes.
@@ -195,7 +190,11 @@ func SVG(w io.Writer, f *File, opts SVGOptions) error {
 				fmt.Fprintf(&body, `<g><title>%s</title><rect x="%.2f" y="%.1f" width="%.2f" height="%d" rx="2" fill="%s" class="slice"/>`,
 					esc(tip), x0, sy, sw, laneH-6, colour[e.Name])
 				if label := clip(e.Name, sw-6); label != "" {
-					fmt.Fprintf(&body, `<text x="%.2f" y="%.1f" class="slabel">%s</text>`, x0+3, sy+laneH/2+1, esc(label))
+					cls := "slabel"
+					if light(colour[e.Name]) {
+						cls = "slabel dk" // dark letters on a light colour
+					}
+					fmt.Fprintf(&body, `<text x="%.2f" y="%.1f" class="%s">%s</text>`, x0+3, sy+laneH/2+1, cls, esc(label))
 				}
 				body.WriteString("</g>\n")
 			}
@@ -274,9 +273,9 @@ func SVG(w io.Writer, f *File, opts SVGOptions) error {
 		x, y := place(32 + float64(len([]rune(item.text)))*legendCharW + 20)
 		switch item.kind {
 		case "slice":
-			fmt.Fprintf(&key, `<rect x="%.1f" y="%.1f" width="26" height="12" rx="2" fill="%s"/>`, x, y-10, palette[0])
+			fmt.Fprintf(&key, `<rect x="%.1f" y="%.1f" width="26" height="12" rx="2" fill="%s"/>`, x, y-10, classShades[ClassCompute][0])
 		case "async":
-			fmt.Fprintf(&key, `<rect x="%.1f" y="%.1f" width="26" height="12" rx="3" fill="%s" class="async"/>`, x, y-10, palette[0])
+			fmt.Fprintf(&key, `<rect x="%.1f" y="%.1f" width="26" height="12" rx="3" fill="%s" class="async"/>`, x, y-10, classShades[ClassCompute][0])
 		case "flow":
 			fmt.Fprintf(&key, `<path d="M%.1f %.1f L%.1f %.1f" class="flow" marker-end="url(#arrow)"/>`, x, y-4, x+24, y-4)
 		}
@@ -284,18 +283,27 @@ func SVG(w io.Writer, f *File, opts SVGOptions) error {
 	}
 	kx, ky = labelW, ky+18
 	text(labelW, ky, "Hover a slice for its op, source position, start and duration.")
-	var names []string
-	for _, e := range all {
-		if !slices.Contains(names, e.Name) {
-			names = append(names, e.Name)
+	kx, ky = labelW, ky+18
+	text(labelW, ky, "Each op has a colour of its own; the hue says its kind: compute blue and green, communication orange and red,")
+	kx, ky = labelW, ky+14
+	text(labelW, ky, "memory purple, views brown and yellow, streams and sync grey.")
+	// The key: each class present, its ops after it.
+	kx, ky = labelW, ky+6
+	for class := range numClasses {
+		first := true
+		for _, c := range ops {
+			if c.Class != class {
+				continue
+			}
+			if first {
+				kx, ky = labelW, ky+18
+				fmt.Fprintf(&key, `<text x="8" y="%.1f" class="legend kind">%s</text>`+"\n", ky, esc(class.String()))
+				first = false
+			}
+			x, y := place(20 + float64(len([]rune(c.Name)))*legendCharW + 18)
+			fmt.Fprintf(&key, `<rect x="%.1f" y="%.1f" width="14" height="12" rx="2" fill="%s"/>`, x, y-10, c.Colour)
+			text(x+20, y, c.Name)
 		}
-	}
-	ky += 24
-	text(8, ky, "ops")
-	for _, name := range names {
-		x, y := place(20 + float64(len([]rune(name)))*legendCharW + 18)
-		fmt.Fprintf(&key, `<rect x="%.1f" y="%.1f" width="14" height="12" rx="2" fill="%s"/>`, x, y-10, colour[name])
-		text(x+20, y, name)
 	}
 	height := ky + 14
 
@@ -304,10 +312,10 @@ func SVG(w io.Writer, f *File, opts SVGOptions) error {
 	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0 0 L10 5 L0 10 z" fill="#333"/></marker></defs>` + "\n")
 	b.WriteString(`<style>
 .bg{fill:#fff}.proc{fill:#eef1f5}.pname{font-size:13px;font-weight:bold;fill:#222}.tname{font-size:11.5px;fill:#444}
-.sep{stroke:#e3e3e3;stroke-width:1}.slice{stroke:#fff;stroke-width:0.5}.slabel{font-size:11px;fill:#fff}
+.sep{stroke:#e3e3e3;stroke-width:1}.slice{stroke:#fff;stroke-width:0.5}.slabel{font-size:11px;fill:#fff}.slabel.dk{fill:#222}
 .async{fill-opacity:0.35;stroke-width:1;stroke:#555;stroke-dasharray:3 2}.alabel{font-size:10.5px;fill:#222}
 .axis{stroke:#999;stroke-width:1}.tick{font-size:10.5px;fill:#555}.grid{stroke:#f0f0f0;stroke-width:1}
-.flow{fill:none;stroke:#333;stroke-width:1.3;stroke-opacity:0.8}.flowdot{fill:#333}.title{font-size:15px;font-weight:bold;fill:#222}.legend{font-size:11px;fill:#444}
+.flow{fill:none;stroke:#333;stroke-width:1.3;stroke-opacity:0.8}.flowdot{fill:#333}.title{font-size:15px;font-weight:bold;fill:#222}.legend{font-size:11px;fill:#444}.kind{font-weight:bold}
 </style>` + "\n")
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%.0f" class="bg"/>`+"\n", width, height)
 	if opts.Title != "" {

@@ -19,8 +19,9 @@ import (
 // titles scripts/trace-pictures.sh gives them.
 func TestDocsPicturesAreCurrent(t *testing.T) {
 	for name, title := range map[string]string{
-		"trace-async_wait":   "testdata/async_wait.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
-		"trace-streams_join": "testdata/streams_join.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
+		"trace-async_wait":           "testdata/async_wait.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
+		"trace-streams_join":         "testdata/streams_join.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
+		"trace-tp_all_gather_matmul": "testdata/tp_all_gather_matmul.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "docs", "images")
@@ -32,7 +33,7 @@ func TestDocsPicturesAreCurrent(t *testing.T) {
 			require.NoError(t, SVG(&got, f, SVGOptions{Title: title}))
 			want, err := os.ReadFile(filepath.Join(dir, name+".svg"))
 			require.NoError(t, err)
-			assert.Equal(t, string(want), got.String(), "docs/images/%s.svg is not its JSON drawn: run scripts/trace-pictures.sh's last commands", name)
+			assert.Equal(t, string(want), got.String(), "docs/images/%s.svg is not its JSON drawn: run scripts/trace-pictures.sh's tracesvg commands", name)
 		})
 	}
 }

@@ -1,7 +1,8 @@
 // Command tracesvg draws a `hirrun run --trace` timeline as an SVG picture:
 // a row per rank, a track per stream with the ops' slices, the async
 // collectives and transfers from post to completion, and arrows linking a
-// collective's slices across ranks (docs/TRACE.md).
+// collective's slices across ranks, each op in a colour of its own whose
+// hue says its kind (docs/TRACE.md).
 //
 //	go run ./scripts/tracesvg -title "async_wait.hir" trace.json > trace.svg
 package main
