@@ -92,7 +92,11 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 	}
 	x := op.Operands[0]
 	t := x.Tensor()
-	if t == nil || peerAddressable(x) {
+	if t == nil {
+		return nil
+	}
+	if peerAddressable(x) {
+		s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely; %s is already on the symmetric heap (%s)", op.Code, algo, x, x, placedBy(x))
 		return nil
 	}
 	if sym := im.lookup(x); sym != nil {
@@ -127,6 +131,27 @@ func (s *symmetrizer) collective(op *ir.Op, im *imports) *ir.Op {
 	op.Operands[0] = sym
 	s.ctx.explain(op.Pos, "%s (algo=%s) reads %s remotely%s; imported it onto the symmetric heap as %s", op.Code, algo, x, why, sym)
 	return imp
+}
+
+// placedBy says what put x, a symmetric value, on the symmetric heap, for
+// an explain note: the op that makes its storage (recv, alloc, a copy with
+// mem=, an op whose result is annotated symmetric or that this pass
+// promoted) or the input declaration, and where; for a view or an op that
+// writes into a destination, what it lies in as well.
+func placedBy(x *ir.Value) string {
+	root := x.Root()
+	what, pos := "its input declaration", root.Pos
+	if root.Def != nil {
+		what, pos = root.Def.Code.String(), root.Def.Pos
+	}
+	where := ""
+	if pos.IsValid() {
+		where = " at " + pos.String()
+	}
+	if root == x {
+		return what + " placed it there" + where
+	}
+	return "it lies in " + root.String() + ", which " + what + " placed there" + where
 }
 
 // promotable reports whether x, read remotely, can simply be allocated on

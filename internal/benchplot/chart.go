@@ -6,6 +6,7 @@
 package benchplot
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image/color"
@@ -86,6 +87,20 @@ const (
 	pngDPI      = 150
 )
 
+// chartFont is the typeface every text of a chart is laid out in: Liberation
+// Sans, which gonum embeds and whose metrics Arial and Helvetica share.
+// An SVG does not embed it: it names it with those and the generic
+// sans-serif after (fontStack), and leaves room for a wider substitute.
+var chartFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
+// fontStack is the font-family an SVG gives for the family gonum's SVG
+// canvas names (by the font's own name, and with no fallback): the
+// metric-compatible fonts first, then the generic family, so that a
+// viewer without Liberation Sans draws the text in a font it has.
+var fontStack = map[string]string{
+	"Liberation Sans": "'Liberation Sans', Arial, Helvetica, sans-serif",
+}
+
 // Color is the colour of the i-th key of a chart, in order of first
 // appearance.
 func Color(i int) color.Color { return plotutil.DarkColors[i%len(plotutil.DarkColors)] }
@@ -109,12 +124,18 @@ func Write(w io.Writer, f Format, c Chart) error {
 	default:
 		return fmt.Errorf("benchplot: unknown format %q (svg or png)", f)
 	}
+	if f == SVG {
+		canvas = &familyStacks{canvas}
+	}
 	dc := draw.New(canvas)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 	drawTitle(dc, c.Title)
 	body := draw.Crop(dc, 0, 0, 0, -titleHeight)
-	tiles := draw.Tiles{Rows: len(grid), Cols: 2, PadX: vg.Millimeter, PadY: 2 * vg.Millimeter, PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: 4 * vg.Millimeter}
+	// gonum leaves room for the last size label in Liberation Sans; the
+	// pads right and below leave room for a wider font a viewer may put
+	// in its place (the tests size every text at 0.65 em a character).
+	tiles := draw.Tiles{Rows: len(grid), Cols: 2, PadX: vg.Millimeter, PadY: 2 * vg.Millimeter, PadTop: vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: vg.Millimeter, PadRight: 6 * vg.Millimeter}
 	// Each panel in its tile, not plot.Align: Align lines the data areas
 	// up but lifts some titles off their panels.
 	for i := range grid {
@@ -126,10 +147,27 @@ func Write(w io.Writer, f Format, c Chart) error {
 	return err
 }
 
+// familyStacks writes its SVG canvas with every font-family gonum names
+// given its fallbacks (fontStack).
+type familyStacks struct{ vg.CanvasWriterTo }
+
+func (c *familyStacks) WriteTo(w io.Writer) (int64, error) {
+	var b bytes.Buffer
+	if _, err := c.CanvasWriterTo.WriteTo(&b); err != nil {
+		return 0, err
+	}
+	out := b.Bytes()
+	for name, stack := range fontStack {
+		out = bytes.ReplaceAll(out, []byte("font-family:"+name+";"), []byte("font-family:"+stack+";"))
+	}
+	n, err := w.Write(out)
+	return int64(n), err
+}
+
 func drawTitle(dc draw.Canvas, title string) {
 	sty := text.Style{
 		Color:   color.Black,
-		Font:    font.From(plot.DefaultFont, 13),
+		Font:    font.From(chartFont, 13),
 		XAlign:  draw.XCenter,
 		YAlign:  draw.YCenter,
 		Handler: plot.DefaultTextHandler,
@@ -196,6 +234,10 @@ func Plots(c Chart) ([][]*plot.Plot, error) {
 
 func newPanel(title, yLabel string) *plot.Plot {
 	p := plot.New()
+	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.Legend.TextStyle.Font,
+		&p.X.Label.TextStyle.Font, &p.X.Tick.Label.Font, &p.Y.Label.TextStyle.Font, &p.Y.Tick.Label.Font} {
+		f.Typeface, f.Variant, f.Style, f.Weight = chartFont.Typeface, chartFont.Variant, chartFont.Style, chartFont.Weight
+	}
 	p.Title.Text = title
 	p.X.Label.Text = SizeLabel
 	p.Y.Label.Text = yLabel
