@@ -376,16 +376,7 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 		Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root(),
 		In: in, Out: outT,
 	}
-	outType := op.Result().Tensor()
-	switch op.Code.Info().Layout {
-	case ir.LayoutGather:
-		call.Axis = inType.ShardAxis()
-	case ir.LayoutScatter:
-		call.Axis = outType.ShardAxis()
-	case ir.LayoutAllToAll:
-		call.Axis = outType.ShardAxis()
-		call.ConcatAxis = inType.ShardAxis()
-	}
+	call.Axis, call.ConcatAxis = op.Code.Info().Layout.CallAxes(inType, op.Result().Tensor())
 	stream := f.current
 	if op.Async() {
 		if stream, err = r.asyncStream(f); err != nil {

@@ -61,21 +61,13 @@ func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPla
 	fail := func(format string, args ...any) (*collPlan, error) {
 		return nil, fmt.Errorf("cuda: rank %d: %s: %s", d.opts.Rank, name, fmt.Sprintf(format, args...))
 	}
-	if !c.Op.IsCollective() {
-		return fail("%s is not a collective", c.Op)
-	}
-	if _, ok := ir.LookupRule(c.Op, algo); !ok {
-		return fail("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Words(ir.Algorithms(c.Op)), ", "))
-	}
+	// Where the tensors lie first, then the contract both runtimes share.
 	var err error
 	if p.inB, err = d.own(c.In.Buf); err != nil {
 		return fail("input: %v", err)
 	}
 	if p.outB, err = d.own(c.Out.Buf); err != nil {
 		return fail("output: %v", err)
-	}
-	if c.In.DType != c.Out.DType {
-		return fail("input is %s but output is %s", c.In.DType, c.Out.DType)
 	}
 	p.dt, p.es = c.In.DType, int64(c.In.DType.Size())
 	if p.es == 0 {
@@ -90,41 +82,11 @@ func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPla
 	if p.outPtr, err = d.span(c.Out, "collective output"); err != nil {
 		return fail("%v", err)
 	}
-	switch {
-	case c.Op.Info().Reduces:
-		if p.reduce == ir.ReduceUnset {
-			p.reduce = ir.ReduceSum
-		}
-		if !p.reduce.Valid() {
-			return fail("unknown reduce op %q (want one of %s)", p.reduce, strings.Join(ir.ReduceOpWords, ", "))
-		}
-		if _, ok := reduceDTypes[p.dt]; !ok {
-			return fail("cannot reduce %s tensors (op=%s); reductions take f32, f16, bf16, f64, i32 or i64", p.dt, p.reduce)
-		}
-		if p.reduce == ir.ReduceAvg && !p.dt.IsFloat() {
-			return fail("op=avg needs a float dtype, not %s", p.dt)
-		}
-	default:
-		p.reduce = ir.ReduceUnset
+	rc, err := c.Resolve(D)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
 	}
-	switch {
-	case c.Op.Info().Rooted:
-		if c.Root < 0 || c.Root >= D {
-			return fail("root %d out of range [0, %d)", c.Root, D)
-		}
-	default:
-		p.root = 0
-	}
-	if err := c.CheckShapes(D); err != nil {
-		return fail("%v", err)
-	}
-	switch c.Op.Info().Layout {
-	case ir.LayoutGather, ir.LayoutScatter:
-		p.concat = 0
-	case ir.LayoutAllToAll:
-	default:
-		p.axis, p.concat = 0, 0
-	}
+	p.reduce, p.root, p.axis, p.concat = rc.ReduceOp, rc.Root, rc.Axis, rc.ConcatAxis
 	p.impl = d.resolveAlgo(p, graph)
 	if err := ir.AlgoFits(c.Op, p.impl, c.In.Bytes(), c.Out.Bytes(), D); err != nil {
 		return fail("%v", err)

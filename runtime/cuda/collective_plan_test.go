@@ -252,3 +252,24 @@ func TestChannelsComeBack(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSpeaksTheSharedContract: a call that breaks the backend-neutral
+// contract gets exactly runtime.CollectiveCall.Resolve's message, behind
+// the backend's prefix (the CPU runtime's TestCollectiveBadCalls asks the
+// same of its own).
+func TestPlanSpeaksTheSharedContract(t *testing.T) {
+	d := fakeDevice(1, 4)
+	sym := fakeBuf(d, 64<<20, ir.Symmetric)
+	for _, c := range []runtime.CollectiveCall{
+		{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceAvg, In: tensor(sym, ir.I32, 8), Out: tensor(sym, ir.I32, 8)},
+		{Op: ir.OpAllReduce, Algo: ir.AlgoCopyEngine, In: tensor(sym, ir.F32, 8), Out: tensor(sym, ir.F32, 8)},
+		{Op: ir.OpBroadcast, Algo: ir.AlgoNCCL, Root: -1, In: tensor(sym, ir.F32, 8), Out: tensor(sym, ir.F32, 8)},
+		{Op: ir.OpAllGather, Algo: ir.AlgoLL, In: tensor(sym, ir.F32, 1<<19), Out: tensor(sym, ir.F32, 1<<21)},
+		{Op: ir.OpAllToAll, Algo: ir.AlgoNCCL, Axis: 0, ConcatAxis: 0, In: tensor(sym, ir.F32, 8), Out: tensor(sym, ir.F32, 8)},
+	} {
+		_, want := c.Resolve(4)
+		require.Error(t, want, "%s algo=%s", c.Op, c.Algo)
+		_, err := d.planCollective(&c, false)
+		assert.EqualError(t, err, "cuda: rank 1: "+want.Error())
+	}
+}

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -51,70 +50,28 @@ func (d *Device) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 }
 
 func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) {
-	D := d.rt.size
 	algo := c.Algo
-	j := &collJob{d: d, op: c.Op, algo: algo, reduceOp: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis}
 	name := fmt.Sprintf("%s algo=%s", c.Op, algo)
-	if !c.Op.IsCollective() {
-		return nil, fmt.Errorf("collective: %s is not a collective", c.Op)
+	// Where the tensors lie first, then the contract both runtimes share.
+	in, err := d.rt.view(c.In)
+	if err != nil {
+		return nil, fmt.Errorf("%s: input: %v", name, err)
 	}
-	access, ok := ir.LookupRule(c.Op, algo)
-	if !ok {
-		return nil, fmt.Errorf("%s has no algorithm %q (it has: %s)", c.Op, algo, strings.Join(ir.Words(ir.Algorithms(c.Op)), ", "))
+	out, err := d.rt.view(c.Out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: output: %v", name, err)
 	}
+	rc, err := c.Resolve(d.rt.size)
+	if err != nil {
+		return nil, err
+	}
+	j := &collJob{d: d, op: c.Op, algo: algo, reduceOp: rc.ReduceOp, root: rc.Root, axis: rc.Axis, concat: rc.ConcatAxis,
+		access: rc.Access, in: in, out: out}
+	var ok bool
 	if j.alg, ok = algorithms[algoKey{c.Op, algo}]; !ok {
 		return nil, fmt.Errorf("%s: the sim has no implementation of it (internal error)", name)
 	}
-	j.access = access
-	var err error
-	if j.in, err = d.rt.view(c.In); err != nil {
-		return nil, fmt.Errorf("%s: input: %v", name, err)
-	}
-	if j.out, err = d.rt.view(c.Out); err != nil {
-		return nil, fmt.Errorf("%s: output: %v", name, err)
-	}
-	in, out := j.in, j.out
-	if in.dt != out.dt {
-		return nil, fmt.Errorf("%s: input is %s but output is %s", name, in.dt, out.dt)
-	}
-	switch {
-	case c.Op.Info().Reduces:
-		if j.reduceOp == ir.ReduceUnset {
-			j.reduceOp = ir.ReduceSum
-		}
-		if !j.reduceOp.Valid() {
-			return nil, fmt.Errorf("%s: unknown reduce op %q (want one of %s)", name, j.reduceOp, strings.Join(ir.ReduceOpWords, ", "))
-		}
-		if in.dt == ir.Bool {
-			return nil, fmt.Errorf("%s: cannot reduce bool tensors", name)
-		}
-		if j.reduceOp == ir.ReduceAvg && !in.dt.IsFloat() {
-			return nil, fmt.Errorf("%s: op=avg needs a float dtype, not %s", name, in.dt)
-		}
-	default:
-		j.reduceOp = ir.ReduceUnset
-	}
-	switch {
-	case c.Op.Info().Rooted:
-		if c.Root < 0 || c.Root >= D {
-			return nil, fmt.Errorf("%s: root %d out of range [0, %d)", name, c.Root, D)
-		}
-	default:
-		j.root = 0
-	}
-	if err := c.CheckShapes(D); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	switch c.Op.Info().Layout {
-	case ir.LayoutGather, ir.LayoutScatter:
-		j.concat = 0
-	case ir.LayoutAllToAll:
-	default:
-		j.axis, j.concat = 0, 0
-	}
-	if err := ir.AlgoFits(c.Op, algo, in.n*in.esz(), out.n*out.esz(), D); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
-	}
+	access := j.access
 	if access.ReadsInput && (in.buf.sym == nil || in.buf.view) {
 		return nil, fmt.Errorf("%s reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer %d is %s", name, in.buf.id, in.buf.kind())
 	}

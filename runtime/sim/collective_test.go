@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -436,7 +437,13 @@ func TestCollectiveBadCalls(t *testing.T) {
 		{runtime.CollectiveCall{Op: ir.OpSend, In: t4, Out: t4}, "not a collective"},
 	}
 	for _, c := range cases {
-		assert.ErrorContains(t, d.Collective(&c.call, nil), c.want, "%s %s", c.call.Op, c.call.Algo)
+		err := d.Collective(&c.call, nil)
+		assert.ErrorContains(t, err, c.want, "%s %s", c.call.Op, c.call.Algo)
+		// A breach of the shared contract reads exactly as Resolve says it
+		// (runtime/cuda's TestPlanSpeaksTheSharedContract asks the same).
+		if _, want := c.call.Resolve(2); want != nil && strings.Contains(want.Error(), c.want) {
+			assert.EqualError(t, err, "rank 0: "+want.Error())
+		}
 	}
 }
 
