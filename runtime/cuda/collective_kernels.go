@@ -85,7 +85,7 @@ const (
 	llCapBytes   = ir.LLMaxBytes  // the most data an LL launch sends one peer
 	llSeg        = 2 * llCapBytes // staging bytes per (slot, sender)
 	oneShotLLMax = 256 << 10      // Tuning.LLMax's default
-	llThreads  = 256
+	llThreads    = 256
 )
 
 // lay is a block of a tensor in units (elements or 16-byte vectors): unit
