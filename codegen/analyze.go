@@ -386,27 +386,11 @@ func reducedShape(b *ir.Op, in []int64) ([]int64, *ir.Error) {
 	if !ok || axes.Kind != ir.KindInts {
 		return nil, ir.Errorf(b.Pos, "%s needs axes=[...]", b.Code)
 	}
-	reduced := make([]bool, len(in))
-	for _, a := range axes.Ints {
-		if a < 0 || a >= int64(len(in)) {
-			return nil, ir.Errorf(b.Pos, "%s: axis %d is out of range for a rank-%d input", b.Code, a, len(in))
-		}
-		if reduced[a] {
-			return nil, ir.Errorf(b.Pos, "%s: axis %d is listed twice", b.Code, a)
-		}
-		reduced[a] = true
+	reduced, errs := ir.ReducedAxes(axes.Ints, len(in))
+	if len(errs) > 0 {
+		return nil, ir.Errorf(b.Pos, "%s: %v", b.Code, errs[0])
 	}
-	keep := b.BoolAttr("keepdim")
-	out := []int64{}
-	for i, e := range in {
-		switch {
-		case !reduced[i]:
-			out = append(out, e)
-		case keep:
-			out = append(out, 1)
-		}
-	}
-	return out, nil
+	return ir.ReducedShape(in, reduced, b.BoolAttr("keepdim")), nil
 }
 
 // iterationSpace fixes the shape the kernel iterates over and checks that
@@ -416,10 +400,7 @@ func (p *plan) iterationSpace() error {
 	if p.red != nil {
 		x := p.vals[p.red.Operands[0]]
 		p.iter = x.shape
-		p.redAxes = make([]bool, len(p.iter))
-		for _, a := range p.red.IntsAttr("axes") {
-			p.redAxes[a] = true
-		}
+		p.redAxes, _ = ir.ReducedAxes(p.red.IntsAttr("axes"), len(p.iter)) // checked by reducedShape
 		for _, b := range p.ops[:len(p.ops)-1] {
 			v := p.vals[b.Results[0]]
 			if s, ok := ir.BroadcastShapes(p.iter, v.shape); !ok || !slices.Equal(s, p.iter) {

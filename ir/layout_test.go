@@ -39,3 +39,20 @@ func TestLayoutFacts(t *testing.T) {
 	assert.ErrorContains(t, LayoutAllToAll.CheckShapes([]int64{2, 6}, []int64{2, 6}, 0, 0, D), "both 0")
 	assert.ErrorContains(t, LayoutSame.CheckShapes([]int64{2}, []int64{3}, 0, 0, D), "differ")
 }
+
+// The reduction-axes rule: in range, none twice, no negative axes; every
+// problem listed. The checker, codegen and the CPU runtime call it
+// (TestReductionAxesAgree in passes holds them to it).
+func TestReducedAxes(t *testing.T) {
+	r, errs := ReducedAxes([]int64{2, 0}, 3)
+	assert.Equal(t, []bool{true, false, true}, r)
+	assert.Empty(t, errs)
+	assert.Equal(t, []int64{4}, ReducedShape([]int64{2, 4, 6}, r, false))
+	assert.Equal(t, []int64{1, 4, 1}, ReducedShape([]int64{2, 4, 6}, r, true))
+	_, errs = ReducedAxes([]int64{-1, 1, 1, 3}, 3)
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	assert.Equal(t, []string{"axis -1 is out of range for a rank-3 input", "axis 1 is listed twice", "axis 3 is out of range for a rank-3 input"}, msgs)
+}

@@ -198,20 +198,20 @@ func (c *checker) reduction(op *ir.Op) ([]inferred, bool) {
 		c.errs.Add(op.Pos, "mean: %s is %s; mean needs a float tensor (cast it first)", x, t.DType)
 		return nil, false
 	}
-	reduced := map[int64]bool{}
-	for _, a := range op.IntsAttr("axes") {
-		switch {
-		case a < 0 || a >= int64(t.Rank()):
-			c.errs.Add(op.Pos, "%s: axis %d is out of range for %s of type %s (rank %d)", name, a, x, t, t.Rank())
-			ok = false
-		case reduced[a]:
-			c.errs.Add(op.Pos, "%s: axis %d is listed twice", name, a)
-			ok = false
-		case t.Dims[a].Parallel == ir.DIDx:
+	reduced, axisErrs := ir.ReducedAxes(op.IntsAttr("axes"), t.Rank())
+	for _, e := range axisErrs {
+		if e.Twice {
+			c.errs.Add(op.Pos, "%s: %v", name, e)
+		} else {
+			c.errs.Add(op.Pos, "%s: axis %d is out of range for %s of type %s (rank %d)", name, e.Axis, x, t, t.Rank())
+		}
+		ok = false
+	}
+	for a, r := range reduced {
+		if r && t.Dims[a].Parallel == ir.DIDx {
 			c.errs.Add(op.Pos, "%s: axis %d of %s is sharded on DIDx; reduce across ranks with all_reduce", name, a, x)
 			ok = false
 		}
-		reduced[a] = true
 	}
 	if !ok {
 		return nil, false
@@ -220,7 +220,7 @@ func (c *checker) reduction(op *ir.Op) ([]inferred, bool) {
 	dims := c.scratchDims(t.Rank())
 	for i, d := range t.Dims {
 		switch {
-		case !reduced[int64(i)]:
+		case !reduced[i]:
 			dims = append(dims, d)
 		case keep:
 			dims = append(dims, ir.Dim{Extent: 1})

@@ -413,30 +413,15 @@ func (c *compiler) reduction(op *ir.Op) (step, error) {
 	if in.dt == ir.Bool || (op.Code == ir.OpMean && !in.dt.IsFloat()) {
 		return st, fmt.Errorf("cannot reduce a %s tensor", in.dt)
 	}
-	reduced := make([]bool, len(in.shape))
-	for _, a := range op.IntsAttr("axes") {
-		if a < 0 {
-			a += int64(len(in.shape))
-		}
-		if a < 0 || a >= int64(len(in.shape)) {
-			return st, fmt.Errorf("axis %d out of range for a tensor of rank %d", a, len(in.shape))
-		}
-		if reduced[a] {
-			return st, fmt.Errorf("axis %d listed twice", a)
-		}
-		reduced[a] = true
+	reduced, axisErrs := ir.ReducedAxes(op.IntsAttr("axes"), len(in.shape))
+	if len(axisErrs) > 0 {
+		return st, axisErrs[0]
 	}
 	keep := op.BoolAttr("keepdim")
-	var outShape []int64
+	outShape := ir.ReducedShape(in.shape, reduced, keep)
 	strides := make([]int64, len(in.shape)) // output stride of each input axis
 	st.count = 1
 	for i, e := range in.shape {
-		switch {
-		case !reduced[i]:
-			outShape = append(outShape, e)
-		case keep:
-			outShape = append(outShape, 1)
-		}
 		if reduced[i] {
 			st.count *= e
 		}
