@@ -2,6 +2,7 @@ package passes
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/hirlab/hir/ir"
 )
@@ -137,18 +138,35 @@ func checkPointToPoint(p *ir.Program, v *validator) {
 		switch {
 		case ns > nr && nr == 0:
 			e := &trace[pe.sends[0]].ev
-			report(e.op, "send: rank %d sends to rank %d %d time(s), but rank %d never receives from rank %d: send #0 would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, ns, pe.dst, pe.src, pe.dst)
+			report(e.op, "send: rank %d sends to rank %d %s, but rank %d never receives from rank %d: send #0 would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, times(ns), pe.dst, pe.src, pe.dst)
 		case ns > nr:
 			e, last := &trace[pe.sends[nr]].ev, &trace[pe.recvs[nr-1]].ev
-			report(e.op, "send: rank %d sends to rank %d %d time(s), but rank %d receives from rank %d only %d time(s), the last at %s: send #%d would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, ns, pe.dst, pe.src, nr, last.op.Pos, nr, pe.dst)
+			report(e.op, "send: rank %d sends to rank %d %s, but rank %d receives from rank %d only %s, the last at %s: send #%d would wait forever; add the matching `recv peer=...` on rank %d", pe.src, pe.dst, times(ns), pe.dst, pe.src, times(nr), last.op.Pos, nr, pe.dst)
 		case nr > ns && ns == 0:
 			e := &trace[pe.recvs[0]].ev
-			report(e.op, "recv: rank %d receives from rank %d %d time(s), but rank %d never sends to rank %d: receive #0 would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, nr, pe.src, pe.dst, pe.src)
+			report(e.op, "recv: rank %d receives from rank %d %s, but rank %d never sends to rank %d: receive #0 would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, times(nr), pe.src, pe.dst, pe.src)
 		case nr > ns:
 			e, last := &trace[pe.recvs[ns]].ev, &trace[pe.sends[ns-1]].ev
-			report(e.op, "recv: rank %d receives from rank %d %d time(s), but rank %d sends to rank %d only %d time(s), the last at %s: receive #%d would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, nr, pe.src, pe.dst, ns, last.op.Pos, ns, pe.src)
+			report(e.op, "recv: rank %d receives from rank %d %s, but rank %d sends to rank %d only %s, the last at %s: receive #%d would wait forever; add the matching `send peer=...` on rank %d", pe.dst, pe.src, times(nr), pe.src, pe.dst, times(ns), last.op.Pos, ns, pe.src)
 		}
 	}
+}
+
+// times says how many times something happens, as a sentence would:
+// once, twice, three times ... nine times, 10 times. Small counts are
+// spelled out so that they read apart from the rank numbers next to them
+// ("rank 0 sends to rank 1 three times").
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	if n >= 3 && n <= 9 {
+		return [...]string{"three", "four", "five", "six", "seven", "eight", "nine"}[n-3] + " times"
+	}
+	return strconv.Itoa(n) + " times"
 }
 
 // p2pCheckLimit bounds the sends and recvs checkPointToPoint follows, over

@@ -32,16 +32,16 @@ func TestSendRecvRejectionsNameBothSides(t *testing.T) {
 	for _, c := range []struct{ name, body, want string }{
 		{"a recv nobody sends to",
 			"%r = recv peer=-1 : f32[4]\noutput %r\n",
-			"p.hir:4:6: recv: rank 0 receives from rank 1 1 time(s), but rank 1 never sends to rank 0: receive #0 would wait forever; add the matching `send peer=...` on rank 1"},
+			"p.hir:4:6: recv: rank 0 receives from rank 1 once, but rank 1 never sends to rank 0: receive #0 would wait forever; add the matching `send peer=...` on rank 1"},
 		{"a send nobody receives",
 			"send %x peer=+1\noutput %x\n",
-			"p.hir:4:1: send: rank 0 sends to rank 1 1 time(s), but rank 1 never receives from rank 0: send #0 would wait forever; add the matching `recv peer=...` on rank 1"},
+			"p.hir:4:1: send: rank 0 sends to rank 1 once, but rank 1 never receives from rank 0: send #0 would wait forever; add the matching `recv peer=...` on rank 1"},
 		{"one send too many, in a loop",
 			"set_stream %s\nfor %i = 0 to 3 {\n  send %x peer=+1\n}\nset_stream\n%r = recv peer=-1 : f32[4]\n%q = recv peer=-1 : f32[4]\noutput %r, %q\n",
-			"p.hir:6:3: send: rank 0 sends to rank 1 3 time(s), but rank 1 receives from rank 0 only 2 time(s), the last at p.hir:10:6: send #2 would wait forever; add the matching `recv peer=...` on rank 1"},
+			"p.hir:6:3: send: rank 0 sends to rank 1 three times, but rank 1 receives from rank 0 only twice, the last at p.hir:10:6: send #2 would wait forever; add the matching `recv peer=...` on rank 1"},
 		{"one recv too many",
 			"set_stream %s\nsend %x peer=+1\nset_stream\n%r = recv peer=-1 : f32[4]\n%q = recv peer=-1 : f32[4]\noutput %r, %q\n",
-			"p.hir:8:6: recv: rank 1 receives from rank 0 2 time(s), but rank 0 sends to rank 1 only 1 time(s), the last at p.hir:5:1: receive #1 would wait forever; add the matching `send peer=...` on rank 0"},
+			"p.hir:8:6: recv: rank 1 receives from rank 0 twice, but rank 0 sends to rank 1 only once, the last at p.hir:5:1: receive #1 would wait forever; add the matching `send peer=...` on rank 0"},
 		{"dtypes that differ",
 			"set_stream %s\nsend %x peer=+1\nset_stream\n%r = recv peer=-1 : i32[4]\noutput %r\n",
 			"p.hir:7:6: recv: on rank 1, receive #0 from rank 0 wants i32 of 4 elements, but the send it meets (at p.hir:5:1) sends f32 of 4; they must agree in dtype and local element count"},
@@ -65,8 +65,8 @@ func TestSendRecvRejectionsNameBothSides(t *testing.T) {
 func TestSendRecvPeersPerRank(t *testing.T) {
 	src := "mesh 3\ninput %x : f32[4]\n%s = stream\nset_stream %s\nsend %x peer=1\nset_stream\n%r = recv peer=-1 : f32[4]\noutput %r\n"
 	assert.Equal(t, strings.Join([]string{
-		"p.hir:5:1: send: rank 1 sends to rank 1 1 time(s), but rank 1 never receives from rank 1: send #0 would wait forever; add the matching `recv peer=...` on rank 1",
-		"p.hir:7:6: recv: rank 0 receives from rank 2 1 time(s), but rank 2 never sends to rank 0: receive #0 would wait forever; add the matching `send peer=...` on rank 2",
+		"p.hir:5:1: send: rank 1 sends to rank 1 once, but rank 1 never receives from rank 1: send #0 would wait forever; add the matching `recv peer=...` on rank 1",
+		"p.hir:7:6: recv: rank 0 receives from rank 2 once, but rank 2 never sends to rank 0: receive #0 would wait forever; add the matching `send peer=...` on rank 2",
 	}, "\n"), checkP2P(t, src))
 	// a ring shift both ways is fine
 	ok := "mesh 3\ninput %x : f32[4]\n%s = stream\nset_stream %s\nsend %x peer=+1\nsend %x peer=-1\nset_stream\n%r = recv peer=-1 : f32[4]\n%q = recv peer=+1 : f32[4]\noutput %r, %q\n"

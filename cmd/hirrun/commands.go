@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -21,10 +20,13 @@ var checkCommand = &command{
 	summary: "parse and check programs, printing every error",
 	help: `Parses each program and runs the passes that can reject one (typecheck,
 validate, symmetric, deadlock). Prints nothing when every program is
-correct. With --graph, also checks the program for graph mode (run
---graph): a loop too long to unroll into a graph is an error; each op that
-waits on the host (register, deregister, barrier, sync_stream) is noted
-with its position, since graph mode runs it on the host between two graphs.`,
+correct, but for a warning when a program has no output (nothing it
+computes is kept; the exit status stays 0). A program file "-" is read
+from standard input and named <stdin> in messages. With --graph, also
+checks the program for graph mode (run --graph): a loop too long to unroll
+into a graph is an error; each op that waits on the host (register,
+deregister, barrier, sync_stream) is noted with its position, since graph
+mode runs it on the host between two graphs.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &checkOptions{}
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
@@ -35,6 +37,9 @@ with its position, since graph mode runs it on the host between two graphs.`,
 		o := opts.(*checkOptions)
 		if len(args) == 0 {
 			c.errorf("check: no program given (usage: %s)", usageLine("check"))
+			return exitUsage
+		}
+		if !c.stdinOnce("check", args) {
 			return exitUsage
 		}
 		worst := exitOK
@@ -55,6 +60,8 @@ with its position, since graph mode runs it on the host between two graphs.`,
 				if err != nil {
 					c.report(err)
 					code = exitFail
+				} else {
+					c.warnNoOutputs(prog)
 				}
 			}
 			worst = max(worst, code)
@@ -76,7 +83,7 @@ the end of a line stays there (those of consecutive lines aligned), one at
 the end of a body stays before its }, and a run of blank lines becomes one.
 With -l, lists the files whose text differs from it instead; with -w,
 rewrites them. "-" reads a program from standard input and writes it
-formatted to standard output.`,
+formatted to standard output; messages and -l name it <stdin>.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &fmtOptions{}
 		fs.BoolVar(&o.write, "w", false, "write the canonical form back to the file")
@@ -95,6 +102,9 @@ formatted to standard output.`,
 				return exitUsage
 			}
 		}
+		if !c.stdinOnce("fmt", args) {
+			return exitUsage
+		}
 		worst := exitOK
 		for _, path := range args {
 			worst = max(worst, c.format(path, o))
@@ -103,32 +113,17 @@ formatted to standard output.`,
 	},
 }
 
-// stdinName names standard input in fmt's messages and -l, as gofmt does.
-const stdinName = "<standard input>"
-
+// format formats one program file, or standard input for "-" (named
+// <stdin> in messages and by -l, as every command names it).
 func (c *cli) format(path string, o *fmtOptions) int {
-	name := path
-	var src []byte
-	if path == "-" {
-		name = stdinName
-		var err error
-		if src, err = io.ReadAll(os.Stdin); err != nil {
-			c.errorf("fmt: reading standard input: %v", err)
-			return exitUsage
-		}
-	} else {
-		var code int
-		if src, code = c.readSource(path); code != exitOK {
-			return code
-		}
+	name := programName(path)
+	src, code := c.readProgram(path)
+	if code != exitOK {
+		return code
 	}
 	formatted, err := format.Source(name, src)
 	if err != nil {
-		if path == "-" {
-			fmt.Fprintln(c.stderr, err) // every message has a position, <standard input>:3:1
-		} else {
-			c.report(err)
-		}
+		c.report(err) // every message has a position, <stdin>:3:1 for "-"
 		return exitFail
 	}
 	changed := !bytes.Equal(src, formatted)
@@ -166,7 +161,8 @@ var lowerCommand = &command{
 	summary: "print the program after each pass",
 	help: `Runs the compiler pipeline on the program and prints it after every pass,
 each under a "// after pass NAME" header, or only after the pass --pass names
-(having run the passes before it).`,
+(having run the passes before it). The program file may be - (standard
+input, named <stdin> in messages).`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &lowerOptions{}
 		fs.StringVar(&o.pass, "pass", "", "print the program only after this pass: "+passNames())

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/hirlab/hir/runtime/cuda"
 )
+
+// probeCUDA is cuda.Probe; tests replace it to see the messages of a
+// machine without GPUs on one that has them, and the other way round.
+var probeCUDA = cuda.Probe
 
 // gpuRanks is how many ranks, one per GPU, a measuring command (topo,
 // bench) started by hand runs: --nproc, or every GPU. When the machine
 // cannot, it prints why and returns the exit code as well.
 func (c *cli) gpuRanks(cmd string, nproc int) (n, code int, ok bool) {
-	p := cuda.Probe()
+	p := probeCUDA()
 	if !p.Available {
-		c.errorf("%s: cuda backend unavailable: %s", cmd, p.Reason)
+		c.errorf("%s: needs GPUs, and the cuda backend cannot run here: %s; %s", cmd, withoutRunAdvice(p.Reason), noGPUAdvice[cmd])
 		return 0, exitFail, false
 	}
 	n = nproc
@@ -22,4 +28,26 @@ func (c *cli) gpuRanks(cmd string, nproc int) (n, code int, ok bool) {
 		return 0, exitFail, false
 	}
 	return n, 0, true
+}
+
+// noGPUAdvice is what each measuring command suggests where there is no
+// GPU: neither has a CPU backend, so the advice is about figures measured
+// elsewhere.
+var noGPUAdvice = map[string]string{
+	"bench": "to print or chart figures measured on GPUs, run 'hirrun bench --from FILE.json' on a file " +
+		"'hirrun bench --format json' saved there (hir's docs/bench/h100-x2.json is one, from 2 H100s)",
+	"topo": "run it on a machine with NVIDIA GPUs (docs/RUNTIME-CUDA.md, \"hirrun topo\", shows a table from 2 H200s)",
+}
+
+// withoutRunAdvice is the probe's reason without the advice it gives to
+// run (use the CPU runtime, --backend sim), which bench and topo, having
+// no such flag, cannot follow.
+func withoutRunAdvice(reason string) string {
+	for _, advice := range []string{
+		", so use the CPU runtime (--backend sim, the default)",
+		"; use the CPU runtime (--backend sim, the default)",
+	} {
+		reason = strings.TrimSuffix(reason, advice)
+	}
+	return reason
 }

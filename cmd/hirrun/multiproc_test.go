@@ -417,7 +417,12 @@ func TestCUDAWithoutGPU(t *testing.T) {
 	} {
 		r := hirrun(args...)
 		expectCode(t, r, exitFail)
-		expectContains(t, "stderr", r.stderr, "cuda backend unavailable: ", "--backend sim")
+		if args[0] == "run" {
+			expectContains(t, "stderr", r.stderr, "cuda backend unavailable: ", "--backend sim")
+		} else { // topo has no --backend: it says it needs GPUs (gpus_test.go)
+			expectContains(t, "stderr", r.stderr, "topo: needs GPUs")
+			assert.NotContains(t, r.stderr, "--backend", "topo has no --backend flag to advise")
+		}
 		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "hirrun %v: want one line of error, got:\n%s", args, r.stderr)
 	}
 	r := hirrun("topo", "extra")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/passes"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/launch"
 )
 
 type runOptions struct {
@@ -84,6 +86,11 @@ var runCommand = &command{
 declares, and prints each rank's outputs (its local shards):
 
   rank 0: %y = f32[2, 3] = [[1, 2, 3], [4, 5, 6]]
+
+The program file may be - to read it from standard input (named <stdin> in
+messages; not with --backend cuda, whose ranks each read the file). A
+program with no output runs with a warning on stderr, since nothing it
+computes is printed or kept; the exit status is not changed by it.
 
 Every program input needs a value: random values from a seed
 (--input NAME=random:seed=N; floats uniform in [-1, 1), integers in [-8, 8),
@@ -169,6 +176,15 @@ with each op's position (hirrun check --graph lists them).`,
 	run: func(c *cli, opts any, args []string) int { return c.runProgram(opts.(*runOptions), args) },
 }
 
+// speaksForJob reports whether this hirrun warns for its job: a hirrun
+// on its own does, and so does rank 0 of a job torchrun or srun started;
+// the other ranks do not, nor do the ranks hirrun itself starts (the
+// hirrun that started them has warned already).
+func speaksForJob() bool {
+	env, launched, err := launch.FromEnv()
+	return err != nil || !launched || env.Rank == 0 && env.Source != launch.SourceHirrun
+}
+
 func (c *cli) runProgram(o *runOptions, args []string) int {
 	if len(args) != 1 {
 		c.errorf("run: want one program, got %d arguments (usage: %s)", len(args), usageLine("run"))
@@ -188,6 +204,10 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	}
 	if err := checkProgressMode(o.progress); err != nil {
 		c.errorf("run: %v", err)
+		return exitUsage
+	}
+	if _, perProcess := processBackends[o.backend]; perProcess && args[0] == "-" {
+		c.errorf("run: --backend %s runs a process per rank, and each reads the program from its file: save the program to a file and give its path instead of - (standard input)", o.backend)
 		return exitUsage
 	}
 	if o.graph && (o.stats || o.trace != "") {
@@ -222,6 +242,9 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		c.report(err)
 		return exitFail
 	}
+	if speaksForJob() {
+		c.warnNoOutputs(prog) // once, not by every rank of a job
+	}
 	if err := checkOutputNames(prog, "output", outSpecs); err != nil {
 		c.errorf("run: %v", err)
 		return exitUsage
@@ -231,7 +254,7 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		return exitUsage
 	}
 	if o.nproc != 0 && o.nproc != prog.Mesh.Size() {
-		c.errorf("run: --nproc %d, but %s declares a mesh of %d rank%s (one rank per mesh device)", o.nproc, args[0], prog.Mesh.Size(), plural(prog.Mesh.Size()))
+		c.errorf("run: --nproc %d, but %s declares a mesh of %d rank%s (one rank per mesh device)", o.nproc, programName(args[0]), prog.Mesh.Size(), plural(prog.Mesh.Size()))
 		return exitUsage
 	}
 	inputs, err := loadInputs(prog, inSpecs)
@@ -348,11 +371,25 @@ func (c *cli) printStats(reports []rankReport) {
 		s := rr.Stats
 		fmt.Fprintf(c.stderr, "\nrank %d: symmetric handles %s; kernels %s\n",
 			rr.Rank, hitsMisses(s.HandleHits, s.HandleMisses), hitsMisses(s.KernelHits, s.KernelMisses))
+		printRunSplit(c.stderr, s.Runs)
 		ops := append([]evaluator.OpStat(nil), s.Ops...)
 		sort.SliceStable(ops, func(i, j int) bool { return ops[i].Total > ops[j].Total })
+		later := len(s.Runs) > 1
 		tw := tabwriter.NewWriter(c.stderr, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  op\twhere\tcount\ttotal\tmean")
+		if later {
+			// The first Run pays the set-up: apart, and the later Runs'
+			// minimum and median per Run.
+			fmt.Fprintln(tw, "  op\twhere\tcount\ttotal\tfirst Run\tlater: min\tmedian")
+		} else {
+			fmt.Fprintln(tw, "  op\twhere\tcount\ttotal\tmean")
+		}
 		for _, op := range ops {
+			if later {
+				lo, med := minMedian(op.PerRun)
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", op.Op, op.Pos, op.Count, formatDuration(op.Total),
+					formatDuration(op.First), formatDuration(lo), formatDuration(med))
+				continue
+			}
 			mean := time.Duration(0)
 			if op.Count > 0 {
 				mean = op.Total / time.Duration(op.Count)
@@ -361,6 +398,47 @@ func (c *cli) printStats(reports []rankReport) {
 		}
 		tw.Flush()
 	}
+}
+
+// printRunSplit prints where a rank's Runs went: the first Run apart (it
+// pays the set-up), then the later Runs' median split and their fastest.
+func printRunSplit(w io.Writer, runs []evaluator.RunStat) {
+	if len(runs) == 0 {
+		return
+	}
+	split := func(r evaluator.RunStat) string {
+		return fmt.Sprintf("%s (inputs %s, ops %s, outputs %s, drain %s)", formatDuration(r.Total),
+			formatDuration(r.Inputs), formatDuration(r.Ops), formatDuration(r.Outputs), formatDuration(r.Drain))
+	}
+	fmt.Fprintf(w, "  first Run: %s\n", split(runs[0]))
+	if len(runs) == 1 {
+		return
+	}
+	pick := func(f func(evaluator.RunStat) time.Duration) (lo, med time.Duration) {
+		ds := make([]time.Duration, len(runs)-1)
+		for i, r := range runs[1:] {
+			ds[i] = f(r)
+		}
+		return minMedian(ds)
+	}
+	var lo, med evaluator.RunStat
+	lo.Total, med.Total = pick(func(r evaluator.RunStat) time.Duration { return r.Total })
+	lo.Inputs, med.Inputs = pick(func(r evaluator.RunStat) time.Duration { return r.Inputs })
+	lo.Ops, med.Ops = pick(func(r evaluator.RunStat) time.Duration { return r.Ops })
+	lo.Outputs, med.Outputs = pick(func(r evaluator.RunStat) time.Duration { return r.Outputs })
+	lo.Drain, med.Drain = pick(func(r evaluator.RunStat) time.Duration { return r.Drain })
+	fmt.Fprintf(w, "  later %d Run%s: median %s; fastest %s\n", len(runs)-1, plural(len(runs)-1), split(med), formatDuration(lo.Total))
+}
+
+// minMedian is the smallest and the median of ds (the lower middle of an
+// even count); zeros for none.
+func minMedian(ds []time.Duration) (lo, med time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	slices.Sort(s)
+	return s[0], s[(len(s)-1)/2]
 }
 
 func hitsMisses(hits, misses int64) string {
