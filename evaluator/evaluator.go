@@ -150,14 +150,31 @@ type Stats struct {
 	GraphNodes   int   `json:",omitempty"`
 	Graphs       int   `json:",omitempty"`
 	GraphReplays int64 `json:",omitempty"`
+	// Runs is where each Run's time went on this rank, in order, when
+	// Options.Stats is set: the first Run pays the set-up (compiling,
+	// symmetric handles, cuBLAS's start), so it is kept apart.
+	Runs []RunStat `json:",omitempty"`
+}
+
+// RunStat splits one Run's time on one rank: binding (and uploading) the
+// inputs, the program's ops, reading the outputs back, and draining the
+// streams at the end; Total is the whole Run (the rest is bookkeeping).
+// In graph mode the ops and the output read are one replay (Ops).
+type RunStat struct {
+	Inputs, Ops, Outputs, Drain, Total time.Duration
 }
 
 // OpStat is the time spent in one op of the program, summed over its runs.
+// First is its part in the job's first Run; PerRun its time in each later
+// Run (summed over its executions in that Run), for a minimum and a
+// median that leave the first Run's set-up out.
 type OpStat struct {
-	Op    string
-	Pos   ir.Pos
-	Count int64
-	Total time.Duration
+	Op     string
+	Pos    ir.Pos
+	Count  int64
+	Total  time.Duration
+	First  time.Duration
+	PerRun []time.Duration `json:",omitempty"`
 }
 
 // NewJob binds prog (already lowered by passes.Lower) to the ranks rt hosts.

@@ -30,6 +30,7 @@ type rank struct {
 
 	stats      Stats
 	opStats    []OpStat     // by op id (Count 0: never timed)
+	runStats   []RunStat    // Options.Stats: each Run's split
 	trace      []TraceEvent // this Run's ops, with Options.Trace
 	traceState traceState   // Options.Trace's bookkeeping (trace.go)
 
@@ -117,7 +118,10 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 	}
 	f.used = append(f.used, f.current)
 	r.releaseOutputs()
+	var rs RunStat
+	t0 := time.Now()
 	err := r.bindInputs(f, inputs)
+	rs.Inputs = time.Since(t0)
 	var outs map[string]*host.Array
 	if err == nil {
 		switch {
@@ -127,16 +131,25 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 			outs, err = r.capture(f)
 		default:
 			if err = r.block(f, r.job.plan.body); err == nil {
+				t1 := time.Now()
 				outs, err = r.readOutputs(f)
+				rs.Outputs = time.Since(t1)
 			}
 		}
 	}
+	rs.Ops = time.Since(t0) - rs.Inputs - rs.Outputs
 	r.endProgress()
 	// Whatever happened, let every stream drain so no work outlives the Run.
+	t2 := time.Now()
 	for _, s := range f.used {
 		if serr := s.Synchronize(); serr != nil && err == nil {
 			err = serr
 		}
+	}
+	rs.Drain = time.Since(t2)
+	rs.Total = time.Since(t0)
+	if r.job.opts.Stats {
+		r.runStats = append(r.runStats, rs)
 	}
 	r.endTrace()
 	r.releaseFrame(f)
@@ -432,11 +445,20 @@ func (r *rank) recordOp(p *opPlan, d time.Duration) {
 	}
 	s.Count++
 	s.Total += d
+	if r.runs == 0 {
+		s.First += d
+		return
+	}
+	for int64(len(s.PerRun)) < r.runs {
+		s.PerRun = append(s.PerRun, 0)
+	}
+	s.PerRun[r.runs-1] += d
 }
 
 func (r *rank) snapshotStats() Stats {
 	s := r.stats
 	s.Ops = sortedOpStats(r.opStats)
+	s.Runs = append([]RunStat(nil), r.runStats...)
 	if r.job.opts.Trace {
 		s.Trace = append([]TraceEvent(nil), r.trace...)
 	}

@@ -523,10 +523,10 @@ var references = map[string]reference{
 		}
 		out := map[string]tens{
 			"sum": s, "two": s, "avg": avg,
-			"max":  overRanks(xs, math.Max),
-			"min":  overRanks(xs, math.Min),
-			"prod": overRanks(xs, mul),
-			"isum": overRanks(is, add).as(ir.I32),
+			"max":   overRanks(xs, math.Max),
+			"min":   overRanks(xs, math.Min),
+			"prod":  overRanks(xs, mul),
+			"isum":  overRanks(is, add).as(ir.I32),
 			"llmax": overRanks(xs, math.Max),
 			"llsum": overRanks(is, add).as(ir.I32),
 		}
