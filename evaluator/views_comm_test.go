@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/evaluator"
+	"github.com/hirlab/hir/format"
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/parser"
@@ -322,6 +323,10 @@ var updateContract = flag.Bool("update-contract", false, "rewrite ../testdata/co
 func TestContractViewPrograms(t *testing.T) {
 	want := contractViewPrograms()
 	for name, src := range want {
+		// in fmt's canonical form, as every program of the repository
+		formatted, err := format.Source(name+".hir", []byte(src))
+		require.NoError(t, err, name)
+		src = string(formatted)
 		file := filepath.Join("..", "testdata", "contract", name+".hir")
 		if *updateContract {
 			require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
