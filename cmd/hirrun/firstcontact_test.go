@@ -171,15 +171,18 @@ func TestMeasuringWithoutGPUAdvisesWhatExists(t *testing.T) {
 	saved := probeCUDA
 	t.Cleanup(func() { probeCUDA = saved })
 	for _, reason := range []string{
-		"the NVIDIA driver library did not load (cannot load libcuda.so.1: no such file); this machine has no usable NVIDIA driver, so use the CPU runtime (--backend sim, the default)",
-		"the cuda backend needs linux (this hirrun is built for darwin/arm64); use the CPU runtime (--backend sim, the default)",
+		"the NVIDIA driver library did not load (cannot load libcuda.so.1: no such file): this machine has no usable NVIDIA driver",
+		"the cuda backend needs linux (this hirrun is built for darwin/arm64)",
 		"the driver loaded but sees no CUDA device (CUDA_VISIBLE_DEVICES=\"\")",
 		cuda.Probe().Reason, // this machine's own, where it has no GPU
 	} {
 		if reason == "" {
 			continue
 		}
-		probeCUDA = func() cuda.ProbeResult { return cuda.ProbeResult{Reason: reason} }
+		// with the advice the probe gives run, which bench and topo leave out
+		probeCUDA = func() cuda.ProbeResult {
+			return cuda.ProbeResult{Reason: reason, Advice: "use the CPU runtime (--backend sim, the default)"}
+		}
 		r := hirrun("bench", "--nproc", "2")
 		expectCode(t, r, exitFail)
 		assert.Empty(t, r.stdout)

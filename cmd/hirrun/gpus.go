@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/hirlab/hir/runtime/cuda"
 )
 
@@ -16,7 +14,7 @@ var probeCUDA = cuda.Probe
 func (c *cli) gpuRanks(cmd string, nproc int) (n, code int, ok bool) {
 	p := probeCUDA()
 	if !p.Available {
-		c.errorf("%s: needs GPUs, and the cuda backend cannot run here: %s; %s", cmd, withoutRunAdvice(p.Reason), noGPUAdvice[cmd])
+		c.errorf("%s: needs GPUs, and the cuda backend cannot run here: %s; %s", cmd, p.Reason, noGPUAdvice[cmd])
 		return 0, exitFail, false
 	}
 	n = nproc
@@ -37,17 +35,4 @@ var noGPUAdvice = map[string]string{
 	"bench": "to print or chart figures measured on GPUs, run 'hirrun bench --from FILE.json' on a file " +
 		"'hirrun bench --format json' saved there (hir's docs/bench/h100-x2.json is one, from 2 H100s)",
 	"topo": "run it on a machine with NVIDIA GPUs (docs/RUNTIME-CUDA.md, \"hirrun topo\", shows a table from 2 H200s)",
-}
-
-// withoutRunAdvice is the probe's reason without the advice it gives to
-// run (use the CPU runtime, --backend sim), which bench and topo, having
-// no such flag, cannot follow.
-func withoutRunAdvice(reason string) string {
-	for _, advice := range []string{
-		", so use the CPU runtime (--backend sim, the default)",
-		"; use the CPU runtime (--backend sim, the default)",
-	} {
-		reason = strings.TrimSuffix(reason, advice)
-	}
-	return reason
 }

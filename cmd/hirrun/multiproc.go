@@ -53,7 +53,7 @@ var processBackends = map[string]processBackend{
 func cudaCheck(prog *ir.Program) error {
 	p := cuda.Probe()
 	if !p.Available {
-		return fmt.Errorf("cuda backend unavailable: %s", p.Reason)
+		return fmt.Errorf("cuda backend unavailable: %s", p.Unavailable())
 	}
 	for rank, dev := range prog.Mesh.Devices {
 		if dev >= len(p.Devices) && !cuda.SharingGPUs() {

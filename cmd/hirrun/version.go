@@ -21,7 +21,7 @@ var versionCommand = &command{
 built from (and "modified" when the tree had uncommitted changes), then the
 Go version and GOOS/GOARCH:
 
-  hir v0.0.0-20261123180000-abc123def456+dirty (rev abc123def4567890abc123def4567890abc123de, 2026-11-23T18:00:00Z, modified)
+  hir v0.0.0-20261123180000-abc123def456+dirty (rev abc123def456..., 2026-11-23T18:00:00Z, modified)
   go go1.26.0 linux/amd64
 
 The revision is what go build and go install stamp into a binary built in

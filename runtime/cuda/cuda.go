@@ -52,7 +52,7 @@ type Options struct {
 func Open(cfg runtime.Config) (runtime.Runtime, error) {
 	p := Probe()
 	if !p.Available {
-		return nil, fmt.Errorf("cuda backend unavailable: %s", p.Reason)
+		return nil, fmt.Errorf("cuda backend unavailable: %s", p.Unavailable())
 	}
 	opts, rv, err := optionsFromEnv(cfg)
 	if err != nil {
@@ -136,7 +136,7 @@ var _ runtime.Runtime = (*Runtime)(nil)
 func New(opts Options) (*Runtime, error) {
 	p := Probe()
 	if !p.Available {
-		return nil, fmt.Errorf("cuda backend unavailable: %s", p.Reason)
+		return nil, fmt.Errorf("cuda backend unavailable: %s", p.Unavailable())
 	}
 	if opts.WorldSize < 1 || opts.Rank < 0 || opts.Rank >= opts.WorldSize {
 		return nil, fmt.Errorf("cuda: rank %d is out of range for world size %d", opts.Rank, opts.WorldSize)

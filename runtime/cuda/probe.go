@@ -26,8 +26,12 @@ type DeviceInfo struct {
 // ProbeResult says whether this machine can run the CUDA runtime, and if
 // not, why, in words a user can act on.
 type ProbeResult struct {
-	Available     bool
-	Reason        string // empty when Available
+	Available bool
+	Reason    string // empty when Available
+	// Advice is what to do instead where this machine cannot run the
+	// backend at all (no driver): run programs on the CPU runtime. Empty
+	// otherwise; Unavailable joins it to Reason.
+	Advice        string
 	Library       string
 	DriverVersion int // e.g. 13000 for CUDA 13.0
 	Devices       []DeviceInfo
@@ -35,7 +39,7 @@ type ProbeResult struct {
 
 func (p ProbeResult) String() string {
 	if !p.Available {
-		return "cuda unavailable: " + p.Reason
+		return "cuda unavailable: " + p.Unavailable()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "cuda available: driver %d.%d, %d device(s)", p.DriverVersion/1000, p.DriverVersion%1000/10, len(p.Devices))
@@ -70,7 +74,7 @@ func Probe() ProbeResult {
 	probeOnce.Do(func() {
 		d, err := loadDriver()
 		if err != nil {
-			probeResult = ProbeResult{Reason: noDriverReason(err), Library: DriverLibrary}
+			probeResult = ProbeResult{Reason: noDriverReason(err), Advice: runOnCPU, Library: DriverLibrary}
 			return
 		}
 		probeResult = probeWith(d, d.Path())
@@ -78,11 +82,24 @@ func Probe() ProbeResult {
 	return probeResult
 }
 
+// runOnCPU is the probe's advice where there is no driver: what `hirrun
+// run` can do instead (commands with no CPU runtime give their own).
+const runOnCPU = "use the CPU runtime (--backend sim, the default)"
+
+// Unavailable is why the backend cannot run here, with the advice where
+// there is one.
+func (p ProbeResult) Unavailable() string {
+	if p.Advice == "" {
+		return p.Reason
+	}
+	return p.Reason + "; " + p.Advice
+}
+
 func noDriverReason(err error) string {
 	if errors.Is(err, dl.ErrNeedsLinux) {
-		return dl.ErrNeedsLinux.Error() + "; use the CPU runtime (--backend sim, the default)"
+		return dl.ErrNeedsLinux.Error()
 	}
-	return fmt.Sprintf("the NVIDIA driver library did not load (%v); this machine has no usable NVIDIA driver, so use the CPU runtime (--backend sim, the default)", err)
+	return fmt.Sprintf("the NVIDIA driver library did not load (%v): this machine has no usable NVIDIA driver", err)
 }
 
 func probeWith(api probeAPI, lib string) ProbeResult {

@@ -17,7 +17,7 @@ import (
 func TestProbeWithoutDriverSaysWhy(t *testing.T) {
 	_, err := openDriver("/nonexistent/libcuda.so.1")
 	require.Error(t, err, "a missing library loaded")
-	msg := noDriverReason(err)
+	msg := ProbeResult{Reason: noDriverReason(err), Advice: runOnCPU}.Unavailable()
 	want := []string{"/nonexistent/libcuda.so.1", "no usable NVIDIA driver", "--backend sim"}
 	if goruntime.GOOS != "linux" {
 		want = []string{"the cuda backend needs linux", "--backend sim"}
@@ -31,7 +31,7 @@ func TestProbeWithoutDriverSaysWhy(t *testing.T) {
 func TestProbeOffLinuxSaysItNeedsLinux(t *testing.T) {
 	err := fmt.Errorf("cannot load libcuda.so.1: %w", dl.ErrNeedsLinux)
 	assert.Equal(t, "the cuda backend needs linux (this hirrun is built for "+goruntime.GOOS+"/"+goruntime.GOARCH+
-		"); use the CPU runtime (--backend sim, the default)", noDriverReason(err))
+		")", noDriverReason(err))
 	if goruntime.GOOS != "linux" {
 		assert.Equal(t, noDriverReason(err), Probe().Reason, "Probe")
 	}
