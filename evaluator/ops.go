@@ -339,13 +339,12 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 	if err != nil {
 		return err
 	}
-	inType := op.Operands[0].Tensor()
 	// What peers touch must be in this rank's own shard of a symmetric
 	// allocation; the symmetric pass saw to the memory types. Collectives
 	// move contiguous ranges, so a strided view goes through a contiguous
 	// copy, on the symmetric heap when peers touch it (every rank stages
 	// alike: the shapes are the same on every rank).
-	access, _ := ir.LookupRule(op.Code, op.Algo())
+	access := p.collAccess
 	var temps []runtime.Buffer
 	if !in.IsContiguous() {
 		s, err := r.staging(f, in, access.ReadsInput, true)
@@ -372,11 +371,8 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 		outT = s.t
 		temps = append(temps, s.owned)
 	}
-	call := &runtime.CollectiveCall{
-		Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root(),
-		In: in, Out: outT,
-	}
-	call.Axis, call.ConcatAxis = op.Code.Info().Layout.CallAxes(inType, op.Result().Tensor())
+	call := p.coll // the attributes, read when the job was planned
+	call.In, call.Out = in, outT
 	stream := f.current
 	if op.Async() {
 		if stream, err = r.asyncStream(f); err != nil {
@@ -386,7 +382,7 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 			l.Label(op)
 		}
 	}
-	if err := r.dev.Collective(call, stream); err != nil {
+	if err := r.dev.Collective(&call, stream); err != nil {
 		return err
 	}
 	if outT.Buf != out.t.Buf {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
 )
 
 // The plan is the program numbered once, at NewJob, so a Run indexes slices
@@ -31,6 +32,11 @@ type opPlan struct {
 	unroll uint64
 	// for Options.Trace, made at NewJob
 	code, pos string
+	// coll is a collective's call with its attributes read once (the
+	// algorithm, reduce op, root, axes from the operand types), and what
+	// that algorithm touches remotely; Run fills in the tensors.
+	coll       runtime.CollectiveCall
+	collAccess ir.RemoteAccess
 }
 
 // localType is a tensor value's local (per-rank) shape and size, worked out
@@ -94,6 +100,13 @@ func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
 			}
 			for _, v := range op.Results {
 				o.res = append(o.res, id(v))
+			}
+			if op.Code.IsCollective() {
+				o.coll = runtime.CollectiveCall{Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root()}
+				if in, out := op.Operands[0].Tensor(), op.Result().Tensor(); in != nil && out != nil {
+					o.coll.Axis, o.coll.ConcatAxis = op.Code.Info().Layout.CallAxes(in, out)
+				}
+				o.collAccess, _ = ir.LookupRule(op.Code, o.coll.Algo)
 			}
 			// A fusion's body is the runtime's (Compile); a loop's is run
 			// here.
