@@ -56,3 +56,12 @@ func TestReducedAxes(t *testing.T) {
 	}
 	assert.Equal(t, []string{"axis -1 is out of range for a rank-3 input", "axis 1 is listed twice", "axis 3 is out of range for a rank-3 input"}, msgs)
 }
+
+// The collectives hirrun bench times and auto's table ranks: one fact in
+// the op table, read by bench, cudabench and the table.
+func TestBenchmarkedCollectives(t *testing.T) {
+	assert.Equal(t, []string{"all_gather", "reduce_scatter", "all_reduce", "all_to_all"}, Words(BenchmarkedCollectives()))
+	for _, op := range BenchmarkedCollectives() {
+		assert.True(t, op.IsCollective(), "%s", op)
+	}
+}

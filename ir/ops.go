@@ -170,6 +170,10 @@ type OpInfo struct {
 	// gather): only the root's output is written, the other ranks' are left
 	// untouched. Set from Rooted, Reduces and Layout.
 	RootOnly bool
+	// Benchmarked: `hirrun bench` times the collective (every algorithm
+	// and NCCL), and auto's measured table ranks its algorithms
+	// (BenchmarkedCollectives).
+	Benchmarked bool
 	// Algos are a collective's algorithms, auto first, each with what it
 	// touches remotely: the op's rows of the symmetric-heap table
 	// (remote.go: Algorithms, LookupRule, SymmetricRules).
@@ -257,6 +261,12 @@ func collective(name string, layout Layout, algos []AlgoAccess, extra ...AttrSpe
 	return info
 }
 
+// benchmarked marks a collective `hirrun bench` times.
+func benchmarked(info OpInfo) OpInfo {
+	info.Benchmarked = true
+	return info
+}
+
 var (
 	opAttr   = AttrSpec{Key: "op", Kind: KindWord, Words: ReduceOpWords}
 	rootAttr = AttrSpec{Key: "root", Kind: KindInt}
@@ -313,14 +323,14 @@ var opInfos = [numOpcodes]OpInfo{
 
 	// collectives: the layout, the algorithms (auto first) with what each
 	// touches remotely (the symmetric-heap table, remote.go), the attributes
-	OpAllGather: collective("all_gather", LayoutGather,
-		[]AlgoAccess{{AlgoAuto, writes}, {AlgoOneShot, writes}, {AlgoRing, writes}, {AlgoCopyEngine, reads}, {AlgoNCCL, none}, {AlgoLL, none}}),
-	OpReduceScatter: collective("reduce_scatter", LayoutScatter,
-		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoRing, none}, {AlgoNCCL, none}, {AlgoLL, none}}, opAttr, axisAttr),
-	OpAllReduce: collective("all_reduce", LayoutSame,
-		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoTwoShot, both}, {AlgoRing, none}, {AlgoNCCL, none}, {AlgoLL, none}}, opAttr),
-	OpAllToAll: collective("all_to_all", LayoutAllToAll,
-		[]AlgoAccess{{AlgoAuto, both}, {AlgoOneShot, both}, {AlgoNCCL, none}, {AlgoLL, none}}, AttrSpec{Key: "axis", Kind: KindInt, Required: true}),
+	OpAllGather: benchmarked(collective("all_gather", LayoutGather,
+		[]AlgoAccess{{AlgoAuto, writes}, {AlgoOneShot, writes}, {AlgoRing, writes}, {AlgoCopyEngine, reads}, {AlgoNCCL, none}, {AlgoLL, none}})),
+	OpReduceScatter: benchmarked(collective("reduce_scatter", LayoutScatter,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoRing, none}, {AlgoNCCL, none}, {AlgoLL, none}}, opAttr, axisAttr)),
+	OpAllReduce: benchmarked(collective("all_reduce", LayoutSame,
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoTwoShot, both}, {AlgoRing, none}, {AlgoNCCL, none}, {AlgoLL, none}}, opAttr)),
+	OpAllToAll: benchmarked(collective("all_to_all", LayoutAllToAll,
+		[]AlgoAccess{{AlgoAuto, both}, {AlgoOneShot, both}, {AlgoNCCL, none}, {AlgoLL, none}}, AttrSpec{Key: "axis", Kind: KindInt, Required: true})),
 	OpBroadcast: collective("broadcast", LayoutSame,
 		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoNCCL, none}, {AlgoLL, none}}, rootAttr),
 	OpReduce: collective("reduce", LayoutSame,

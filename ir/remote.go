@@ -77,3 +77,15 @@ func RulesTable() string {
 	}
 	return b.String()
 }
+
+// BenchmarkedCollectives lists the collectives `hirrun bench` times and
+// auto's table ranks (OpInfo.Benchmarked), in opcode order.
+func BenchmarkedCollectives() []Opcode {
+	var out []Opcode
+	for op := OpInvalid + 1; op < numOpcodes; op++ {
+		if opInfos[op].Benchmarked {
+			out = append(out, op)
+		}
+	}
+	return out
+}

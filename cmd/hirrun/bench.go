@@ -117,8 +117,8 @@ func parseBenchOptions(o *benchOptions) (*benchPlan, error) {
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("--ops: unknown collective %q", name)
-		case op != ir.OpAllReduce && op != ir.OpAllGather && op != ir.OpReduceScatter && op != ir.OpAllToAll:
-			return nil, fmt.Errorf("--ops: %q is not one bench measures (all_reduce, all_gather, reduce_scatter, all_to_all)", name)
+		case !op.Info().Benchmarked:
+			return nil, fmt.Errorf("--ops: %q is not one bench measures (%s)", name, strings.Join(ir.Words(ir.BenchmarkedCollectives()), ", "))
 		}
 		p.ops = append(p.ops, op)
 	}

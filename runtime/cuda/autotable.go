@@ -213,7 +213,7 @@ func loadAutoTableFor(device string) (*AutoTable, string, string) {
 // benchBytes is the size hirrun bench files a call under, as nccl-tests
 // counts it: all_gather's output, every other collective's input.
 func benchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
-	if op == ir.OpAllGather || op == ir.OpGather {
+	if op.Info().Layout == ir.LayoutGather {
 		return out.Bytes()
 	}
 	return in.Bytes()
@@ -233,22 +233,25 @@ func BenchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buff
 	t := func(b runtime.Buffer, shape ...int64) runtime.Tensor {
 		return runtime.Tensor{Buf: b, DType: dt, Shape: shape}
 	}
+	if !op.Info().Benchmarked {
+		return runtime.CollectiveCall{}, false
+	}
 	c := runtime.CollectiveCall{Op: op, ReduceOp: ir.ReduceSum}
-	switch op {
-	case ir.OpAllReduce:
+	switch op.Info().Layout {
+	case ir.LayoutSame:
 		c.In, c.Out = t(inB, n), t(outB, n)
-	case ir.OpAllGather:
+	case ir.LayoutGather:
 		c.In, c.Out = t(inB, blk), t(outB, blk*d)
-	case ir.OpReduceScatter:
+	case ir.LayoutScatter:
 		c.In, c.Out = t(inB, blk*d), t(outB, blk)
-	case ir.OpAllToAll:
+	case ir.LayoutAllToAll:
 		// [1, D·k] split on axis 1, concatenated on axis 0.
 		c.In, c.Out = t(inB, 1, blk*d), t(outB, d, blk)
 		c.Axis, c.ConcatAxis = 1, 0
 	default:
 		return c, false
 	}
-	if op != ir.OpAllReduce && op != ir.OpReduceScatter {
+	if !op.Info().Reduces {
 		c.ReduceOp = ir.ReduceUnset
 	}
 	return c, true

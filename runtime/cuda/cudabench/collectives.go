@@ -81,7 +81,7 @@ func MeasureCollectives(rt *cuda.Runtime, o CollBenchOptions) ([]CollFigure, err
 		return nil, fmt.Errorf("bench: the largest size %d is below the smallest %d", o.MaxBytes, o.MinBytes)
 	}
 	if len(o.Ops) == 0 {
-		o.Ops = []ir.Opcode{ir.OpAllReduce, ir.OpAllGather, ir.OpReduceScatter, ir.OpAllToAll}
+		o.Ops = ir.BenchmarkedCollectives()
 	}
 	if len(o.DTypes) == 0 {
 		o.DTypes = []ir.DType{ir.BF16}
