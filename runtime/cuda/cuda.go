@@ -357,6 +357,7 @@ type Stats struct {
 	Graphs       int64 // instantiated graphs not yet closed
 	Streams      int
 	Events       int
+	Channels     int // collective channels held by open streams (16 at most)
 }
 
 // Stats reports what is live; after every allocation is freed, Handles,
@@ -370,6 +371,9 @@ func (d *Device) Stats() Stats {
 	if d.fdx != nil {
 		s.OpenFDs += int64(d.fdx.Pending())
 	}
+	d.comm.mu.Lock()
+	s.Channels = len(d.comm.chans)
+	d.comm.mu.Unlock()
 	return s
 }
 
