@@ -1,8 +1,8 @@
 // Package host holds tensors on the host: dense row-major arrays of any
 // hir dtype (elements read and written by package numeric's rules), a
-// deterministic random generator, sharding along an axis, NPY files and
-// NPZ archives, comparison with a reference under a tolerance, and
-// readable summaries.
+// deterministic random generator, sharding along an axis, NPY files, NPZ
+// archives and safetensors files, comparison with a reference under a
+// tolerance, and readable summaries.
 package host
 
 import (

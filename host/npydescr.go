@@ -44,9 +44,10 @@ func descrDType(descr string) (ir.DType, error) {
 	return 0, fmt.Errorf("dtype %s is not supported (supported: <f4 <f8 <f2 <i4 <i8 |b1, and <u2 <i2 <V2 as bf16 bits)", descr)
 }
 
-// Stored is an array read from an NPY file or an NPZ member, with the
-// descr its header spelled its dtype with: several spellings give one
-// dtype ('<u2' and '<V2' both give bf16).
+// Stored is an array read from an NPY file, an NPZ member or a
+// safetensors file, with the descr its header spelled its dtype with:
+// several spellings give one dtype ('<u2' and '<V2' both give bf16); a
+// safetensors tensor's is the header's dtype ("BF16").
 type Stored struct {
 	Array *Array
 	Descr string
@@ -55,6 +56,10 @@ type Stored struct {
 // DTypeText says what the file holds, NumPy's way: float32 ('<f4'), or
 // uint16 ('<u2', read as bf16 bits).
 func (s Stored) DTypeText() string {
+	// A safetensors tensor's Descr is the header's dtype: "F64 (f64)".
+	if st, ok := safetensorsDTypes[s.Descr]; ok && st.dt != ir.InvalidDType {
+		return fmt.Sprintf("%s (%s)", s.Descr, st.dt)
+	}
 	name := numpyNames[s.Descr]
 	if name == "" {
 		name = s.Array.DType.String()

@@ -59,9 +59,10 @@ func (o *runOptions) tolerance(dt ir.DType) host.Tolerance {
 }
 
 // loadExpectations reads every reference and checks it against its
-// output's declared type, before the run. An archive compares every
-// output one of its arrays is named after; arrays named after an input are
-// skipped (one archive may hold a whole case), any other name is an error.
+// output's declared type, before the run. An archive (.npz or
+// .safetensors) compares every output one of its arrays is named after;
+// arrays named after an input are skipped (one archive may hold a whole
+// case), any other name is an error.
 func loadExpectations(prog *ir.Program, specs []spec, o *runOptions) ([]expectation, error) {
 	var exps []expectation
 	given := map[string]spec{}
@@ -107,6 +108,7 @@ func loadArchiveExpectations(prog *ir.Program, s spec, add func(spec, *ir.Value,
 		return fmt.Errorf("--expect %s: %v", s, err)
 	}
 	defer z.Close()
+	file, member := archiveWords(s.value)
 	compared := 0
 	for _, name := range z.Names() {
 		out := outputValue(prog, name)
@@ -114,19 +116,19 @@ func loadArchiveExpectations(prog *ir.Program, s spec, add func(spec, *ir.Value,
 			if prog.Input(name) != nil {
 				continue
 			}
-			return fmt.Errorf("--expect %s: the archive's array %q names no output of the program (its outputs: %s)", s, name, valueList(prog.Outputs))
+			return fmt.Errorf("--expect %s: the %s's %s %q names no output of the program (its outputs: %s)", s, file, member, name, valueList(prog.Outputs))
 		}
 		st, err := z.Read(name)
 		if err == nil {
 			err = add(s, out, fmt.Sprintf("%s[%s]", s.value, name), st)
 		}
 		if err != nil {
-			return fmt.Errorf("--expect %s: array %s: %v", s, name, err)
+			return fmt.Errorf("--expect %s: %s %s: %v", s, member, name, err)
 		}
 		compared++
 	}
 	if compared == 0 {
-		return fmt.Errorf("--expect %s: the archive holds no array named after an output (its outputs: %s; its arrays: %s)", s, valueList(prog.Outputs), arrayNames(z.Names()))
+		return fmt.Errorf("--expect %s: the %s holds no %s named after an output (its outputs: %s; its %ss: %s)", s, file, member, valueList(prog.Outputs), member, arrayNames(z.Names()))
 	}
 	return nil
 }

@@ -16,14 +16,49 @@ import (
 // array of an archive.
 type inputSource struct {
 	spec    spec
-	archive *host.NPZ // nil for NAME=VALUE
+	archive archive // nil for NAME=VALUE
+}
+
+// archive is a file of named arrays, given whole and matched by its
+// arrays' names: an .npz archive (host.NPZ) or a .safetensors file
+// (host.SafeTensors).
+type archive interface {
+	Names() []string
+	Read(name string) (host.Stored, error)
+	Close() error
+}
+
+// isArchive reports whether path names an archive by its extension.
+func isArchive(path string) bool {
+	return hasExt(path, ".npz") || hasExt(path, ".safetensors")
+}
+
+// archiveWords are what messages call an archive at path and its members:
+// an .npz archive's arrays, a .safetensors file's tensors.
+func archiveWords(path string) (file, member string) {
+	if hasExt(path, ".safetensors") {
+		return "file", "tensor"
+	}
+	return "archive", "array"
+}
+
+// archiveGivenWhole says that NAME=path, an archive, is refused, and how
+// to give it (flagName: input, output or expect).
+func archiveGivenWhole(flagName, path string) error {
+	kind, member := "an .npz archive", "array"
+	if hasExt(path, ".safetensors") {
+		kind, member = "a .safetensors file", "tensor"
+	}
+	return fmt.Errorf("%s is given whole (--%s %s) and matched by its %ss' names; for one array, give NAME=FILE.npy", kind, flagName, path, member)
 }
 
 // loadInputs makes the logical tensor of every program input from the
 // specs: every input needs a value, and every NAME= must name an input.
-// An archive gives each input one of its arrays is named after; arrays
-// named after an output are skipped (one archive may hold a whole case,
-// for --input and --expect alike), any other name is an error.
+// An archive (.npz or .safetensors) gives each input one of its arrays is
+// named after; arrays named after an output are skipped (one archive may
+// hold a whole case, for --input and --expect alike), any other name is
+// an error. Inputs too large for the host's memory are an
+// *runtime.OutOfMemoryError (inputStatus: exit status 1).
 func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) {
 	src := map[string]inputSource{}
 	for _, s := range specs {
@@ -44,13 +79,14 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 			return nil, fmt.Errorf("--input %s: %v", s, err)
 		}
 		defer z.Close()
+		file, member := archiveWords(s.value)
 		given := 0
 		for _, name := range z.Names() {
 			if prog.Input(name) == nil {
 				if outputValue(prog, name) != nil {
 					continue
 				}
-				return nil, fmt.Errorf("--input %s: the archive's array %q names no input of the program (its inputs: %s)", s, name, valueList(prog.Inputs))
+				return nil, fmt.Errorf("--input %s: the %s's %s %q names no input of the program (its inputs: %s)", s, file, member, name, valueList(prog.Inputs))
 			}
 			if prev, ok := src[name]; ok {
 				return nil, fmt.Errorf("--input %s: %%%s is also given by --input %s", s, name, prev.spec)
@@ -59,7 +95,7 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 			given++
 		}
 		if given == 0 {
-			return nil, fmt.Errorf("--input %s: the archive holds no array named after an input (its inputs: %s; its arrays: %s)", s, valueList(prog.Inputs), arrayNames(z.Names()))
+			return nil, fmt.Errorf("--input %s: the %s holds no %s named after an input (its inputs: %s; its %ss: %s)", s, file, member, valueList(prog.Inputs), member, arrayNames(z.Names()))
 		}
 	}
 	var missing []string
@@ -85,7 +121,7 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 		var a *host.Array
 		var err error
 		if s.archive != nil {
-			a, err = archiveInput(in, s.archive)
+			a, err = archiveInput(in, s.archive, s.spec.value)
 		} else {
 			a, err = makeInput(in, s.spec.value)
 		}
@@ -97,9 +133,24 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 	return inputs, nil
 }
 
-// openArchive opens an .npz file, saying "no such file" plainly.
-func openArchive(path string) (*host.NPZ, error) {
-	z, err := host.OpenNPZ(path)
+// openArchive opens an .npz or .safetensors file, by its extension,
+// saying "no such file" plainly.
+func openArchive(path string) (archive, error) {
+	var (
+		z   archive
+		err error
+	)
+	if hasExt(path, ".safetensors") {
+		var st *host.SafeTensors
+		if st, err = host.OpenSafeTensors(path); err == nil {
+			z = st
+		}
+	} else {
+		var npz *host.NPZ
+		if npz, err = host.OpenNPZ(path); err == nil {
+			z = npz
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errors.New("no such file")
 	}
@@ -116,6 +167,9 @@ func makeInput(in *ir.Value, value string) (*host.Array, error) {
 		}
 		return host.Random(t.DType, t.Shape(), seed), nil
 	}
+	if isArchive(value) {
+		return nil, archiveGivenWhole("input", value)
+	}
 	st, err := host.ReadStoredNPYFile(value)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errors.New("no such file")
@@ -126,15 +180,16 @@ func makeInput(in *ir.Value, value string) (*host.Array, error) {
 	return fitInput(in, st)
 }
 
-// archiveInput reads input in's array from an archive.
-func archiveInput(in *ir.Value, z *host.NPZ) (*host.Array, error) {
+// archiveInput reads input in's array from the archive at path.
+func archiveInput(in *ir.Value, z archive, path string) (*host.Array, error) {
 	st, err := z.Read(in.Name)
 	if err != nil {
 		return nil, err
 	}
 	a, err := fitInput(in, st)
 	if err != nil {
-		return nil, fmt.Errorf("array %s: %v", in.Name, err)
+		_, member := archiveWords(path)
+		return nil, fmt.Errorf("%s %s: %v", member, in.Name, err)
 	}
 	return a, nil
 }

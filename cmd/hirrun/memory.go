@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -58,4 +59,18 @@ func reserveInputs(prog *ir.Program, rt runtime.Runtime) (release func(), err er
 	}
 	n, list := inputBytes(prog)
 	return r.Reserve("the host copies of the inputs ("+list+")", n)
+}
+
+// inputStatus is the exit status for loadInputs's error: 1 for a resource
+// error (the inputs' host arrays do not fit its memory: the
+// *runtime.OutOfMemoryError that a device's or the CPU runtime's
+// allocation gives too, whose status is 1, docs/RUNTIME.md), 2 for the
+// rest (a missing or misnamed input, a file that does not fit its input:
+// the command line is wrong).
+func inputStatus(err error) int {
+	var oom *runtime.OutOfMemoryError
+	if errors.As(err, &oom) {
+		return exitFail
+	}
+	return exitUsage
 }

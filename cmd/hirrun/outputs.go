@@ -74,7 +74,7 @@ func pathErr(err error) error {
 }
 
 // writeOutputs saves the logical tensors --output asked for: one to each
-// NAME=FILE.npy, every output to each FILE.npz.
+// NAME=FILE.npy, every output to each FILE.npz or FILE.safetensors.
 func (c *cli) writeOutputs(prog *ir.Program, res *evaluator.Result, specs []spec) int {
 	for _, s := range specs {
 		var err error
@@ -94,7 +94,9 @@ func (c *cli) writeOutputs(prog *ir.Program, res *evaluator.Result, specs []spec
 	return exitOK
 }
 
-// writeArchive saves every output of prog to path, under its name.
+// writeArchive saves every output of prog to path, under its name: an
+// .npz archive (np.savez's bytes), or a .safetensors file (the bytes
+// safetensors.torch.save_file writes, with no metadata; bf16 as BF16).
 func writeArchive(prog *ir.Program, res *evaluator.Result, path string) error {
 	names := make([]string, len(prog.Outputs))
 	arrays := make([]*host.Array, len(prog.Outputs))
@@ -104,6 +106,9 @@ func writeArchive(prog *ir.Program, res *evaluator.Result, path string) error {
 			return err
 		}
 		names[i], arrays[i] = out.Name, a
+	}
+	if hasExt(path, ".safetensors") {
+		return host.WriteSafeTensorsFile(path, names, arrays, nil)
 	}
 	return host.WriteNPZFile(path, names, arrays)
 }

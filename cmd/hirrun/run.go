@@ -97,24 +97,26 @@ Every program input needs a value: random values from a seed
 bools 0/1; the same on every platform; NAME=random alone means seed 0, so a
 run is reproducible), an NPY file holding the whole logical tensor
 (--input NAME=FILE.npy), or an NPZ archive (--input FILE.npz, as np.savez
-writes it) that gives every input one of its arrays is named after (arrays
-named after an output are skipped, any other name is an error). NPY data
-may be C- or Fortran-ordered; a bf16 input may be given as <f4 (rounded to
-nearest even) or as raw bf16 bits: <u2, <i2, or <V2 (what np.save writes
-for ml_dtypes.bfloat16).
+writes it) or a safetensors file (--input FILE.safetensors, as
+safetensors.torch.save_file writes it) that gives every input one of its
+arrays is named after (arrays named after an output are skipped, any other
+name is an error). NPY data may be C- or Fortran-ordered; a bf16 input may
+be given as <f4 (rounded to nearest even) or as raw bf16 bits: <u2, <i2, or
+<V2 (what np.save writes for ml_dtypes.bfloat16), or as a BF16 tensor.
 
 --output NAME=FILE.npy saves an output's logical tensor, assembled from the
-ranks' shards (bf16 is saved as <f4); --output FILE.npz saves every output
-in one archive, under its name. The paths are checked before the run: the
-directory exists and is writable, no two outputs go to the same file.
+ranks' shards (bf16 is saved as <f4); --output FILE.npz or FILE.safetensors
+(bf16 saved as BF16) saves every output in one archive, under its name. The
+paths are checked before the run: the directory exists and is writable, no
+two outputs go to the same file.
 
 --expect NAME=REF.npy compares an output's logical tensor with a reference
 after the (last) run, as numpy.allclose does: |out - ref| <= atol +
 rtol*|ref|, NaN matching NaN and an infinity the same infinity; --expect
-REF.npz compares every output one of its arrays is named after (arrays
-named after an input are skipped). The reference must have the output's
-dtype (a bf16 output's may be <f4 or raw bits) and logical shape, which is
-checked before the run. --rtol and --atol apply to every comparison; by
+REF.npz or REF.safetensors compares every output one of its arrays is
+named after (arrays named after an input are skipped). The reference must
+have the output's dtype (a bf16 output's may be <f4 or raw bits) and
+logical shape, which is checked before the run. --rtol and --atol apply to every comparison; by
 default they depend on the output's dtype: f64 1e-7 and 1e-7, f32 1.3e-6 and
 1e-5, f16 1e-3 and 1e-5, bf16 1.6e-2 and 1e-5, integers and bool exact. A
 line per comparison gives the number of mismatches, the first one's index
@@ -159,9 +161,9 @@ with each op's position (hirrun check --graph lists them).`,
 		o := &runOptions{}
 		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
 		fs.IntVar(&o.nproc, "nproc", 0, "the number of ranks, one process per GPU on cuda; must equal the program's mesh size (0: the mesh size)")
-		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` (random alone: seed 0) or NAME=FILE.npy, or every input named in FILE.npz (repeatable)")
-		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy`, or every output: FILE.npz (repeatable)")
-		fs.Var(&o.expects, "expect", "compare an output with a reference after the run: `NAME=REF.npy`, or every output named in REF.npz (repeatable)")
+		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` (random alone: seed 0) or NAME=FILE.npy, or every input named in FILE.npz or FILE.safetensors (repeatable)")
+		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy`, or every output: FILE.npz or FILE.safetensors (repeatable)")
+		fs.Var(&o.expects, "expect", "compare an output with a reference after the run: `NAME=REF.npy`, or every output named in REF.npz or REF.safetensors (repeatable)")
 		fs.Var(&o.rtol, "rtol", "the relative tolerance of --expect (default: per dtype, see above)")
 		fs.Var(&o.atol, "atol", "the absolute tolerance of --expect (default: per dtype, see above)")
 		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op to stderr (serialises the ops)")
@@ -260,7 +262,7 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	inputs, err := loadInputs(prog, inSpecs)
 	if err != nil {
 		c.errorf("run: %v", err)
-		return exitUsage
+		return inputStatus(err) // 1 for inputs past the host's memory
 	}
 	files := &results{outputs: outSpecs, expects: expSpecs}
 	if pb, ok := processBackends[o.backend]; ok {

@@ -9,7 +9,8 @@ import (
 )
 
 // spec is one value of --input, --output or --expect: NAME=VALUE, or a
-// whole .npz archive (name "") that stands for every array in it.
+// whole archive, .npz or .safetensors (name ""), that stands for every
+// array in it.
 type spec struct{ name, value string }
 
 // String is the spec as the user wrote it (the % of a name aside).
@@ -35,12 +36,12 @@ func parseSpecs(flagName string, raw []string) ([]spec, error) {
 		name, value, ok := strings.Cut(s, "=")
 		name = strings.TrimPrefix(name, "%")
 		switch {
-		case !ok && hasExt(s, ".npz"):
+		case !ok && isArchive(s):
 			name, value = "", s
 		case !ok || name == "" || value == "":
 			return nil, fmt.Errorf("--%s %s: want %s", flagName, s, specForms[flagName])
-		case hasExt(value, ".npz"):
-			return nil, fmt.Errorf("--%s %s: an .npz archive is given whole (--%s %s) and matched by its arrays' names; for one array, give NAME=FILE.npy", flagName, s, flagName, value)
+		case isArchive(value):
+			return nil, fmt.Errorf("--%s %s: %v", flagName, s, archiveGivenWhole(flagName, value))
 		case flagName != "input" && !hasExt(value, ".npy"):
 			return nil, fmt.Errorf("--%s %s: want %s (the file must end in .npy)", flagName, s, specForms[flagName])
 		}
