@@ -15,30 +15,13 @@ import (
 	"github.com/hirlab/hir/runtime/sim"
 )
 
-// manyJobsProgram runs collectives on two streams (one async), through
-// the symmetric heap (one_shot), private staging (ll, ring) and a graph
-// of neither: what a job makes and must give back.
-const manyJobsProgram = `mesh 2
-input %x : f32[2/DIDx, 64] symmetric
-%s = stream
-set_stream %s
-%g = all_gather %x algo=ll
-%r = all_reduce %g algo=ring op=max
-set_stream
-%a = all_reduce %x algo=one_shot async=true
-wait %a
-sync_stream %s
-%y = add %a, %x
-output %r, %y
-`
-
 // TestManyJobsLeaveNothing: a framework embedding hir makes and closes
 // jobs in one process again and again; 1,000 jobs with collectives on
 // several streams leave no buffer, stream, graph or goroutine behind, and
 // the last job runs as the first did (issue 20: on GPUs the fifth job of
 // the overlap benchmark once stopped at "more than 16 streams").
 func TestManyJobsLeaveNothing(t *testing.T) {
-	prog, err := parser.Parse("many.hir", []byte(manyJobsProgram))
+	prog, err := parser.ParseFile("testdata/many_jobs.hir")
 	require.NoError(t, err)
 	require.NoError(t, passes.Lower(prog, &passes.Context{}))
 	rt, err := sim.New(runtime.Config{WorldSize: 2, Timeout: 10 * time.Second})

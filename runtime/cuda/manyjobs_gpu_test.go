@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/hirlab/hir/evaluator"
@@ -26,27 +27,18 @@ func TestManyJobsOnGPU(t *testing.T) {
 
 func init() { scenarios["many-jobs"] = manyJobsScenario }
 
-const manyJobsSrc = `mesh 2
-input %x : f32[2/DIDx, 64] symmetric
-%s = stream
-set_stream %s
-%g = all_gather %x algo=ll
-%r = all_reduce %g algo=ring op=max
-set_stream
-%a = all_reduce %x algo=one_shot async=true
-wait %a
-sync_stream %s
-%y = add %a, %x
-output %r, %y
-`
-
 func manyJobsScenario() error {
 	rt, d, err := openFromEnv()
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	prog, err := parser.Parse("many.hir", []byte(manyJobsSrc))
+	// the program evaluator's TestManyJobsLeaveNothing runs on the CPU
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	prog, err := parser.ParseFile(filepath.Join(root, "evaluator", "testdata", "many_jobs.hir"))
 	if err != nil {
 		return err
 	}
