@@ -34,6 +34,7 @@ type rankHeader struct {
 	Rank      int
 	Summaries []string
 	Stats     evaluator.Stats
+	Startup   startup
 	Shards    []shardHeader
 }
 
@@ -54,8 +55,8 @@ func chunkKey(rank int, name string, i int) string {
 // it returns every rank's report in rank order and a Result holding, for
 // each rank, the outputs in save (for Result.Logical); elsewhere nil, nil.
 // With no store (a world of one) it returns this process's own.
-func gatherResults(c *store.Client, prog *ir.Program, res *evaluator.Result, save []string, world int, timeout time.Duration) ([]rankReport, *evaluator.Result, error) {
-	own := reportsOf(prog, res)
+func gatherResults(c *store.Client, prog *ir.Program, res *evaluator.Result, save []string, world int, timeout time.Duration, st startup) ([]rankReport, *evaluator.Result, error) {
+	own := reportsOf(prog, res, st)
 	if c == nil || world == 1 {
 		return own, res, nil
 	}
@@ -69,7 +70,7 @@ func gatherResults(c *store.Client, prog *ir.Program, res *evaluator.Result, sav
 	defer cancel()
 	rr := res.Ranks[0]
 	rank := rr.Rank
-	hdr := rankHeader{Rank: rank, Summaries: own[0].Summaries, Stats: own[0].Stats}
+	hdr := rankHeader{Rank: rank, Summaries: own[0].Summaries, Stats: own[0].Stats, Startup: st}
 	var mine []string // our chunk keys, removed if the exchange fails
 	if rank != 0 {
 		for _, name := range save {
@@ -113,7 +114,7 @@ func gatherResults(c *store.Client, prog *ir.Program, res *evaluator.Result, sav
 		if err := json.Unmarshal(b, &h); err != nil || h.Rank != r {
 			return nil, nil, fmt.Errorf("rank %d's results arrived malformed (%v)", r, err)
 		}
-		reports[r] = rankReport{Rank: r, Summaries: h.Summaries, Stats: h.Stats}
+		reports[r] = rankReport{Rank: r, Summaries: h.Summaries, Stats: h.Stats, Startup: h.Startup}
 		if r == 0 {
 			whole.Ranks[0] = rr
 			continue

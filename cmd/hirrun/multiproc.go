@@ -233,12 +233,14 @@ func peerGone(err error) bool {
 // rank's results.
 func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, files *results, o *runOptions) int {
 	wa := c.newWatch(o)
+	t0 := time.Now()
 	rt, err := runtime.Open(o.backend, wa.config(runtime.Config{
 		WorldSize: prog.Mesh.Size(),
 		Devices:   meshDevices(prog),
 		Rank:      -1,
 		Timeout:   o.timeout,
 	}))
+	o.startup.Open = time.Since(t0)
 	if err != nil {
 		c.errorf("run: %v", err)
 		return exitFail
@@ -253,7 +255,7 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, files *re
 	if sh, ok := rt.(storeHolder); ok {
 		client = sh.Store()
 	}
-	reports, all, err := gatherResults(client, prog, res, files.wholeOutputs(prog), rt.WorldSize(), o.timeout)
+	reports, all, err := gatherResults(client, prog, res, files.wholeOutputs(prog), rt.WorldSize(), o.timeout, o.startup)
 	if err != nil {
 		c.report(err)
 		abort(rt, err)
@@ -275,7 +277,9 @@ func (c *cli) runRank(prog *ir.Program, inputs map[string]*host.Array, files *re
 // collectively, which would wait for peers that may be waiting for us;
 // abort frees it.
 func (c *cli) runJob(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions, wa *watch) (*evaluator.Result, error) {
+	t0 := time.Now()
 	job, err := evaluator.NewJob(prog, rt, o.jobOptions())
+	o.startup.Job = time.Since(t0)
 	if err != nil {
 		return nil, err
 	}

@@ -379,7 +379,7 @@ func TestGatherResultsInChunks(t *testing.T) {
 		shard, _ := x.Shard(0, r, 3)
 		res := &evaluator.Result{Ranks: []evaluator.RankResult{{Rank: r, Outputs: map[string]*host.Array{"y": shard, "z": z}}}}
 		go func() {
-			reps, whole, err := gatherResults(clients[r], p, res, []string{"y", "z"}, 3, 10*time.Second)
+			reps, whole, err := gatherResults(clients[r], p, res, []string{"y", "z"}, 3, 10*time.Second, startup{Ready: time.Duration(r + 1)})
 			if r == 0 {
 				results <- got{reps, whole, err}
 			} else if reps != nil || whole != nil || err != nil {
@@ -393,6 +393,7 @@ func TestGatherResultsInChunks(t *testing.T) {
 		shard, _ := x.Shard(0, r, 3)
 		assert.Equal(t, r, rep.Rank, "report %d: %+v", r, rep)
 		assert.Equal(t, []string{shard.Summary(), z.Summary()}, rep.Summaries, "report %d", r)
+		assert.Equal(t, time.Duration(r+1), rep.Startup.Ready, "report %d: each rank's start-up travels to rank 0", r)
 	}
 	y, err := g.whole.Logical(p, "y")
 	require.NoError(t, err)

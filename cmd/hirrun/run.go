@@ -34,6 +34,20 @@ type runOptions struct {
 	explain  bool
 	graph    bool   // --graph: one graph per rank (evaluator.Options.Graph)
 	progress string // --progress auto|always|never: the progress line on stderr
+	startup  startup
+}
+
+// processStart is when this process's Go code began (package
+// initialisation): what --stats counts the start-up from.
+var processStart = time.Now()
+
+// startup is where a process's time went before its first Run, for
+// --stats: to the program read and checked (Ready, from processStart),
+// making the inputs (Inputs, within Ready), opening the runtime (Open:
+// devices, contexts, the peers' rendezvous, symmetric set-up) and binding
+// the job (Job).
+type startup struct {
+	Ready, Inputs, Open, Job time.Duration
 }
 
 // jobOptions are the evaluator's options for o. The hosts always publish
@@ -259,11 +273,14 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		c.errorf("run: --nproc %d, but %s declares a mesh of %d rank%s (one rank per mesh device)", o.nproc, programName(args[0]), prog.Mesh.Size(), plural(prog.Mesh.Size()))
 		return exitUsage
 	}
+	t0 := time.Now()
 	inputs, err := loadInputs(prog, inSpecs)
 	if err != nil {
 		c.errorf("run: %v", err)
 		return inputStatus(err) // 1 for inputs past the host's memory
 	}
+	o.startup.Inputs = time.Since(t0)
+	o.startup.Ready = time.Since(processStart)
 	files := &results{outputs: outSpecs, expects: expSpecs}
 	if pb, ok := processBackends[o.backend]; ok {
 		return c.runProcesses(pb, prog, args[0], inputs, files, o)
@@ -274,12 +291,14 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	}
 
 	wa := c.newWatch(o)
+	t1 := time.Now()
 	rt, err := runtime.Open(o.backend, wa.config(runtime.Config{
 		WorldSize: prog.Mesh.Size(),
 		Devices:   prog.Mesh.Devices,
 		Rank:      -1,
 		Timeout:   o.timeout,
 	}))
+	o.startup.Open = time.Since(t1)
 	if err != nil {
 		c.errorf("run: %v", err)
 		if errors.Is(err, runtime.ErrUnknownBackend) {
@@ -301,7 +320,7 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 		return exitFail
 	}
 
-	return c.finishRun(prog, reportsOf(prog, res), res, files, o)
+	return c.finishRun(prog, reportsOf(prog, res, o.startup), res, files, o)
 }
 
 // newWatch is the progress line and stall reports of a run with o.
@@ -312,7 +331,9 @@ func (c *cli) newWatch(o *runOptions) *watch {
 // execute binds the program to the runtime and runs it o.repeat times,
 // watched by wa.
 func (c *cli) execute(prog *ir.Program, rt runtime.Runtime, inputs map[string]*host.Array, o *runOptions, wa *watch) (*evaluator.Result, error) {
+	t0 := time.Now()
 	job, err := evaluator.NewJob(prog, rt, o.jobOptions())
+	o.startup.Job = time.Since(t0)
 	if err != nil {
 		return nil, err
 	}
@@ -333,13 +354,14 @@ type rankReport struct {
 	Rank      int
 	Summaries []string
 	Stats     evaluator.Stats
+	Startup   startup // this rank's process (in one process, the same for all)
 }
 
 // reportsOf summarises a result's ranks, in rank order.
-func reportsOf(prog *ir.Program, res *evaluator.Result) []rankReport {
+func reportsOf(prog *ir.Program, res *evaluator.Result, st startup) []rankReport {
 	reps := make([]rankReport, 0, len(res.Ranks))
 	for _, rr := range res.Ranks {
-		rep := rankReport{Rank: rr.Rank, Stats: rr.Stats}
+		rep := rankReport{Rank: rr.Rank, Stats: rr.Stats, Startup: st}
 		for _, out := range prog.Outputs {
 			summary := "(not produced)"
 			if a := rr.Outputs[out.Name]; a != nil {
@@ -373,6 +395,10 @@ func (c *cli) printStats(reports []rankReport) {
 		s := rr.Stats
 		fmt.Fprintf(c.stderr, "\nrank %d: symmetric handles %s; kernels %s\n",
 			rr.Rank, hitsMisses(s.HandleHits, s.HandleMisses), hitsMisses(s.KernelHits, s.KernelMisses))
+		if st := rr.Startup; st.Ready > 0 {
+			fmt.Fprintf(c.stderr, "  start-up: %s to the program and inputs (inputs %s), runtime open %s (devices, contexts, peers), job %s\n",
+				formatDuration(st.Ready), formatDuration(st.Inputs), formatDuration(st.Open), formatDuration(st.Job))
+		}
 		printRunSplit(c.stderr, s.Runs)
 		ops := append([]evaluator.OpStat(nil), s.Ops...)
 		sort.SliceStable(ops, func(i, j int) bool { return ops[i].Total > ops[j].Total })
