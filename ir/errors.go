@@ -11,9 +11,32 @@ import (
 type Error struct {
 	Pos Pos
 	Msg string
+	// more counts the errors a full ErrorList dropped after this one, its
+	// MaxErrors-th (ErrorList.Count).
+	more int
+	// pending: Msg is not formatted yet, from format and args (Add).
+	pending bool
+	format  string
+	args    []any
 }
 
-func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.message() }
+
+// message is Msg, formatted now if it is pending.
+func (e *Error) message() string {
+	if e.pending {
+		return ClipMessage(fmt.Sprintf(e.format, e.args...))
+	}
+	return e.Msg
+}
+
+// settle formats a pending message.
+func (e *Error) settle() {
+	if e.pending {
+		e.Msg = e.message()
+		e.pending, e.format, e.args = false, "", nil
+	}
+}
 
 // Errorf makes an *Error at pos. The message is clipped (ClipMessage): a
 // name, word or number quoted from the source keeps at most its first
@@ -92,34 +115,164 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// ErrorList collects several errors; it prints one per line, in source order.
+// MaxErrors bounds an ErrorList: Error prints at most this many errors,
+// then "and M more errors", and Add keeps at most this many, those first in
+// source order, counting the others without formatting them. So a program
+// with an error on each of its million lines costs no more to reject than
+// to read, and the errors shown are the ones a list of every error would
+// show first.
+const MaxErrors = 50
+
+// ErrorList collects several errors; it prints one per line, in source
+// order (once sorted, as Err does), at most MaxErrors of them (Add keeps no
+// more: the rest are counted, see Count).
+//
+// A full list (MaxErrors errors kept, some dropped) is sorted, and its last
+// error, the MaxErrors-th in source order, carries the count of those
+// dropped: an error Add is given after it in source order is only counted.
 type ErrorList []*Error
 
-// Add appends an error at pos.
+// Add appends an error at pos. Once the list is full it keeps only the
+// MaxErrors errors first in source order (ties in the order added), so the
+// error is formatted only when it is kept (Keeps says whether it would be).
+// Where every argument is a string, a number, a bool or a Pos, values that
+// cannot change, the message is formatted only when the list is (Err,
+// Error): of errors that come in reverse order, each first of those so
+// far, only those kept in the end are.
 func (l *ErrorList) Add(pos Pos, format string, args ...any) {
-	*l = append(*l, Errorf(pos, format, args...))
+	if !l.Keeps(pos) {
+		(*l)[MaxErrors-1].more++
+		return
+	}
+	if basicArgs(args) {
+		l.add(&Error{Pos: pos, pending: true, format: format, args: args})
+		return
+	}
+	l.add(Errorf(pos, format, args...))
 }
 
-// Sort orders the errors by position.
+// basicArgs reports whether every argument is of a basic type, or a Pos.
+func basicArgs(args []any) bool {
+	for _, a := range args {
+		switch a.(type) {
+		case string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, Pos:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Append appends e as Add does: a full list keeps it only if it comes
+// before the list's MaxErrors-th error in source order, and else counts it.
+func (l *ErrorList) Append(e *Error) {
+	if !l.Keeps(e.Pos) {
+		(*l)[MaxErrors-1].more += 1 + e.more
+		return
+	}
+	l.add(e)
+}
+
+// add adds e, which a full list keeps: among its first MaxErrors, in order
+// (the last of them then dropped), or at the end of a list that is not
+// full, which is then shrunk if it has grown past MaxErrors.
+func (l *ErrorList) add(e *Error) {
+	list := *l
+	if l.full() {
+		i := sort.Search(MaxErrors, func(i int) bool { return e.Pos.Less(list[i].Pos) })
+		last := list[MaxErrors-1]
+		copy(list[i+1:MaxErrors], list[i:MaxErrors-1])
+		list[i] = e
+		list[MaxErrors-1].more += 1 + last.more
+		return
+	}
+	*l = append(list, e)
+	if len(*l) > MaxErrors {
+		l.shrink()
+	}
+}
+
+// shrink sorts l and keeps its first MaxErrors errors, the last of them
+// counting those dropped.
+func (l *ErrorList) shrink() {
+	list := *l
+	list.Sort()
+	dropped := 0
+	for i, e := range list[MaxErrors:] {
+		dropped += 1 + e.more
+		list[MaxErrors+i] = nil
+	}
+	list[MaxErrors-1].more += dropped
+	*l = list[:MaxErrors]
+}
+
+// full reports whether l has dropped errors: it is then sorted as far as
+// its MaxErrors-th error, which counts them.
+func (l ErrorList) full() bool { return len(l) >= MaxErrors && l[MaxErrors-1].more > 0 }
+
+// Keeps reports whether Add would keep an error at pos rather than only
+// count it: a full list keeps only an error that comes before its
+// MaxErrors-th in source order. A caller may skip costly wording (a
+// suggestion among every name, say) for an error that is only counted, by
+// calling Add with any message.
+func (l ErrorList) Keeps(pos Pos) bool {
+	return !l.full() || pos.Less(l[MaxErrors-1].Pos)
+}
+
+// Count is the number of errors found: those in the list and those Add
+// counted without keeping them.
+func (l ErrorList) Count() int {
+	n := len(l)
+	for _, e := range l {
+		n += e.more
+	}
+	return n
+}
+
+// Sort orders the errors by position (stably: errors at one position stay
+// in the order they were added).
 func (l ErrorList) Sort() {
 	sort.SliceStable(l, func(i, j int) bool {
 		return l[i].Pos.Less(l[j].Pos)
 	})
 }
 
+// Error prints the errors one per line, at most MaxErrors of them, and
+// then "and M more errors" when there were more.
 func (l ErrorList) Error() string {
-	parts := make([]string, len(l))
-	for i, e := range l {
-		parts[i] = e.Error()
+	shown := l[:min(len(l), MaxErrors)]
+	var b strings.Builder
+	for i, e := range shown {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
 	}
-	return strings.Join(parts, "\n")
+	if more := l.Count() - len(shown); more > 0 {
+		if len(shown) > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "and %d more error", more)
+		if more > 1 {
+			b.WriteByte('s')
+		}
+	}
+	return b.String()
 }
 
-// Err returns nil for an empty list, else the sorted list.
+// Err returns nil for an empty list, else the sorted list (of at most
+// MaxErrors errors, the others counted), every message formatted.
 func (l ErrorList) Err() error {
-	if len(l) == 0 {
+	switch {
+	case len(l) == 0:
 		return nil
+	case len(l) > MaxErrors:
+		l.shrink()
+	default:
+		l.Sort()
 	}
-	l.Sort()
+	for _, e := range l {
+		e.settle()
+	}
 	return l
 }

@@ -7,6 +7,7 @@
 package parser
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"unsafe"
@@ -31,15 +32,15 @@ type builder struct {
 	prog    *ir.Program
 	stack   []*frame
 
-	names     nameTable         // every name defined so far (names are unique program-wide), and the top level's values
-	src       string            // the source, for laterDefinition; the caller's bytes (Parse)
-	undefined []undefinedUse    // uses of names not defined so far (settleUndefined)
-	laterDef  map[string]ir.Pos // every name the text defines, for "used before defined"; made on first need
-	poisoned  map[string]bool   // names whose definition was rejected: uses are not reported
+	names       nameTable         // every name defined so far (names are unique program-wide), and the top level's values
+	src         string            // the source, for scanComments; the caller's bytes (Parse)
+	undefined   []undefinedUse    // uses of names not defined so far (settleUndefined)
+	strayInputs map[string]ir.Pos // inputs declared in a region, which define nothing (laterDefinition)
+	poisoned    map[string]bool   // names whose definition was rejected: uses are not reported
 
 	reference  bool                       // parse with the participle grammar only (parseWith)
 	chunkBytes int                        // tests: > 0 reads in parallel in chunks of this size, < 0 on one goroutine, whatever the source's size
-	tokens     []lexer.Token              // a worker's line, reused from line to line
+	cur        line                       // the line being read (its tokens' buffer reused from line to line)
 	alloc      fastAlloc                  // the fast path's slabs
 	ir         irAlloc                    // the IR's slabs
 	text       []byte                     // the chunk keep copies into
@@ -134,8 +135,19 @@ func newBuilder(file string) *builder {
 		names:    newNameTable(0),
 		poisoned: map[string]bool{},
 	}
-	b.stack = []*frame{{block: prog.Body, scope: &scope{table: &b.names}}}
+	b.stack = []*frame{{block: prog.Body, scope: newTopScope(&b.names)}}
 	return b
+}
+
+// errorAt adds an error at pos, worded by msg only if the list of errors
+// keeps it (ir.ErrorList.Keeps): for a message that costs to word (a
+// suggestion, a type of many dims).
+func (b *builder) errorAt(pos ir.Pos, msg func() string) {
+	if b.errs.Keeps(pos) {
+		b.errs.Add(pos, "%s", msg())
+	} else {
+		b.errs.Add(pos, "") // counted only
+	}
 }
 
 func (b *builder) pos(p lexer.Position) ir.Pos {
@@ -150,7 +162,7 @@ func (b *builder) line(l *line) {
 		return
 	}
 	if ast.Close == nil {
-		b.statementAt(b.pos(l.tokens[0].Pos))
+		b.statementAt(b.pos(l.pos(l.at(0))))
 	}
 	switch {
 	case ast.Mesh != nil:
@@ -170,15 +182,23 @@ func (b *builder) line(l *line) {
 // mentions are not reported as undefined later, and a region it opens is
 // still matched with its `}`.
 func (b *builder) rejectedLine(l *line) {
-	for _, t := range l.tokens {
-		if t.Type == tokVar {
-			if _, ok := b.defined(t.Value[1:]); !ok {
-				b.poisoned[t.Value[1:]] = true
+	var last lexeme
+	prev := "" // the last name looked at
+	for t := range l.all() {
+		if t.kind() == tokVar {
+			if name := l.text(&t)[1:]; name != prev && !b.poisoned[name] {
+				if _, ok := b.defined(name); !ok {
+					b.poisoned[name] = true
+				}
+				prev = name
 			}
 		}
+		if t.kind() != tokEOF {
+			last = t
+		}
 	}
-	if n := len(l.tokens); n >= 2 && l.tokens[n-2].Value == "{" {
-		b.push(&frame{block: &ir.Block{}, broken: true}, b.pos(l.tokens[0].Pos))
+	if last.is(l.src, '{') {
+		b.push(&frame{block: &ir.Block{}, broken: true}, b.pos(l.pos(l.at(0))))
 	} else {
 		b.top().tainted = true
 	}
@@ -262,6 +282,12 @@ func (b *builder) input(in *inputAST) {
 	case !b.atTopLevel():
 		b.errs.Add(b.pos(in.Pos), "input is only allowed at the top level")
 		b.poison(name)
+		if _, seen := b.strayInputs[name]; !seen {
+			if b.strayInputs == nil {
+				b.strayInputs = map[string]ir.Pos{}
+			}
+			b.strayInputs[name] = pos
+		}
 		return
 	case b.firstOp.IsValid():
 		b.errs.Add(b.pos(in.Pos), "input %s comes after the first op (at %s): declare every input before the ops", in.Name.Text, b.firstOp)
@@ -345,7 +371,7 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 		ok = false
 	}
 
-	operands := b.ir.valueSlice(len(g.Operands))
+	operands := b.ir.valueSlice(len(g.Operands) + len(g.fastOps))
 	for _, x := range g.Operands {
 		var v *ir.Value
 		if !local || x.Name == nil {
@@ -355,10 +381,22 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 		}
 		operands = append(operands, v)
 	}
+	for i := range g.fastOps {
+		t := &g.fastOps[i]
+		var v *ir.Value
+		if !local || t.kind() != tokVar {
+			if v = b.tokenOperand(g.fastLine, t); v == nil {
+				ok = false
+			}
+		}
+		operands = append(operands, v)
+	}
 
 	code, known := ir.LookupOpcode(g.Name.Text, len(operands))
 	if !known && g.Name.Text != "for" {
-		b.errs.Add(namePos, "unknown op %q%s", g.Name.Text, didYouMean(g.Name.Text, opNames(), ""))
+		b.errorAt(namePos, func() string {
+			return fmt.Sprintf("unknown op %q%s", g.Name.Text, didYouMean(g.Name.Text, opNameList, ""))
+		})
 		ok = false
 	}
 
@@ -486,10 +524,10 @@ func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok,
 	}
 	b.push(fr, op.Pos)
 	if op.Code == ir.OpFusion {
-		fr.scope.closed = true
+		fr.scope.close()
 		for _, x := range op.Operands {
 			if x != nil && x.Lit == nil {
-				fr.scope.set(x)
+				fr.scope.capture(x)
 			}
 		}
 	}

@@ -5,43 +5,98 @@
 package parser
 
 import (
+	"iter"
+
 	"github.com/alecthomas/participle/v2/lexer"
 
 	"github.com/hirlab/hir/ir"
 )
 
 // scope is what names a region sees.
+//
+// A name is looked up in O(1), however deep the regions nest (a file of a
+// million lines ending in `{`): names are unique program-wide, so the
+// values of the regions open are kept by name in one map (innerDefs), the
+// top level's in the table of names, and what a lookup has to check is
+// where the value is defined against the nearest fusion around (which sees
+// only its operands and its own values).
 type scope struct {
 	parent *scope
-	// A region's own values: in vals (from valBuf) while they are few,
-	// since most bodies define a handful and a map each would cost more
-	// than the body; in names once there are more than smallScope.
+	// A region's own values (and a fusion's operands): in vals (from
+	// valBuf) while they are few, since most bodies define a handful and a
+	// map each would cost more than the body; in names once there are more
+	// than smallScope.
 	vals   []*ir.Value
 	valBuf [4]*ir.Value
 	names  map[string]*ir.Value
 	table  *nameTable // the top level's: the program's table of names
-	// closed: a fusion body, which sees only its operands (entered into
-	// names) and its own values.
-	closed bool
+	// closed: a fusion body, which sees only its operands (captured into
+	// names) and its own values. boundary is the nearest closed scope, this
+	// one or one around it (nil for none).
+	closed   bool
+	boundary *scope
 	// lenient: inside a region whose header was rejected; names it cannot
-	// resolve are not reported again.
-	lenient bool
+	// resolve are not reported again. around: a scope around this one was
+	// lenient when this one was made (scopes around the innermost one do
+	// not change).
+	lenient, around bool
+	depth           int
+	top             *scope     // the top level's scope
+	defs            *innerDefs // the values of every region open, by name
+}
+
+// innerDefs is every value a region open (not the top level) defines, by
+// name: the innermost first, should a name be defined twice.
+type innerDefs map[string]*innerDef
+
+type innerDef struct {
+	v     *ir.Value
+	scope *scope
+	next  *innerDef // a definition in a scope further out
 }
 
 const smallScope = 16
 
+// newTopScope is the top level's scope.
+func newTopScope(table *nameTable) *scope {
+	s := &scope{table: table, defs: &innerDefs{}}
+	s.top = s
+	return s
+}
+
+// child is a new scope within s.
+func (s *scope) child(lenient bool) *scope {
+	return &scope{parent: s, boundary: s.boundary, lenient: lenient, around: s.isLenient(), depth: s.depth + 1, top: s.top, defs: s.defs}
+}
+
+// close makes s a fusion body's.
+func (s *scope) close() {
+	s.closed = true
+	s.boundary = s
+}
+
 // lookup finds name; crossedFusion reports whether the search stopped at a
-// fusion boundary (the name may be visible outside it).
+// fusion boundary (the name may be visible outside it). It is what looking
+// in s, then in each scope around it up to the nearest fusion's, finds.
 func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
-	for ; s != nil; s = s.parent {
-		if v := s.get(name); v != nil {
+	b := s.boundary
+	for d := (*s.defs)[name]; d != nil; d = d.next {
+		if d.scope.depth > s.depth {
+			continue // in a region within s (s is not the innermost)
+		}
+		if b == nil || d.scope.depth >= b.depth {
+			return d.v, false
+		}
+		break // outside the fusion
+	}
+	if b != nil {
+		// the fusion's operands
+		if v := b.get(name); v != nil {
 			return v, false
 		}
-		if s.closed {
-			return nil, true
-		}
+		return nil, true
 	}
-	return nil, false
+	return s.top.get(name), false
 }
 
 // get is the value name means in this scope itself (not its parents).
@@ -63,8 +118,17 @@ func (s *scope) get(name string) *ir.Value {
 	return nil
 }
 
-// set makes v's name mean v in this scope.
+// set makes v's name mean v in this scope, which defines it.
 func (s *scope) set(v *ir.Value) {
+	if s.table == nil {
+		(*s.defs)[v.Name] = &innerDef{v: v, scope: s, next: (*s.defs)[v.Name]}
+	}
+	s.capture(v)
+}
+
+// capture makes v's name mean v in this scope: a value it defines, or a
+// fusion's operand.
+func (s *scope) capture(v *ir.Value) {
 	switch {
 	case s.table != nil:
 		s.table.entry(v.Name).v = v
@@ -94,6 +158,28 @@ func (s *scope) set(v *ir.Value) {
 	s.vals = nil
 }
 
+// end forgets the values s defines, as its region closes.
+func (s *scope) end() {
+	drop := func(name string) {
+		defs := *s.defs
+		d := defs[name]
+		for d != nil && d.scope == s {
+			d = d.next
+		}
+		if d == nil {
+			delete(defs, name)
+		} else {
+			defs[name] = d
+		}
+	}
+	for _, v := range s.vals {
+		drop(v.Name)
+	}
+	for n := range s.names {
+		drop(n)
+	}
+}
+
 // each calls f with every name this scope defines (not its parents').
 func (s *scope) each(f func(string)) {
 	if s.table != nil {
@@ -112,14 +198,7 @@ func (s *scope) each(f func(string)) {
 	}
 }
 
-func (s *scope) isLenient() bool {
-	for ; s != nil; s = s.parent {
-		if s.lenient {
-			return true
-		}
-	}
-	return false
-}
+func (s *scope) isLenient() bool { return s.lenient || s.around }
 
 // frame is a region being read: the top level, or the body of a for or
 // fusion whose `}` has not been seen yet.
@@ -138,7 +217,7 @@ func (b *builder) atTopLevel() bool { return len(b.stack) == 1 }
 func (b *builder) push(fr *frame, pos ir.Pos) {
 	parent := b.top()
 	fr.broken = fr.broken || parent.broken
-	fr.scope = &scope{parent: parent.scope, lenient: fr.broken}
+	fr.scope = parent.scope.child(fr.broken)
 	if len(b.stack) > maxNesting && !parent.broken {
 		b.errs.Add(pos, "regions nest more than %d deep", maxNesting)
 		fr.broken = true
@@ -162,6 +241,7 @@ func (b *builder) close(c *closeAST) {
 // something in it was rejected in a way that leaves the op meaningless.
 func (b *builder) pop() {
 	fr := b.top()
+	fr.scope.end()
 	b.stack = b.stack[:len(b.stack)-1]
 	parent := b.top()
 	drop := fr.broken || (fr.tainted && fr.op != nil && fr.op.Code == ir.OpFusion)
@@ -197,15 +277,16 @@ func (b *builder) define(name string, p lexer.Position) {
 	e.define(p)
 }
 
-// laterDefinition is where the text first defines name, if it does. The
-// table is made from every line, parsed again, on the first call (only an
-// error needs it).
+// laterDefinition is where the text first defines name, if it does, once
+// every line is read: where the builder first claimed the name (every
+// definition on a line that parses is claimed, or poisoned and defined, in
+// the order of the text), or where an input inside a region, which defines
+// nothing, declares it.
 func (b *builder) laterDefinition(name string) (ir.Pos, bool) {
-	if b.laterDef == nil {
-		b.laterDef = map[string]ir.Pos{}
-		b.collectDefinitions(b.parsedLines())
+	p, ok := b.defined(name)
+	if q, stray := b.strayInputs[name]; stray && (!ok || q.Less(p)) {
+		return q, true
 	}
-	p, ok := b.laterDef[name]
 	return p, ok
 }
 
@@ -223,37 +304,10 @@ type undefinedUse struct {
 func (b *builder) settleUndefined() {
 	for _, u := range b.undefined {
 		if later, ok := b.laterDefinition(u.name); ok {
-			*u.err = *ir.Errorf(u.err.Pos, "%s is used before its definition at %s", u.text, later)
+			u.err.Msg = ir.Errorf(u.err.Pos, "%s is used before its definition at %s", u.text, later).Msg
 		}
 	}
 	b.undefined = nil
-}
-
-// collectDefinitions records where every name is defined, so that a use
-// before the definition can say so.
-func (b *builder) collectDefinitions(lines []line) {
-	add := func(n *nameTok) {
-		if n == nil {
-			return
-		}
-		if _, ok := b.laterDef[n.Text[1:]]; !ok {
-			b.laterDef[n.Text[1:]] = b.pos(n.Pos)
-		}
-	}
-	for _, l := range lines {
-		switch {
-		case l.ast == nil:
-		case l.ast.Input != nil:
-			add(l.ast.Input.Name)
-		case l.ast.Op != nil:
-			for _, r := range l.ast.Op.Results {
-				add(r)
-			}
-			if l.ast.Op.For != nil {
-				add(l.ast.Op.For.Index)
-			}
-		}
-	}
 }
 
 // claim records a definition of n; it reports a second definition and
@@ -311,20 +365,22 @@ func (b *builder) resolve(n *nameTok) *ir.Value {
 		}
 		return nil
 	}
+	if !b.errs.Keeps(pos) {
+		b.errs.Add(pos, "") // counted only: no suggestion to look for
+		return nil
+	}
 	// Whether a later line defines it is settled once every line is read
 	// (settleUndefined).
-	b.errs.Add(pos, "undefined %s%s", n.Text, didYouMean(name, b.visibleNames(), "%"))
-	b.undefined = append(b.undefined, undefinedUse{err: b.errs[len(b.errs)-1], name: name, text: n.Text})
+	e := ir.Errorf(pos, "undefined %s%s", n.Text, didYouMeanAmong(name, b.visibleNames(), "%"))
+	b.errs.Append(e)
+	b.undefined = append(b.undefined, undefinedUse{err: e, name: name, text: n.Text})
 	return nil
 }
 
 // visibleOutsideFusion reports whether name resolves in the scopes around
 // the innermost fusion body.
 func (b *builder) visibleOutsideFusion(name string) bool {
-	s := b.top().scope
-	for s != nil && !s.closed {
-		s = s.parent
-	}
+	s := b.top().scope.boundary
 	if s == nil {
 		return false
 	}
@@ -332,13 +388,15 @@ func (b *builder) visibleOutsideFusion(name string) bool {
 	return v != nil
 }
 
-func (b *builder) visibleNames() []string {
-	var names []string
-	for s := b.top().scope; s != nil; s = s.parent {
-		s.each(func(n string) { names = append(names, n) })
-		if s.closed {
-			break
+// visibleNames is every name visible here.
+func (b *builder) visibleNames() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		more := true
+		for s := b.top().scope; s != nil && more; s = s.parent {
+			s.each(func(n string) { more = more && yield(n) })
+			if s.closed {
+				break
+			}
 		}
 	}
-	return names
 }

@@ -4,8 +4,10 @@
 package parser
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,14 +20,27 @@ func (b *builder) operand(x *operandAST) *ir.Value {
 	if x.Name != nil {
 		return b.resolve(&nameTok{Pos: x.Pos, Text: *x.Name})
 	}
-	lit, ok := b.number(*x.Num, x.Pos)
+	return b.literal(*x.Num, x.Pos)
+}
+
+// tokenOperand is operand for an operand the fast path read (t, on l).
+func (b *builder) tokenOperand(l *line, t *lexeme) *ir.Value {
+	if t.kind() == tokVar {
+		return b.resolve(&nameTok{Pos: l.pos(t), Text: l.text(t)})
+	}
+	return b.literal(l.text(t), l.pos(t))
+}
+
+// literal is the value of the number literal text at p.
+func (b *builder) literal(text string, p lexer.Position) *ir.Value {
+	lit, ok := b.number(text, p)
 	if !ok {
 		return nil
 	}
 	l := take(&b.ir.literals)
 	*l = lit
 	v := take(&b.ir.values)
-	*v = ir.Value{Lit: l, Pos: b.pos(x.Pos)}
+	*v = ir.Value{Lit: l, Pos: b.pos(p)}
 	return v
 }
 
@@ -125,8 +140,17 @@ func (b *builder) word(w string, words []string) string {
 	return b.keep(w)
 }
 
+// sortAttrs sorts attrs by key, stably (duplicates stay for Verify to
+// name, in the order given).
 func sortAttrs(attrs []ir.Attr) {
-	// Insertion sort: stable, and attribute lists are short.
+	if len(attrs) > 16 {
+		byKey := func(a, b ir.Attr) int { return strings.Compare(a.Key, b.Key) }
+		if !slices.IsSortedFunc(attrs, byKey) {
+			slices.SortStableFunc(attrs, byKey)
+		}
+		return
+	}
+	// Insertion sort: attribute lists are short.
 	for i := 1; i < len(attrs); i++ {
 		for j := i; j > 0 && attrs[j].Key < attrs[j-1].Key; j-- {
 			attrs[j], attrs[j-1] = attrs[j-1], attrs[j]
@@ -150,7 +174,9 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 		case name == "handle":
 			return &ir.HandleType{}, true
 		}
-		b.errs.Add(b.pos(t.Name.Pos), "unknown type %q%s", name, didYouMean(name, typeWords, ""))
+		b.errorAt(b.pos(t.Name.Pos), func() string {
+			return fmt.Sprintf("unknown type %q%s", name, didYouMean(name, typeWords, ""))
+		})
 		return nil, false
 	}
 	ok := true
@@ -159,10 +185,13 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 		ok = false
 		if name == "stream" || name == "handle" {
 			b.errs.Add(b.pos(t.Name.Pos), "%s takes no shape", name)
-		} else if s := suggest(name, ir.DTypeWords); s != "" {
-			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (did you mean %s?)", name, s)
 		} else {
-			b.errs.Add(b.pos(t.Name.Pos), "unknown dtype %q (the dtypes are %s)", name, strings.Join(ir.DTypeWords, ", "))
+			b.errorAt(b.pos(t.Name.Pos), func() string {
+				if s := suggest(name, ir.DTypeWords); s != "" {
+					return fmt.Sprintf("unknown dtype %q (did you mean %s?)", name, s)
+				}
+				return fmt.Sprintf("unknown dtype %q (the dtypes are %s)", name, strings.Join(ir.DTypeWords, ", "))
+			})
 		}
 	}
 	dims := b.dimBuf[:0]
@@ -194,7 +223,7 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 		}
 		hi, lo := bits.Mul64(elems, uint64(n))
 		if hi != 0 || lo > math.MaxInt64/size {
-			b.errs.Add(b.pos(t.Pos), "tensor type %s is too large", typeText(t))
+			b.errorAt(b.pos(t.Pos), func() string { return "tensor type " + typeText(t) + " is too large" })
 			return nil, false
 		}
 		elems = lo
@@ -205,7 +234,7 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 	if m := t.Shape.Mem; m != nil {
 		var mok bool
 		if mem, mok = ir.ParseMemoryType(m.Text); !mok {
-			b.errs.Add(b.pos(m.Pos), "unknown memory type %q%s", m.Text, memHint(m.Text))
+			b.errorAt(b.pos(m.Pos), func() string { return fmt.Sprintf("unknown memory type %q%s", m.Text, memHint(m.Text)) })
 			ok = false
 		}
 	}

@@ -2,11 +2,10 @@ package parser
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/alecthomas/participle/v2/lexer"
 
 	"github.com/hirlab/hir/ir"
 )
@@ -28,6 +27,7 @@ import (
 const (
 	parallelMin = 512 << 10 // smaller sources are read on one goroutine
 	chunkBytes  = 32 << 10  // about 700 lines of a typical program
+	longLine    = 64 << 10  // workers leave longer lines to the builder
 )
 
 // preLine is a line of a chunk: where it is and, when a worker built it,
@@ -158,30 +158,32 @@ func (w *builder) buildChunk(c *chunk, src string) {
 			c.panicked = r
 		}
 	}()
-	s := scanner{filename: w.file, src: src, i: c.start, line: c.line, lineStart: c.start, tokens: w.tokens[:0]}
+	s := scanner{filename: w.file, src: src, i: c.start, line: c.line, lineStart: c.start}
+	l := &w.cur
 	for s.i < c.end {
 		p := preLine{start: s.i, line: s.line}
-		s.tokens = s.tokens[:0]
-		s.scanLine()
-		if toks := s.tokens; len(toks) > 1 {
-			toks[len(toks)-1] = lexer.EOFToken(toks[len(toks)-1].Pos)
-			w.prebuild(&p, c, toks)
+		l.begin(&s, l.toks)
+		if !l.empty() {
+			w.prebuild(&p, c, l)
 			c.lines = append(c.lines, p)
 		}
+		l.finish()
 	}
-	w.tokens = s.tokens
 }
 
-// prebuild builds the op of a line (its tokens) that is an op's, with no
-// error, but for its names; other lines are left to the builder.
-func (w *builder) prebuild(p *preLine, c *chunk, toks []lexer.Token) {
-	for _, t := range toks {
-		if t.Type == tokBad {
-			return
-		}
+// prebuild builds the op of a line that is an op's, with no error, but for
+// its names; other lines are left to the builder.
+func (w *builder) prebuild(p *preLine, c *chunk, l *line) {
+	if t := l.at(0); t.kind() != tokVar && (t.kind() != tokIdent || isKeyword(l.text(t))) {
+		return // not an op's line
+	}
+	if end := strings.IndexByte(l.src[l.start:], '\n'); end > longLine || (end < 0 && len(l.src)-l.start > longLine) {
+		// A long line is one op: building it here saves the builder
+		// nothing, and it reads again one it cannot build.
+		return
 	}
 	w.alloc.reset()
-	ast, ok := parseLineFast(toks, &w.alloc)
+	ast, ok := parseLineFast(l, &w.alloc)
 	if !ok || ast.Op == nil || ast.Op.For != nil {
 		return
 	}
@@ -192,9 +194,16 @@ func (w *builder) prebuild(p *preLine, c *chunk, toks []lexer.Token) {
 		return
 	}
 	p.refs = int32(len(c.refs))
-	for _, x := range o.Generic.Operands {
+	g := o.Generic
+	c.refs = slices.Grow(c.refs, len(g.Operands)+len(g.fastOps))
+	for _, x := range g.Operands {
 		if x.Name != nil {
 			c.refs = append(c.refs, (*x.Name)[1:])
+		}
+	}
+	for i := range g.fastOps {
+		if t := &g.fastOps[i]; t.kind() == tokVar {
+			c.refs = append(c.refs, g.fastLine.text(t)[1:])
 		}
 	}
 	if len(o.Results) > 0 {
@@ -205,6 +214,10 @@ func (w *builder) prebuild(p *preLine, c *chunk, toks []lexer.Token) {
 	}
 	p.op, p.open, p.pos = op, o.Generic.Open, w.pos(o.Pos)
 }
+
+// isKeyword reports whether a line starting with the word w is a mesh,
+// input or output statement.
+func isKeyword(w string) bool { return w == "mesh" || w == "input" || w == "output" }
 
 // commitChunk is the builder's part: c's lines in order, each committed
 // when a worker built it, else read as on one goroutine (with s).
@@ -243,19 +256,18 @@ func (b *builder) commit(p *preLine, refs []string) bool {
 	var entryBuf [4]*nameEntry
 	entries := entryBuf[:0]
 	for _, r := range op.Results {
+		// Each name is defined as it is claimed, so that one named twice
+		// is found defined the second time; the names claimed are given
+		// back if one cannot be.
 		e := b.names.entry(r.Name)
-		for _, f := range entries {
-			if f == e {
-				return false // the name twice
-			}
-		}
 		if e.defined() {
+			for _, f := range entries {
+				f.line, f.col = 0, 0
+			}
 			return false
 		}
+		e.line, e.col = max(r.Pos.Line, 1), r.Pos.Col
 		entries = append(entries, e)
-	}
-	for i, r := range op.Results {
-		entries[i].line, entries[i].col = max(r.Pos.Line, 1), r.Pos.Col
 	}
 	b.place(op, entries, nil, true, p.open)
 	return true

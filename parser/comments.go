@@ -69,12 +69,9 @@ func ParseSource(filename string, src []byte, mode Mode) (f *File, err error) {
 func scanComments(filename, src string) []Comment {
 	comments := []Comment{}
 	s := scanner{filename: filename, src: src, line: 1, comments: &comments}
-	for {
-		s.tokens = s.tokens[:0]
-		if !s.scanLine() {
-			return comments
-		}
+	for s.next().kind() != tokEOF {
 	}
+	return comments
 }
 
 // comment records the comment src[start:end] of the line being scanned.
@@ -82,6 +79,6 @@ func (s *scanner) comment(start, end int) {
 	*s.comments = append(*s.comments, Comment{
 		Pos:      ir.NewPos(s.filename, s.line, start-s.lineStart+1),
 		Text:     strings.Clone(strings.TrimRight(s.src[start:end], " \t\r")),
-		Trailing: len(s.tokens) > 0,
+		Trailing: s.onLine,
 	})
 }

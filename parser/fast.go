@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -16,7 +17,13 @@ import (
 // position) is worded by syntaxError as before. So error messages and
 // positions are the grammar's by construction; what must agree is the set of
 // lines accepted and the tree built for them, which FuzzDifferential
-// (fast_test.go) checks line by line and program by program.
+// (fast_test.go) checks line by line and program by program. (A long line
+// is given to participle shortened: line.go.)
+//
+// It reads a line's tokens as it goes (line.at), each list in one pass,
+// so that a long line's tokens can be let go of as they are read. Of an op,
+// it keeps the operands as tokens (genericAST.fastOps) rather than nodes:
+// a line of millions of operands then costs what the IR does.
 //
 // The parser follows participle's behaviour with UseLookahead(1), not only
 // the EBNF: participle commits to a group once it has matched one token of
@@ -36,12 +43,16 @@ import (
 // few allocations per thousand lines rather than a dozen per line.
 type fastAlloc struct {
 	lines    []lineAST
+	meshes   []meshAST
+	inputs   []inputAST
+	outputs  []outputAST
+	closes   []closeAST
+	fors     []forAST
 	ops      []opAST
 	generics []genericAST
 	names    []nameTok
 	idents   []identTok
 	ints     []intTok
-	operands []operandAST
 	attrs    []attrAST
 	values   []attrValueAST
 	types    []typeAST
@@ -50,11 +61,19 @@ type fastAlloc struct {
 	lists    []intListAST
 	strs     []string
 	namePtrs []*nameTok
-	opPtrs   []*operandAST
 	attrPtrs []*attrAST
 	typePtrs []*typeAST
 	dimPtrs  []*dimAST
 	intPtrs  []*intTok
+	// scratch: a list's elements, gathered before they are carved (carveList),
+	// and where each type and dim starts (elideList)
+	intScratch                        []*intTok
+	nameScratch                       []*nameTok
+	opToks                            []lexeme // a line's operands (genericAST.fastOps)
+	attrScratch                       []*attrAST
+	typeScratch                       []*typeAST
+	dimScratch                        []*dimAST
+	attrStarts, typeStarts, dimStarts []int32
 }
 
 const slab = 256
@@ -96,65 +115,64 @@ func takeSlice[T any](s *[]*T, n int) []*T {
 }
 
 type fastParser struct {
-	toks []lexer.Token // ends with EOF
-	i    int
-	a    *fastAlloc
+	l *line
+	i int
+	a *fastAlloc
 }
 
-func (p *fastParser) tok() *lexer.Token { return &p.toks[p.i] }
+func (p *fastParser) tok() *lexeme { return p.l.at(p.i) }
 
 // at is the token at j, or the line's EOF past its end.
-func (p *fastParser) at(j int) *lexer.Token {
-	if j >= len(p.toks) {
-		return &p.toks[len(p.toks)-1]
-	}
-	return &p.toks[j]
-}
+func (p *fastParser) at(j int) *lexeme { return p.l.at(j) }
+
+func (p *fastParser) text(t *lexeme) string { return p.l.text(t) }
+
+func (p *fastParser) pos(t *lexeme) lexer.Position { return p.l.pos(t) }
 
 // punct reports whether the current token is the punctuation s.
-func (p *fastParser) punct(s byte) bool {
-	t := &p.toks[p.i]
-	return t.Type == tokPunct && t.Value[0] == s
-}
+func (p *fastParser) punct(s byte) bool { return p.tok().is(p.l.src, s) }
+
+// isPunct reports whether the token at j is the punctuation s.
+func (p *fastParser) isPunct(j int, s byte) bool { return p.at(j).is(p.l.src, s) }
 
 func (p *fastParser) word(w string) bool {
-	t := &p.toks[p.i]
-	return t.Type == tokIdent && t.Value == w
+	t := p.tok()
+	return t.kind() == tokIdent && p.text(t) == w
 }
 
 func (p *fastParser) next() { p.i++ }
 
-// parseLineFast parses one line (its tokens end with EOF); ok is false when
-// the line is not accepted.
-func parseLineFast(toks []lexer.Token, a *fastAlloc) (ast *lineAST, ok bool) {
-	p := fastParser{toks: toks, a: a}
+// parseLineFast parses the line l (scanning its tokens as it goes); ok is
+// false when the line is not accepted. The tree is built in a's slabs.
+func parseLineFast(l *line, a *fastAlloc) (ast *lineAST, ok bool) {
+	p := fastParser{l: l, a: a}
 	ast = put(&a.lines, lineAST{})
-	first := &toks[0]
+	first := l.at(0)
 	switch {
-	case first.Type == tokIdent && first.Value == "mesh":
+	case first.kind() == tokIdent && p.text(first) == "mesh":
 		ast.Mesh, ok = p.mesh()
-	case first.Type == tokIdent && first.Value == "input":
+	case first.kind() == tokIdent && p.text(first) == "input":
 		ast.Input, ok = p.input()
-	case first.Type == tokIdent && first.Value == "output":
+	case first.kind() == tokIdent && p.text(first) == "output":
 		ast.Output, ok = p.output()
-	case first.Type == tokPunct && first.Value == "}":
-		ast.Close = &closeAST{Pos: first.Pos, Brace: true}
+	case first.is(l.src, '}'):
+		ast.Close = put(&a.closes, closeAST{Pos: p.pos(first), Brace: true})
 		p.next()
 		ok = true
 	default:
 		ast.Op, ok = p.op()
 	}
-	if !ok || p.tok().Type != tokEOF {
+	if !ok || p.tok().kind() != tokEOF || l.bad {
 		return nil, false
 	}
 	return ast, true
 }
 
 func (p *fastParser) mesh() (*meshAST, bool) {
-	m := &meshAST{Pos: p.tok().Pos}
+	m := put(&p.a.meshes, meshAST{Pos: p.pos(p.tok())})
 	p.next()
 	switch {
-	case p.tok().Type == tokInt:
+	case p.tok().kind() == tokInt:
 		m.Count = p.intTok()
 		return m, true
 	case p.punct('['):
@@ -166,19 +184,19 @@ func (p *fastParser) mesh() (*meshAST, bool) {
 }
 
 func (p *fastParser) intList() (*intListAST, bool) {
-	l := put(&p.a.lists, intListAST{Pos: p.tok().Pos, Open: true})
+	l := put(&p.a.lists, intListAST{Pos: p.pos(p.tok()), Open: true})
 	p.next()
-	if p.tok().Type == tokInt {
-		n := 1
-		for j := p.i + 1; p.toks[j].Type == tokPunct && p.toks[j].Value == "," && p.toks[j+1].Type == tokInt; j += 2 {
-			n++
+	if p.tok().kind() == tokInt {
+		first := p.i
+		items := append(p.a.intScratch[:0], p.intTok())
+		for p.punct(',') && p.at(p.i+1).kind() == tokInt {
+			p.next()
+			items = append(items, p.intTok())
+			p.release(len(items))
 		}
-		l.Items = takeSlice(&p.a.intPtrs, n)
-		l.Items[0] = p.intTok()
-		for k := 1; k < n; k++ {
-			p.next() // ,
-			l.Items[k] = p.intTok()
-		}
+		p.a.intScratch = items
+		p.elideList(len(items), first)
+		l.Items = carveList(&p.a.intPtrs, items)
 	}
 	if !p.punct(']') {
 		return nil, false
@@ -187,50 +205,59 @@ func (p *fastParser) intList() (*intListAST, bool) {
 	return l, true
 }
 
+// elideList notes a list of n one-token elements separated by commas,
+// starting at first, for participle to skip (line.elide).
+func (p *fastParser) elideList(n, first int) {
+	p.l.elideList(n, true, func(k int) int { return first + 2*k })
+}
+
 func (p *fastParser) intTok() *intTok {
 	t := p.tok()
-	n := put(&p.a.ints, intTok{Pos: t.Pos, Text: t.Value})
+	n := put(&p.a.ints, intTok{Pos: p.pos(t), Text: p.text(t)})
 	p.next()
 	return n
 }
 
 func (p *fastParser) identTok() *identTok {
 	t := p.tok()
-	n := put(&p.a.idents, identTok{Pos: t.Pos, Text: t.Value})
+	n := put(&p.a.idents, identTok{Pos: p.pos(t), Text: p.text(t)})
 	p.next()
 	return n
 }
 
 func (p *fastParser) nameTok() *nameTok {
 	t := p.tok()
-	n := put(&p.a.names, nameTok{Pos: t.Pos, Text: t.Value})
+	n := put(&p.a.names, nameTok{Pos: p.pos(t), Text: p.text(t)})
 	p.next()
 	return n
 }
 
 // names reads %a, %b, ... (the current token is a name).
 func (p *fastParser) names() ([]*nameTok, bool) {
-	n := 1
-	j := p.i + 1
-	for ; p.toks[j].Type == tokPunct && p.toks[j].Value == ","; j += 2 {
-		if p.toks[j+1].Type != tokVar {
-			return nil, false
+	first := p.i
+	out := append(p.a.nameScratch[:0], p.nameTok())
+	ok := true
+	for p.punct(',') {
+		if p.at(p.i+1).kind() != tokVar {
+			ok = false
+			break
 		}
-		n++
+		p.next()
+		out = append(out, p.nameTok())
+		p.release(len(out))
 	}
-	out := takeSlice(&p.a.namePtrs, n)
-	out[0] = p.nameTok()
-	for k := 1; k < n; k++ {
-		p.next() // ,
-		out[k] = p.nameTok()
+	p.a.nameScratch = out
+	p.elideList(len(out), first)
+	if !ok {
+		return nil, false
 	}
-	return out, true
+	return carveList(&p.a.namePtrs, out), true
 }
 
 func (p *fastParser) input() (*inputAST, bool) {
-	in := &inputAST{Pos: p.tok().Pos}
+	in := put(&p.a.inputs, inputAST{Pos: p.pos(p.tok())})
 	p.next()
-	if p.tok().Type != tokVar {
+	if p.tok().kind() != tokVar {
 		return nil, false
 	}
 	in.Name = p.nameTok()
@@ -244,9 +271,9 @@ func (p *fastParser) input() (*inputAST, bool) {
 }
 
 func (p *fastParser) output() (*outputAST, bool) {
-	out := &outputAST{Pos: p.tok().Pos}
+	out := put(&p.a.outputs, outputAST{Pos: p.pos(p.tok())})
 	p.next()
-	if p.tok().Type != tokVar {
+	if p.tok().kind() != tokVar {
 		return nil, false
 	}
 	var ok bool
@@ -255,18 +282,18 @@ func (p *fastParser) output() (*outputAST, bool) {
 }
 
 func (p *fastParser) op() (*opAST, bool) {
-	o := put(&p.a.ops, opAST{Pos: p.tok().Pos})
-	if p.tok().Type == tokVar {
+	o := put(&p.a.ops, opAST{Pos: p.pos(p.tok())})
+	if p.tok().kind() == tokVar {
 		var ok bool
 		if o.Results, ok = p.names(); !ok || !p.punct('=') {
 			return nil, false
 		}
 		p.next()
 	}
-	if p.tok().Type != tokIdent {
+	if p.tok().kind() != tokIdent {
 		return nil, false
 	}
-	if p.word("for") && p.toks[p.i+1].Type == tokVar {
+	if p.word("for") && p.at(p.i+1).kind() == tokVar {
 		var ok bool
 		o.For, ok = p.forHeader()
 		return o, ok
@@ -277,14 +304,14 @@ func (p *fastParser) op() (*opAST, bool) {
 }
 
 func (p *fastParser) forHeader() (*forAST, bool) {
-	f := &forAST{Pos: p.tok().Pos}
+	f := put(&p.a.fors, forAST{Pos: p.pos(p.tok())})
 	p.next()
 	f.Index = p.nameTok()
 	if !p.punct('=') {
 		return nil, false
 	}
 	p.next()
-	if p.tok().Type != tokInt {
+	if p.tok().kind() != tokInt {
 		return nil, false
 	}
 	f.From = p.intTok()
@@ -292,20 +319,20 @@ func (p *fastParser) forHeader() (*forAST, bool) {
 		return nil, false
 	}
 	p.next()
-	if p.tok().Type != tokInt {
+	if p.tok().kind() != tokInt {
 		return nil, false
 	}
 	f.To = p.intTok()
 	if p.word("step") {
 		p.next()
-		if p.tok().Type != tokInt {
+		if p.tok().kind() != tokInt {
 			return nil, false
 		}
 		f.Step = p.intTok()
 	}
 	if p.word("streams") {
 		p.next()
-		if p.tok().Type != tokInt {
+		if p.tok().kind() != tokInt {
 			return nil, false
 		}
 		f.Streams = p.intTok()
@@ -318,115 +345,112 @@ func (p *fastParser) forHeader() (*forAST, bool) {
 	return f, true
 }
 
-func isOperandStart(t *lexer.Token) bool {
-	switch t.Type {
+func (p *fastParser) isOperandStart(t *lexeme) bool {
+	switch t.kind() {
 	case tokVar, tokInt, tokFloat:
 		return true
 	case tokIdent:
-		return t.Value == "inf" || t.Value == "nan"
+		w := p.text(t)
+		return w == "inf" || w == "nan"
 	}
 	return false
 }
 
+// isSimple reports whether t is an attribute's value of one token.
+func isSimple(t *lexeme) bool {
+	k := t.kind()
+	return k == tokInt || k == tokFloat || k == tokIdent
+}
+
 func (p *fastParser) generic() (*genericAST, bool) {
 	g := put(&p.a.generics, genericAST{Name: p.identTok()})
-	if isOperandStart(p.tok()) {
-		n := 1
-		j := p.i + 1
-		for ; p.toks[j].Type == tokPunct && p.toks[j].Value == ","; j += 2 {
-			if !isOperandStart(&p.toks[j+1]) {
-				return nil, false
-			}
-			n++
-		}
-		g.Operands = takeSlice(&p.a.opPtrs, n)
-		for k := 0; k < n; k++ {
-			if k > 0 {
-				p.next() // ,
-			}
-			t := p.tok()
-			s := put(&p.a.strs, t.Value)
-			x := put(&p.a.operands, operandAST{Pos: t.Pos, Num: s})
-			if t.Type == tokVar {
-				x.Name, x.Num = s, nil
-			}
-			g.Operands[k] = x
+	if p.isOperandStart(p.tok()) {
+		first := p.i
+		ops := p.a.opToks[:0]
+		ok := true
+		for {
+			ops = append(ops, *p.tok())
 			p.next()
+			if !p.punct(',') {
+				break
+			}
+			if !p.isOperandStart(p.at(p.i + 1)) {
+				ok = false
+				break
+			}
+			p.next()
+			p.release(len(ops))
 		}
+		p.a.opToks = ops
+		p.elideList(len(ops), first)
+		if !ok {
+			return nil, false
+		}
+		g.fastOps, g.fastLine = ops, p.l
 	}
-	if p.tok().Type == tokIdent {
-		n := 0
-		for j := p.i; p.toks[j].Type == tokIdent; {
-			n++
-			if !(p.toks[j+1].Type == tokPunct && p.toks[j+1].Value == "=") {
-				return nil, false
+	if p.tok().kind() == tokIdent {
+		attrs := p.a.attrScratch[:0]
+		starts := p.a.attrStarts[:0]
+		ok := true
+		for ok && p.tok().kind() == tokIdent {
+			if !p.isPunct(p.i+1, '=') {
+				ok = false
+				break
 			}
-			j += 2
-			switch t := &p.toks[j]; {
-			case t.Type == tokInt, t.Type == tokFloat, t.Type == tokIdent:
-				j++
-			case t.Type == tokPunct && t.Value == "[":
-				for j++; p.toks[j].Type != tokEOF && !(p.toks[j].Type == tokPunct && p.toks[j].Value == "]"); j++ {
-				}
-				j++
-			default:
-				return nil, false
-			}
-			if j >= len(p.toks) {
-				return nil, false
-			}
-		}
-		g.Attrs = takeSlice(&p.a.attrPtrs, n)
-		for k := 0; k < n; k++ {
-			a := put(&p.a.attrs, attrAST{Pos: p.tok().Pos, Key: p.tok().Value})
+			starts = append(starts, int32(p.i))
+			a := put(&p.a.attrs, attrAST{Pos: p.pos(p.tok()), Key: p.text(p.tok())})
 			p.i += 2 // key =
 			t := p.tok()
-			v := put(&p.a.values, attrValueAST{Pos: t.Pos})
-			switch t.Type {
-			case tokInt, tokFloat:
-				v.Num = put(&p.a.strs, t.Value)
+			v := put(&p.a.values, attrValueAST{Pos: p.pos(t)})
+			switch {
+			case t.kind() == tokInt || t.kind() == tokFloat:
+				v.Num = put(&p.a.strs, p.text(t))
 				p.next()
-			case tokIdent:
-				v.Word = put(&p.a.strs, t.Value)
+			case t.kind() == tokIdent:
+				v.Word = put(&p.a.strs, p.text(t))
 				p.next()
+			case t.is(p.l.src, '['):
+				v.List, ok = p.intList()
 			default:
-				var ok bool
-				if v.List, ok = p.intList(); !ok {
-					return nil, false
-				}
+				ok = false
+			}
+			if !ok {
+				break
 			}
 			a.Value = v
-			g.Attrs[k] = a
+			attrs = append(attrs, a)
+			p.release(len(attrs))
 		}
+		p.a.attrScratch, p.a.attrStarts = attrs, starts
+		p.l.elideList(len(attrs), false, func(k int) int { return int(starts[k]) })
+		if !ok {
+			return nil, false
+		}
+		g.Attrs = carveList(&p.a.attrPtrs, attrs)
 	}
 	if p.punct(':') {
-		n := 1
-		depth := 0
-		for j := p.i + 1; p.toks[j].Type != tokEOF; j++ {
-			if t := &p.toks[j]; t.Type == tokPunct {
-				switch t.Value {
-				case "[":
-					depth++
-				case "]":
-					depth--
-				case ",":
-					if depth == 0 {
-						n++
-					}
-				}
-			}
-		}
-		g.Types = takeSlice(&p.a.typePtrs, n)
-		for k := 0; k < n; k++ {
+		types := p.a.typeScratch[:0]
+		starts := p.a.typeStarts[:0]
+		ok := true
+		for {
 			p.next() // : or ,
-			var ok bool
-			if g.Types[k], ok = p.typ(); !ok {
-				return nil, false
+			starts = append(starts, int32(p.i))
+			var t *typeAST
+			if t, ok = p.typ(); !ok {
+				break
 			}
-			if k < n-1 && !p.punct(',') {
-				return nil, false
+			types = append(types, t)
+			if !p.punct(',') {
+				break
 			}
+			p.release(len(types))
 		}
+		p.a.typeScratch, p.a.typeStarts = types, starts
+		p.l.elideList(len(types), true, func(k int) int { return int(starts[k]) })
+		if !ok {
+			return nil, false
+		}
+		g.Types = carveList(&p.a.typePtrs, types)
 	}
 	if p.punct('{') {
 		g.Open = true
@@ -436,57 +460,75 @@ func (p *fastParser) generic() (*genericAST, bool) {
 }
 
 func (p *fastParser) typ() (*typeAST, bool) {
-	if p.tok().Type != tokIdent {
+	if p.tok().kind() != tokIdent {
 		return nil, false
 	}
-	t := put(&p.a.types, typeAST{Pos: p.tok().Pos})
+	t := put(&p.a.types, typeAST{Pos: p.pos(p.tok())})
 	t.Name = p.identTok()
 	if !p.punct('[') {
 		return t, true
 	}
 	s := put(&p.a.shapes, shapeAST{Open: true})
 	p.next()
-	if p.tok().Type == tokInt {
-		n := 1
-		for j := p.i + 1; ; {
-			if t := p.at(j); t.Type == tokPunct && t.Value == "/" {
-				j += 2
-			}
-			if t := p.at(j); !(t.Type == tokPunct && t.Value == ",") {
+	if p.tok().kind() == tokInt {
+		dims := p.a.dimScratch[:0]
+		starts := p.a.dimStarts[:0]
+		ok := true
+		for {
+			starts = append(starts, int32(p.i))
+			if p.tok().kind() != tokInt {
+				ok = false
 				break
 			}
-			n++
-			j += 2
-		}
-		s.Dims = takeSlice(&p.a.dimPtrs, n)
-		for k := 0; k < n; k++ {
-			if k > 0 {
-				p.next() // ,
-			}
-			if p.tok().Type != tokInt {
-				return nil, false
-			}
-			d := put(&p.a.dims, dimAST{Pos: p.tok().Pos})
+			d := put(&p.a.dims, dimAST{Pos: p.pos(p.tok())})
 			d.Extent = p.intTok()
 			if p.punct('/') {
 				p.next()
-				if p.tok().Type != tokIdent {
-					return nil, false
+				if p.tok().kind() != tokIdent {
+					ok = false
+					break
 				}
 				d.Parallel = p.identTok()
 			}
-			s.Dims[k] = d
+			dims = append(dims, d)
+			if !p.punct(',') {
+				break
+			}
+			p.next()
+			p.release(len(dims))
 		}
+		p.a.dimScratch, p.a.dimStarts = dims, starts
+		p.l.elideList(len(dims), true, func(k int) int { return int(starts[k]) })
+		if !ok {
+			return nil, false
+		}
+		s.Dims = carveList(&p.a.dimPtrs, dims)
 	}
 	if !p.punct(']') {
 		return nil, false
 	}
 	p.next()
-	if p.tok().Type == tokIdent {
+	if p.tok().kind() == tokIdent {
 		s.Mem = p.identTok()
 	}
 	t.Shape = s
 	return t, true
+}
+
+// release lets the line forget the tokens read, every so many elements
+// of a list (line.release).
+func (p *fastParser) release(elements int) {
+	if elements%releaseEvery == 0 {
+		p.l.release(p.i)
+	}
+}
+
+// carveList copies a list's elements, gathered in a scratch slice, into a
+// slice of their own from the slab *s.
+func carveList[T any](s *[]*T, elems []*T) []*T {
+	out := takeSlice(s, len(elems))
+	copy(out, elems)
+	return out
 }
 
 // reset empties the slabs for the next line: the builder turns each line
@@ -496,12 +538,16 @@ func (p *fastParser) typ() (*typeAST, bool) {
 // of it the garbage collector's barriers on their pointers).
 func (a *fastAlloc) reset() {
 	a.lines = a.lines[:0]
+	a.meshes = a.meshes[:0]
+	a.inputs = a.inputs[:0]
+	a.outputs = a.outputs[:0]
+	a.closes = a.closes[:0]
+	a.fors = a.fors[:0]
 	a.ops = a.ops[:0]
 	a.generics = a.generics[:0]
 	a.names = a.names[:0]
 	a.idents = a.idents[:0]
 	a.ints = a.ints[:0]
-	a.operands = a.operands[:0]
 	a.attrs = a.attrs[:0]
 	a.values = a.values[:0]
 	a.types = a.types[:0]
@@ -510,20 +556,17 @@ func (a *fastAlloc) reset() {
 	a.lists = a.lists[:0]
 	a.strs = a.strs[:0]
 	a.namePtrs = a.namePtrs[:0]
-	a.opPtrs = a.opPtrs[:0]
 	a.attrPtrs = a.attrPtrs[:0]
 	a.typePtrs = a.typePtrs[:0]
 	a.dimPtrs = a.dimPtrs[:0]
 	a.intPtrs = a.intPtrs[:0]
 }
 
-// scanParseAndBuild scans src a line at a time into one reused buffer,
-// parses each line as it comes and turns it into IR at once (what
-// splitLines, parseLine and line do to the whole token stream, without
-// holding every token or every line's tree at once: the fast path's nodes
-// are reused from line to line).
+// scanParseAndBuild reads src a line at a time: each line is scanned as
+// it is parsed, into one reused buffer, and turned into IR at once (the fast
+// path's nodes are reused from line to line).
 func (b *builder) scanParseAndBuild(filename, src string) {
-	s := scanner{filename: filename, src: src, line: 1, tokens: make([]lexer.Token, 0, 64)}
+	s := scanner{filename: filename, src: src, line: 1}
 	// A statement takes a line and at least 4 bytes ("%a=b"); most
 	// definitions are written "%a = ...", and "= " is rare elsewhere (an
 	// estimate: the table of names grows if it is short).
@@ -539,48 +582,17 @@ func (b *builder) scanParseAndBuild(filename, src string) {
 	b.settleUndefined()
 }
 
-// readLine scans, parses and builds the line at s; it returns false once
+// readLine reads, parses and builds the line at s; it returns false once
 // the source is read.
 func (b *builder) readLine(s *scanner) bool {
-	s.tokens = s.tokens[:0]
-	more := s.scanLine()
-	toks := s.tokens
-	n := len(toks)
-	if n == 1 {
-		return more // an empty line
+	l := &b.cur
+	l.begin(s, l.toks)
+	if !l.empty() {
+		b.alloc.reset()
+		b.parseLine(l)
+		b.line(l)
 	}
-	toks[n-1] = lexer.EOFToken(toks[n-1].Pos)
-	b.alloc.reset()
-	l := line{tokens: toks}
-	b.parseLine(&l)
-	b.line(&l)
-	return more
-}
-
-// parsedLines scans and parses src again, quietly, for what only an error
-// message needs (laterDefinition): every line, with its tree, nil where the
-// line did not parse.
-func (b *builder) parsedLines() []line {
-	s := scanner{filename: b.file, src: b.src, line: 1}
-	var lines []line
-	var alloc fastAlloc
-	for more := true; more; {
-		s.tokens = nil
-		more = s.scanLine()
-		toks := s.tokens
-		n := len(toks)
-		if n == 1 {
-			continue
-		}
-		toks[n-1] = lexer.EOFToken(toks[n-1].Pos)
-		l := line{tokens: toks}
-		quiet := builder{file: b.file, reference: b.reference}
-		quiet.alloc = alloc
-		quiet.parseLine(&l)
-		alloc = quiet.alloc
-		lines = append(lines, l)
-	}
-	return lines
+	return l.finish()
 }
 
 // presize sizes the builder for a program of about that many lines and

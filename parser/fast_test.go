@@ -67,31 +67,58 @@ func differentialSeeds(t testing.TB) [][]byte {
 func checkDifferential(t *testing.T, src []byte) {
 	t.Helper()
 	var alloc fastAlloc
-	for _, l := range splitLines(scan("f.hir", string(src))) {
-		bad := false
-		for _, tok := range l.tokens {
-			bad = bad || tok.Type == tokBad
+	eachLine("f.hir", src, func(l *line) {
+		fast, ok := parseLineFast(l, &alloc)
+		if ok {
+			materializeOperands(fast)
 		}
-		if bad {
-			continue
+		if _, bad := l.firstBad(); bad {
+			if ok {
+				t.Fatalf("fast path accepts a line with a bad token: %q", l.src[l.start:])
+			}
+			return
 		}
-		fast, ok := parseLineFast(l.tokens, &alloc)
-		ref, err := parseLineReference(l.tokens)
+		tokens, _, _ := l.grammarTokens(int(^uint(0)>>1)-1, false)
+		ref, err := parseLineReference(tokens)
 		switch {
 		case ok && err != nil:
-			t.Fatalf("fast path accepts what the grammar rejects (%v): %q", err, lineText(l.tokens))
+			t.Fatalf("fast path accepts what the grammar rejects (%v): %q", err, lineText(tokens))
 		case !ok && err == nil:
-			t.Fatalf("fast path rejects what the grammar accepts: %q", lineText(l.tokens))
+			t.Fatalf("fast path rejects what the grammar accepts: %q", lineText(tokens))
 		case ok && !reflect.DeepEqual(fast, ref):
-			t.Fatalf("fast path builds another tree for %q:\nfast: %s\ngrammar: %s", lineText(l.tokens), dump(fast), dump(ref))
+			t.Fatalf("fast path builds another tree for %q:\nfast: %s\ngrammar: %s", lineText(tokens), dump(fast), dump(ref))
 		}
-	}
+	})
 	prog, err := Parse("f.hir", src)
 	refProg, refErr := parseReference("f.hir", src)
 	if fmt.Sprint(err) != fmt.Sprint(refErr) {
 		t.Fatalf("errors differ on %q:\nfast: %v\ngrammar: %v", clipForLog(src), err, refErr)
 	}
+	// A long line is read letting go of its tokens as they are read
+	// (line.release), and the grammar, which words syntax errors, is
+	// given it shortened (line.elideList): do both to every line.
+	func() {
+		defer func(a, b, c, d int) { elideMin, elideKeep, releaseEvery, releaseMin = a, b, c, d }(elideMin, elideKeep, releaseEvery, releaseMin)
+		elideMin, elideKeep, releaseEvery, releaseMin = 3, 1, 1, 1
+		sprog, serr := Parse("f.hir", src)
+		if fmt.Sprint(serr) != fmt.Sprint(refErr) {
+			t.Fatalf("errors differ on %q with every line read as a long one:\nfast: %v\ngrammar: %v", clipForLog(src), serr, refErr)
+		}
+		if serr == nil && positions(sprog) != positions(prog) {
+			t.Fatalf("programs differ on %q with every line read as a long one", clipForLog(src))
+		}
+	}()
 	checkChunked(t, src, prog, err)
+	// Parse checks the program built, whether or not it has errors,
+	// without Verify's checks of names (builder.verify): they find nothing.
+	b := newBuilder("f.hir")
+	b.parse(src, false)
+	if b.meshBad || b.prog.Mesh.Size() == 0 {
+		b.prog.Mesh = ir.LinearMesh(1)
+	}
+	if full, resolved := ir.Verify(b.prog), ir.VerifyResolved(b.prog); fmt.Sprint(full) != fmt.Sprint(resolved) {
+		t.Fatalf("Verify and VerifyResolved differ on what Parse built of %q:\nVerify: %v\nVerifyResolved: %v", clipForLog(src), full, resolved)
+	}
 	if err == nil {
 		// Parse verifies without Verify's checks of names (builder.verify).
 		if err := ir.Verify(prog); err != nil {
@@ -195,6 +222,39 @@ func parseLineReference(tokens []lexer.Token) (ast *lineAST, err error) {
 		return nil, err
 	}
 	return parseLineAST(tokens[0], peek)
+}
+
+// materializeOperands turns the operands of the fast path's tree, kept as
+// tokens, into the grammar's nodes, to compare the trees.
+func materializeOperands(ast *lineAST) {
+	if ast.Op == nil || ast.Op.Generic == nil || ast.Op.Generic.fastOps == nil {
+		return
+	}
+	g := ast.Op.Generic
+	for i := range g.fastOps {
+		t := &g.fastOps[i]
+		text := g.fastLine.text(t)
+		x := &operandAST{Pos: g.fastLine.pos(t), Num: &text}
+		if t.kind() == tokVar {
+			x.Name, x.Num = &text, nil
+		}
+		g.Operands = append(g.Operands, x)
+	}
+	g.fastOps, g.fastLine = nil, nil
+}
+
+// eachLine calls f with every line of src that holds a token, read as
+// Parse reads it (f may scan it to its end or not).
+func eachLine(filename string, src []byte, f func(l *line)) {
+	s := scanner{filename: filename, src: string(src), line: 1}
+	var l line
+	for more := true; more; {
+		l.begin(&s, nil)
+		if !l.empty() {
+			f(&l)
+		}
+		more = l.finish()
+	}
 }
 
 func lineText(tokens []lexer.Token) string {

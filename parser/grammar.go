@@ -65,6 +65,14 @@ type genericAST struct {
 	Attrs    []*attrAST    `parser:"@@*"`
 	Types    []*typeAST    `parser:"( ':' @@ ( ',' @@ )* )?"`
 	Open     bool          `parser:"@'{'?"`
+
+	// The operands as the fast path reads them, in place of Operands
+	// (then nil): their tokens, on fastLine, 16 bytes each and no pointer
+	// where an operandAST costs 80 (a line of millions of operands). They
+	// are the fast path's, reused by the next line. (participle does not
+	// see unexported fields.)
+	fastOps  []lexeme
+	fastLine *line
 }
 
 // operandAST is a value or a literal; inf and nan are literals, not names.

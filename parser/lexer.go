@@ -3,6 +3,7 @@ package parser
 import (
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2/lexer"
@@ -79,103 +80,142 @@ func isIdentChar(c byte) bool { return isIdentStart(c) || isDigit(c) }
 
 func isNameChar(c byte) bool { return isIdentChar(c) || c == '.' }
 
-// scan splits src into tokens, ending with an EOF token. Comments, spaces,
-// tabs and carriage returns are dropped; newlines are kept because they end
-// statements.
-func scan(filename, src string) []lexer.Token {
-	s := scanner{filename: filename, src: src, line: 1, tokens: make([]lexer.Token, 0, len(src)/3+1)}
-	for s.scanLine() {
-	}
-	return s.tokens
+// lexeme is a token as the scanner makes it: where it is in the source and
+// its type, 16 bytes and no pointer, so that a line of millions of tokens
+// costs the garbage collector nothing. Its text is src[off:off+n]; its line
+// and column are its line's (line.pos); a tokBad's message is worded from
+// its text when an error needs it (badMessage).
+type lexeme struct {
+	off int
+	n   uint32
+	typ int8
 }
 
-// scanner scans src one line at a time, appending to tokens (Parse reuses
-// one buffer for every line).
+func (t lexeme) kind() lexer.TokenType { return lexer.TokenType(t.typ) }
+
+func (t lexeme) end() int { return t.off + int(t.n) }
+
+// is reports whether t is the punctuation c.
+func (t lexeme) is(src string, c byte) bool { return t.typ == int8(tokPunct) && src[t.off] == c }
+
+// scanner scans src a token at a time.
 type scanner struct {
 	filename, src   string
 	i               int
 	line, lineStart int
-	tokens          []lexer.Token
-	// comments, when not nil, gets every comment (scanComments); the
-	// tokens of a line are then the line's alone.
+	// onLine: a token was scanned on the current line (a comment after it
+	// is trailing).
+	onLine bool
+	// comments, when not nil, gets every comment (scanComments).
 	comments *[]Comment
 }
 
-func (s *scanner) emit(typ lexer.TokenType, start int, value string) {
-	s.tokens = append(s.tokens, lexer.Token{
-		Type:  typ,
-		Value: value,
-		Pos:   lexer.Position{Filename: s.filename, Offset: start, Line: s.line, Column: start - s.lineStart + 1},
-	})
-}
-
-// scanLine appends the tokens of the next line, up to and including its
-// newline token, or the EOF token at the end of src; it returns false once
-// it has appended the EOF token.
-func (s *scanner) scanLine() bool {
+// next scans the token at s.i: the line's next, or its end, a tokNewline
+// (s then starts the next line) or, at the end of src, tokEOF, which next
+// gives again if called again. Comments, spaces, tabs and carriage returns
+// are skipped.
+func (s *scanner) next() lexeme {
 	src, i := s.src, s.i
-	defer func() { s.i = i }()
 	for i < len(src) {
 		c := src[i]
+		start := i
+		typ := tokBad
 		switch {
 		case c == ' ' || c == '\t' || c == '\r':
 			i++
+			continue
 		case c == '\n':
-			s.emit(tokNewline, i, "\n")
-			i++
-			s.line, s.lineStart = s.line+1, i
-			return true
+			s.i, s.line, s.lineStart, s.onLine = i+1, s.line+1, i+1, false
+			return lexeme{off: i, typ: int8(tokNewline)}
 		case c == '/' && i+1 < len(src) && src[i+1] == '/':
-			start := i
-			for i < len(src) && src[i] != '\n' {
-				i++
+			end := len(src)
+			if nl := strings.IndexByte(src[i:], '\n'); nl >= 0 {
+				end = i + nl
 			}
 			if s.comments != nil {
-				s.comment(start, i)
+				s.i = i
+				s.comment(start, end)
 			}
+			i = end
+			continue
 		case c == '%':
-			j := i + 1
-			for j < len(src) && isNameChar(src[j]) {
-				j++
-			}
-			if j == i+1 {
-				s.emit(tokBad, i, "a name needs letters, digits, _ or . after %")
-			} else {
-				s.emit(tokVar, i, src[i:j])
-			}
-			i = j
-		case isDigit(c) || ((c == '-' || c == '+') && i+1 < len(src) && isDigit(src[i+1])):
-			i = scanNumber(src, i, s.emit)
-		case (c == '-' || c == '+') && hasWordAt(src, i+1, "inf"):
-			s.emit(tokFloat, i, src[i:i+4])
-			i += 4
-		case isIdentStart(c):
-			j := i + 1
-			for j < len(src) && isIdentChar(src[j]) {
-				j++
-			}
-			s.emit(tokIdent, i, src[i:j])
-			i = j
-		case c == '=' || c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == '/':
-			s.emit(tokPunct, i, src[i:i+1])
 			i++
-		default:
-			r, size := utf8.DecodeRuneInString(src[i:])
-			var msg string
-			switch {
-			case r == utf8.RuneError && size <= 1:
-				msg = fmt.Sprintf("invalid UTF-8 byte 0x%02x", c)
-			case c == '-' || c == '+':
-				msg = fmt.Sprintf("unexpected %q: a sign must be followed by a number or inf", c)
-			default:
-				msg = fmt.Sprintf("unexpected character %q", r)
+			for i < len(src) && isNameChar(src[i]) {
+				i++
 			}
-			s.emit(tokBad, i, msg)
-			i += size
+			if i > start+1 {
+				typ = tokVar
+			}
+		case isDigit(c) || ((c == '-' || c == '+') && i+1 < len(src) && isDigit(src[i+1])):
+			typ, i = scanNumber(src, i)
+		case (c == '-' || c == '+') && hasWordAt(src, i+1, "inf"):
+			typ, i = tokFloat, i+4
+		case isIdentStart(c):
+			i++
+			for i < len(src) && isIdentChar(src[i]) {
+				i++
+			}
+			typ = tokIdent
+		case c == '=' || c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == '/':
+			typ, i = tokPunct, i+1
+		case c < utf8.RuneSelf:
+			i++ // a bad character
+		default:
+			_, size := utf8.DecodeRuneInString(src[i:])
+			i += size // a bad character, or an invalid byte
+		}
+		s.i, s.onLine = i, true
+		return lexeme{off: start, n: uint32(i - start), typ: int8(typ)}
+	}
+	s.i = i
+	return lexeme{off: i, typ: int8(tokEOF)}
+}
+
+// badMessage words the tokBad t of src: each kind of bad token starts
+// with a byte of its own, which next and scanNumber decided it on.
+func badMessage(src string, t lexeme) string {
+	c := src[t.off]
+	switch {
+	case c == '%':
+		return "a name needs letters, digits, _ or . after %"
+	case isDigit(c) || ((c == '-' || c == '+') && t.off+1 < len(src) && isDigit(src[t.off+1])):
+		return fmt.Sprintf("malformed number %q", src[t.off:t.end()])
+	}
+	r, size := utf8.DecodeRuneInString(src[t.off:])
+	switch {
+	case r == utf8.RuneError && size <= 1:
+		return fmt.Sprintf("invalid UTF-8 byte 0x%02x", c)
+	case c == '-' || c == '+':
+		return fmt.Sprintf("unexpected %q: a sign must be followed by a number or inf", c)
+	}
+	return fmt.Sprintf("unexpected character %q", r)
+}
+
+// scan splits src into participle's tokens, ending with an EOF token, a
+// tokBad's Value its message: for participle's Lex and for tests.
+// Newlines are kept because they end statements.
+func scan(filename, src string) []lexer.Token {
+	s := scanner{filename: filename, src: src, line: 1}
+	var tokens []lexer.Token
+	for {
+		line, lineStart := s.line, s.lineStart
+		t := s.next()
+		tok := lexer.Token{
+			Type:  t.kind(),
+			Value: src[t.off:t.end()],
+			Pos:   lexer.Position{Filename: filename, Offset: t.off, Line: line, Column: t.off - lineStart + 1},
+		}
+		switch t.kind() {
+		case tokBad:
+			tok.Value = badMessage(src, t)
+		case tokNewline:
+			tok.Value = "\n"
+		}
+		tokens = append(tokens, tok)
+		if t.kind() == tokEOF {
+			return tokens
 		}
 	}
-	s.emit(tokEOF, i, "")
-	return false
 }
 
 // hasWordAt reports whether src holds the identifier word at i (and not a
@@ -185,10 +225,10 @@ func hasWordAt(src string, i int, word string) bool {
 	return end <= len(src) && src[i:end] == word && (end == len(src) || !isIdentChar(src[end]))
 }
 
-// scanNumber scans [+-]digits[.digits][(e|E)[+-]digits] at i. A number run
-// into letters (8x, 2.0f) is reported as one bad token rather than split.
-func scanNumber(src string, i int, emit func(lexer.TokenType, int, string)) int {
-	start := i
+// scanNumber scans [+-]digits[.digits][(e|E)[+-]digits] at i: its type and
+// end. A number run into letters (8x, 2.0f) is one bad token rather than
+// split.
+func scanNumber(src string, i int) (lexer.TokenType, int) {
 	if src[i] == '-' || src[i] == '+' {
 		i++
 	}
@@ -225,9 +265,7 @@ func scanNumber(src string, i int, emit func(lexer.TokenType, int, string)) int 
 		i++
 	}
 	if bad {
-		emit(tokBad, start, fmt.Sprintf("malformed number %q", src[start:i]))
-	} else {
-		emit(typ, start, src[start:i])
+		return tokBad, i
 	}
-	return i
+	return typ, i
 }

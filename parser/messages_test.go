@@ -15,8 +15,9 @@ import (
 )
 
 // maxQuoteRun is the longest run of name characters a clipped message may
-// hold: ir.MaxQuote bytes and the "…" after them.
-const maxQuoteRun = ir.MaxQuote + len("…")
+// hold: a run of up to ir.MaxQuote+8 bytes is kept whole (ir.ClipMessage),
+// a longer one cut to ir.MaxQuote bytes and the "…" after them.
+const maxQuoteRun = ir.MaxQuote + 8
 
 var (
 	// participle's own wording: `unexpected token "x" (expected <ident> |
@@ -122,10 +123,11 @@ func TestHostileInputs(t *testing.T) {
 // TestOtherParticipleErrors: a participle error other than an unexpected
 // token is worded without the grammar text it carries.
 func TestOtherParticipleErrors(t *testing.T) {
-	tokens := scan("g.hir", "%y = relu %x\n")
-	l := line{tokens: tokens}
+	s := scanner{filename: "g.hir", src: "%y = relu %x\n", line: 1}
+	var l line
+	l.begin(&s, nil)
 	b := newBuilder("g.hir")
-	b.syntaxError(participle.Errorf(lexer.Position{Line: 1, Column: 6}, `branch genericAST.Operands was accepted but did not progress the lexer at 1:6 ("relu")`), &l)
+	b.syntaxError(participle.Errorf(lexer.Position{Line: 1, Column: 6}, `branch genericAST.Operands was accepted but did not progress the lexer at 1:6 ("relu")`), &l, nil)
 	want := "g.hir:1:6: syntax error: this line is not a statement hir understands (it starts with name %y)"
 	if err := b.errs.Err(); err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)

@@ -48,6 +48,9 @@ func Parse(filename string, src []byte) (prog *ir.Program, err error) {
 
 const internalErrorText = "internal error in the parser (please report it)"
 
+// maxSource is the largest source Parse reads.
+const maxSource = 1<<32 - 1
+
 // ParseFile reads and parses the file at path.
 func ParseFile(path string) (*ir.Program, error) {
 	src, err := os.ReadFile(path)
@@ -59,13 +62,6 @@ func ParseFile(path string) (*ir.Program, error) {
 		return nil, ir.ErrorList{ir.Errorf(ir.FilePos(path), "cannot read the program: %v", err)}
 	}
 	return Parse(path, src)
-}
-
-// line is one statement's tokens (without the newline) and its syntax tree,
-// nil when the line did not parse.
-type line struct {
-	tokens []lexer.Token // the last one is EOF, at the end of the line
-	ast    *lineAST
 }
 
 // parse does the work of Parse; verify=false skips ir.Verify, so tests can
@@ -86,6 +82,10 @@ func parseWith(filename string, src []byte, verify, reference bool) (*ir.Program
 // parse reads src with the builder as set up by parseWith (or a test).
 func (b *builder) parse(src []byte, verify bool) (*ir.Program, error) {
 	filename := b.file
+	if uint64(len(src)) > maxSource {
+		// A token's length is kept in 32 bits (lexeme).
+		return nil, ir.ErrorList{ir.Errorf(ir.FilePos(filename), "the program is %d bytes: hir reads programs of at most 4 GiB", len(src))}
+	}
 	// The source is read in place, not copied: what the program keeps of
 	// its text (names, attribute keys and words) is copied out (keep), so
 	// nothing refers to src once Parse returns.
@@ -111,99 +111,82 @@ func (b *builder) parse(src []byte, verify bool) (*ir.Program, error) {
 	return b.prog, nil
 }
 
-// verify runs ir.Verify on the program built. When the builder found no
-// error, every name is defined once and visible where it is used (the
-// builder reports each that is not), so Verify's own map of names is
-// skipped (ir.VerifyResolved); FuzzDifferential holds every program Parse
-// accepts to the full ir.Verify.
+// verify runs ir.Verify on the program built, less its checks of names
+// (ir.VerifyResolved): every name the program keeps, errors or not, is
+// defined once and visible where it is used (the builder reports each that
+// is not and drops the op), so Verify's map of every name, most of its time
+// on a large program, would find nothing. FuzzDifferential holds every
+// program Parse builds, accepted or not, to the full ir.Verify.
 func (b *builder) verify() error {
-	if len(b.errs) == 0 {
-		return ir.VerifyResolved(b.prog)
-	}
-	return ir.Verify(b.prog)
+	return ir.VerifyResolved(b.prog)
 }
 
-// splitLines cuts the token stream at newlines, dropping empty lines. Each
-// line gets an EOF token placed where the line ends.
-func splitLines(tokens []lexer.Token) []line {
-	var lines []line
-	start := 0
-	for i, t := range tokens {
-		if t.Type != tokNewline && t.Type != tokEOF {
-			continue
-		}
-		if i > start {
-			// The line ends in place: its newline token becomes its EOF
-			// (the tokens are ours), so no line is copied.
-			tokens[i] = lexer.EOFToken(t.Pos)
-			lines = append(lines, line{tokens: tokens[start : i+1 : i+1]})
-		}
-		start = i + 1
-	}
-	return lines
-}
-
-// parseLine runs the grammar on one line; on failure it records the error
-// and leaves l.ast nil.
+// parseLine parses the line; on failure it records the error and leaves
+// l.ast nil.
 func (b *builder) parseLine(l *line) {
-	for _, t := range l.tokens {
-		if t.Type == tokBad {
-			b.errs.Add(b.pos(t.Pos), "%s", t.Value)
-			return
-		}
-	}
 	if !b.reference {
 		// The fast path; a line it does not accept goes to the grammar,
 		// which words the error.
-		if ast, ok := parseLineFast(l.tokens, &b.alloc); ok {
+		if ast, ok := parseLineFast(l, &b.alloc); ok {
 			l.ast = ast
 			return
 		}
 	}
-	peek, err := lexer.Upgrade(&sliceLexer{tokens: l.tokens})
+	if t, ok := l.firstBad(); ok {
+		b.errorAt(b.pos(l.pos(&t)), func() string { return badMessage(l.src, t) })
+		return
+	}
+	if !b.reference && !b.errs.Keeps(b.pos(l.pos(l.at(0)))) {
+		// The line is rejected (the fast path accepts what the grammar
+		// does), with one error, at or after its start, which the list of
+		// errors, full, would only count.
+		b.errs.Add(b.pos(l.pos(l.at(0))), "")
+		return
+	}
+	ast, toks, err := b.parseGrammar(l)
 	if err == nil {
-		var ast *lineAST
-		ast, err = parseLineAST(l.tokens[0], peek)
-		if err == nil {
-			l.ast = ast
-			return
-		}
+		l.ast = ast
+		return
 	}
-	b.syntaxError(err, l)
+	b.syntaxError(err, l, toks)
 }
 
-func (b *builder) syntaxError(err error, l *line) {
+// syntaxError words participle's err on the line l, which it was given as
+// toks: the line, or the line shortened (line.elideList: the middle of
+// lists, whole elements, which hold no bracket that is not closed, nor the
+// line's first word).
+func (b *builder) syntaxError(err error, l *line, toks []lexer.Token) {
 	var ute *participle.UnexpectedTokenError
 	if errors.As(err, &ute) {
-		b.errs.Add(b.pos(ute.Unexpected.Pos), "%s", unexpectedMessage(ute, l))
+		b.errorAt(b.pos(ute.Unexpected.Pos), func() string { return unexpectedMessage(ute, l, toks) })
 		return
 	}
 	// Any other participle error words the grammar (its Go types and
 	// fields), which means nothing to a user: only its position is kept.
-	pos := l.tokens[0].Pos
+	first := l.lexerToken(l.at(0))
+	pos := first.Pos
 	var perr participle.Error
 	if errors.As(err, &perr) && perr.Position().Line > 0 {
 		pos = perr.Position()
 	}
-	b.errs.Add(b.pos(pos), "syntax error: this line is not a statement hir understands (it starts with %s)", describeToken(l.tokens[0]))
+	b.errs.Add(b.pos(pos), "syntax error: this line is not a statement hir understands (it starts with %s)", describeToken(first))
 }
 
 // unexpectedMessage words a participle "unexpected token" for a user: what
 // was found, and what the statement needed there.
-func unexpectedMessage(ute *participle.UnexpectedTokenError, l *line) string {
+func unexpectedMessage(ute *participle.UnexpectedTokenError, l *line, toks []lexer.Token) string {
 	found := describeToken(ute.Unexpected)
-	first := l.tokens[0]
-	switch {
-	case first.Value == "mesh":
+	switch first := l.at(0); {
+	case l.text(first) == "mesh":
 		return "syntax error: unexpected " + found + ": write `mesh N` or `mesh [d0, d1, ...]`"
-	case first.Value == "input":
+	case l.text(first) == "input":
 		return "syntax error: unexpected " + found + ": write `input %name : dtype[dims]`"
-	case first.Value == "output":
+	case l.text(first) == "output":
 		return "syntax error: unexpected " + found + ": write `output %a, %b, ...`"
-	case first.Value == "}":
+	case l.text(first) == "}":
 		return "syntax error: unexpected " + found + ": `}` must be alone on its line"
 	}
-	for _, t := range l.tokens {
+	for _, t := range toks {
 		if t.Value == "for" {
 			return "syntax error: unexpected " + found + ": write `for %i = FROM to TO [step S] [streams N] {`" + loopKeyHint(l)
 		}
@@ -211,23 +194,23 @@ func unexpectedMessage(ute *participle.UnexpectedTokenError, l *line) string {
 			break
 		}
 	}
-	return "syntax error: unexpected " + found + expectedHint(ute.Unexpected, l)
+	return "syntax error: unexpected " + found + expectedHint(ute.Unexpected, toks)
 }
 
 // expectedHint says what the statement needed where it went wrong, judged
 // from the token before. (participle's own expectation is written in terms
 // of the grammar's Go types, which mean nothing to a user.)
-func expectedHint(bad lexer.Token, l *line) string {
+func expectedHint(bad lexer.Token, toks []lexer.Token) string {
 	var prev *lexer.Token
 	openBrackets := 0
-	for i := range l.tokens {
-		if l.tokens[i].Pos.Offset == bad.Pos.Offset && l.tokens[i].Type == bad.Type {
+	for i := range toks {
+		if toks[i].Pos.Offset == bad.Pos.Offset && toks[i].Type == bad.Type {
 			if i > 0 {
-				prev = &l.tokens[i-1]
+				prev = &toks[i-1]
 			}
 			break
 		}
-		switch l.tokens[i].Value {
+		switch toks[i].Value {
 		case "[":
 			openBrackets++
 		case "]":
@@ -285,14 +268,21 @@ func describeToken(t lexer.Token) string {
 // loopKeyHint points out `step=S` or `streams=N` in a loop header, written
 // as if they were attributes: they are keywords followed by a number.
 func loopKeyHint(l *line) string {
-	for i := 0; i+1 < len(l.tokens); i++ {
-		if t := l.tokens[i]; t.Type == tokIdent && (t.Value == "step" || t.Value == "streams") && l.tokens[i+1].Value == "=" {
-			n := "N"
-			if i+2 < len(l.tokens) && l.tokens[i+2].Type == tokInt {
-				n = l.tokens[i+2].Value
+	// the two tokens before t
+	var key, eq lexeme
+	n := 0
+	for t := range l.all() {
+		if n >= 2 && key.kind() == tokIdent && eq.is(l.src, '=') {
+			if k := l.text(&key); k == "step" || k == "streams" {
+				num := "N"
+				if t.kind() == tokInt {
+					num = l.text(&t)
+				}
+				return " (write `" + k + " " + num + "`, not `" + k + "=" + num + "`)"
 			}
-			return " (write `" + t.Value + " " + n + "`, not `" + t.Value + "=" + n + "`)"
 		}
+		key, eq = eq, t
+		n++
 	}
 	return ""
 }

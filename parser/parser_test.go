@@ -445,6 +445,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		checkNoPanicAndRoundTrip(t, src)
+		checkRate(t, src)
 	})
 }
 
