@@ -46,8 +46,13 @@ type scope struct {
 }
 
 // innerDefs is every value a region open (not the top level) defines, by
-// name: the innermost first, should a name be defined twice.
-type innerDefs map[string]*innerDef
+// name: the innermost first, should a name be defined twice. The
+// definitions come from slabs (a fusion body's values cost no allocation
+// each).
+type innerDefs struct {
+	m    map[string]*innerDef
+	slab []innerDef
+}
 
 type innerDef struct {
 	v     *ir.Value
@@ -59,7 +64,7 @@ const smallScope = 16
 
 // newTopScope is the top level's scope.
 func newTopScope(table *nameTable) *scope {
-	s := &scope{table: table, defs: &innerDefs{}}
+	s := &scope{table: table, defs: &innerDefs{m: map[string]*innerDef{}}}
 	s.top = s
 	return s
 }
@@ -80,7 +85,10 @@ func (s *scope) close() {
 // in s, then in each scope around it up to the nearest fusion's, finds.
 func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 	b := s.boundary
-	for d := (*s.defs)[name]; d != nil; d = d.next {
+	if s.depth == 0 {
+		return s.get(name), false // no region open sees into this one
+	}
+	for d := s.defs.m[name]; d != nil; d = d.next {
 		if d.scope.depth > s.depth {
 			continue // in a region within s (s is not the innermost)
 		}
@@ -121,7 +129,9 @@ func (s *scope) get(name string) *ir.Value {
 // set makes v's name mean v in this scope, which defines it.
 func (s *scope) set(v *ir.Value) {
 	if s.table == nil {
-		(*s.defs)[v.Name] = &innerDef{v: v, scope: s, next: (*s.defs)[v.Name]}
+		d := take(&s.defs.slab)
+		*d = innerDef{v: v, scope: s, next: s.defs.m[v.Name]}
+		s.defs.m[v.Name] = d
 	}
 	s.capture(v)
 }
@@ -161,7 +171,7 @@ func (s *scope) capture(v *ir.Value) {
 // end forgets the values s defines, as its region closes.
 func (s *scope) end() {
 	drop := func(name string) {
-		defs := *s.defs
+		defs := s.defs.m
 		d := defs[name]
 		for d != nil && d.scope == s {
 			d = d.next

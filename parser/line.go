@@ -78,7 +78,9 @@ func (l *line) scanTo(j int) *lexeme {
 		}
 		return &l.first
 	}
-	for !l.done && l.base+len(l.toks) <= j {
+	// A few tokens ahead: most lines are read whole at their first token,
+	// and a line rejected there costs no more.
+	for ahead := j + scanAhead; !l.done && l.base+len(l.toks) <= ahead; {
 		t := l.sc.next()
 		switch t.kind() {
 		case tokNewline:
@@ -96,6 +98,9 @@ func (l *line) scanTo(j int) *lexeme {
 	}
 	return &l.toks[min(j-l.base, len(l.toks)-1)]
 }
+
+// scanAhead is how many tokens past the one asked for a line scans.
+const scanAhead = 16
 
 // A line lets go of the tokens read (release) every releaseEvery elements
 // of a list, once it holds releaseMin of them. Tests lower them.
