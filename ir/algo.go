@@ -21,10 +21,12 @@ const (
 var algoNames = [numAlgos]string{"auto", "one_shot", "two_shot", "ring", "copy_engine", "nccl", "ll"}
 
 // LLMaxBytes is the most data algo=ll sends from one rank to one peer in
-// one call (LLPieceBytes): the protocol stages every 8 bytes with two flag
-// words in the receiver's private staging, which holds this much per
-// sender. The checker rejects larger calls; auto picks ll only below it.
-const LLMaxBytes = 1 << 20
+// one call (LLPieceBytes): the protocol stages what it sends in the
+// receiver's private staging, which holds this much per sender (small
+// pieces as LL lines, 8 bytes with two flag words per line; larger ones
+// in bulk, plain data with a flag per portion). The checker rejects
+// larger calls; auto picks ll only below it.
+const LLMaxBytes = 4 << 20
 
 // LLPieceBytes is how many bytes algo=ll sends from one rank to one peer
 // for collective op with local input and output sizes in and out (bytes)

@@ -98,7 +98,7 @@ func TestAutoFollowsTable(t *testing.T) {
 		entry("all_reduce", 1<<20, "one_shot"),
 		entry("all_gather", 1<<20, "copy_engine", "one_shot"),
 		entry("all_gather", 64<<20, "copy_engine"),
-		entry("reduce_scatter", 8<<20, "ll", "one_shot"),
+		entry("reduce_scatter", 16<<20, "ll", "one_shot"),
 	}}
 	plan := func(op ir.Opcode, in, out *buffer, nIn, nOut int64) string {
 		t.Helper()
@@ -120,7 +120,7 @@ func TestAutoFollowsTable(t *testing.T) {
 		{"copy_engine fits", ir.OpAllGather, sym, sym2, 1024, "copy_engine"},
 		{"nothing fits: compiled-in choice", ir.OpAllGather, glob, sym2, 16 << 20, "one_shot"},
 		{"no entry: compiled-in choice", ir.OpReduceScatter, sym, glob2, 1024, "ll"},
-		{"ll above ir.LLMaxBytes does not fit", ir.OpReduceScatter, sym, sym2, 4 << 20, "one_shot"},
+		{"ll above ir.LLMaxBytes does not fit", ir.OpReduceScatter, sym, sym2, 8 << 20, "one_shot"},
 	} {
 		nOut := c.nIn
 		switch c.op {

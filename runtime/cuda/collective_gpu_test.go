@@ -258,6 +258,23 @@ func collCases(D int) []collCase {
 		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceAvg, dt: ir.F16, in: []int64{524288}, out: []int64{524288}, iters: 10},
 		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.Bool, axis: 1, in: []int64{5, 3}, out: []int64{5, 3 * d}, iters: 20},
 		collCase{op: ir.OpAllToAll, algo: ir.AlgoLL, dt: ir.BF16, axis: 1, cat: 0, in: []int64{5, 3 * d}, out: []int64{5 * d, 3}, iters: 20})
+	// ll in bulk (pieces above Tuning.LLBulkMin; HIR_COLL_LL_BULK_MIN=-1
+	// sends every case above in bulk too) at odd sizes, strided blocks and
+	// in place; two_shot's first hop in bulk (TwoShotBulk).
+	cs = append(cs,
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.BF16, in: []int64{1_500_007 * d}, out: []int64{1_500_007}, iters: 4},
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceAvg, dt: ir.F32, axis: 1, in: []int64{3, 100_003 * d}, out: []int64{3, 100_003}, iters: 4},
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceMax, dt: ir.BF16, in: []int64{600_001 * d}, out: []int64{600_001}, iters: 4, alias: true},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.BF16, in: []int64{1_500_001}, out: []int64{1_500_001}, iters: 4},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceAvg, dt: ir.F32, in: []int64{700_001}, out: []int64{700_001}, iters: 4, alias: true},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceProd, dt: ir.I32, in: []int64{400_003}, out: []int64{400_003}, iters: 4},
+		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.F32, in: []int64{300_001}, out: []int64{300_001 * d}, iters: 4},
+		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.BF16, axis: 1, in: []int64{3, 100_003}, out: []int64{3, 100_003 * d}, iters: 4},
+		collCase{op: ir.OpAllToAll, algo: ir.AlgoLL, dt: ir.BF16, axis: 0, cat: 1, in: []int64{200_003 * d, 3}, out: []int64{200_003, 3 * d}, iters: 4},
+		collCase{op: ir.OpAllToAll, algo: ir.AlgoLL, dt: ir.F32, axis: 1, cat: 0, in: []int64{1000, 150 * d}, out: []int64{1000 * d, 150}, iters: 4},
+		collCase{op: ir.OpBroadcast, algo: ir.AlgoLL, dt: ir.BF16, root: D - 1, in: []int64{1_000_003}, out: []int64{1_000_003}, iters: 4},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoTwoShot, red: ir.ReduceSum, dt: ir.BF16, in: []int64{3_000_017}, out: []int64{3_000_017}, iters: 4},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoTwoShot, red: ir.ReduceMin, dt: ir.F32, in: []int64{1_000_003}, out: []int64{1_000_003}, iters: 4, alias: true})
 	// ll runs only up to its size limit (ir.AlgoFits).
 	kept := cs[:0]
 	for _, c := range cs {

@@ -54,6 +54,7 @@ const (
 	modeTmp       = 1  // reduce: write to Work, end barrier, then copy Work to the outputs
 	modeAllGather = 8  // ring: run the all-gather half after the reduce-scatter half
 	modeWave      = 16 // ring: run the steps in waves (ringWaveSlots)
+	modeDirect    = 32 // bulk2: hop two stores into the peers' (symmetric) outputs
 )
 
 // LL kernel flags (collArgs.Xtra): which sides allow whole 8-byte accesses.
@@ -61,6 +62,10 @@ const (
 	llFastSrc = 1
 	llFastDst = 2
 )
+
+// Bulk kernel flags (collArgs.Xtra): the unit width (bytes) of the
+// sources in the low byte, of the destinations in the next, and bulkVec.
+const bulkVec = 0x10000 // every reduce target allows 16-byte vectors
 
 // Point-to-point inbox geometry: one inbox per ordered pair, in the
 // receiver's memory.
@@ -79,11 +84,15 @@ const (
 // segment moves as 16-byte vectors wherever the tensors are aligned.
 const ringSlotPad = 128
 
-// LL staging (hir_ar_ll): per channel and rank, 2 slots × world senders ×
+// LL staging (hir_ll_*): per channel and rank, 2 slots × world senders ×
 // llSeg bytes; each 16-byte line carries 8 bytes of data and two flags.
+// Larger pieces, up to ir.LLMaxBytes, go in bulk (plain data, a flag per
+// block and peer) through the bulk staging: 2 slots × world senders ×
+// bulkSeg bytes.
 const (
-	llCapBytes   = ir.LLMaxBytes  // the most data an LL launch sends one peer
+	llCapBytes   = 1 << 20        // the most data LL lines carry to one peer
 	llSeg        = 2 * llCapBytes // staging bytes per (slot, sender)
+	bulkSeg      = ir.LLMaxBytes  // bulk staging bytes per (slot, sender)
 	oneShotLLMax = 256 << 10      // Tuning.LLMax's default
 	llThreads    = 256
 )
@@ -187,6 +196,14 @@ func llKernelName(dt ir.DType, op ir.ReduceOp) string {
 
 func ll2KernelName(dt ir.DType, op ir.ReduceOp) string {
 	return "hir_ll2_" + dt.String() + "_" + op.String()
+}
+
+func bulkKernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_bulk_" + dt.String() + "_" + op.String()
+}
+
+func bulk2KernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_bulk2_" + dt.String() + "_" + op.String()
 }
 
 // moveModuleSource is the data-movement module's source.

@@ -15,21 +15,30 @@ import (
 // reduces (all_reduce, reduce_scatter), hir_ll_copy moves (all_gather,
 // all_to_all, broadcast).
 
-// llStage is every rank's LL staging of channel ch (symmetric: made,
-// collectively, on the channel's first LL launch).
+// llStage is every rank's LL staging of channel ch, bulkStage its bulk
+// staging (symmetric: made, collectively, on the channel's first launch
+// that needs it).
 func (d *Device) llStage(ch *commChannel) ([maxRanks]uint64, error) {
+	return d.channelStage(&ch.ll, &ch.llPtrs, int64(2*d.opts.WorldSize*llSeg), "LL staging")
+}
+
+func (d *Device) bulkStage(ch *commChannel) ([maxRanks]uint64, error) {
+	return d.channelStage(&ch.bulk, &ch.bulkPtrs, int64(2*d.opts.WorldSize*bulkSeg), "LL bulk staging")
+}
+
+func (d *Device) channelStage(b **buffer, ptrs *[]uint64, size int64, what string) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
-	if ch.ll == nil {
-		b, err := d.allocSymmetric(int64(2 * d.opts.WorldSize * llSeg))
+	if *b == nil {
+		nb, err := d.allocSymmetric(size)
 		if err != nil {
-			return out, fmt.Errorf("LL staging: %w", err)
+			return out, fmt.Errorf("%s: %w", what, err)
 		}
-		ch.ll = b
-		for _, m := range b.sym.maps {
-			ch.llPtrs = append(ch.llPtrs, m.ptr)
+		*b = nb
+		for _, m := range nb.sym.maps {
+			*ptrs = append(*ptrs, m.ptr)
 		}
 	}
-	copy(out[:], ch.llPtrs)
+	copy(out[:], *ptrs)
 	return out, nil
 }
 
@@ -44,13 +53,9 @@ func llFast(base uint64, l lay) bool {
 // thread reads its lines before it writes them) reads a stream-ordered
 // copy of the input instead.
 func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
-	stage, err := d.llStage(ch)
-	if err != nil {
-		return err
-	}
 	inPlace := p.op == ir.OpAllReduce && p.inPtr == p.outPtr
 	if inPlace || !overlaps(p.in, p.inB, p.out, p.outB) {
-		return d.launchLL(cs, ch, p, p.inPtr, stage, s)
+		return d.launchLL(cs, ch, p, p.inPtr, s)
 	}
 	n := p.in.Bytes()
 	return d.staged(int(max(n, 16)), s, func(tmp uint64) error {
@@ -58,12 +63,20 @@ func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) e
 		if err := d.Copy(dst, p.in, s); err != nil {
 			return err
 		}
-		return d.launchLL(cs, ch, p, tmp, stage, s)
+		return d.launchLL(cs, ch, p, tmp, s)
 	})
 }
 
-// launchLL launches p's LL kernel reading the input at in.
-func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, stage [maxRanks]uint64, s *stream) error {
+// launchLL launches p's LL kernel reading the input at in: LL lines for
+// small pieces, bulk for large ones (llBulk).
+func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, s *stream) error {
+	if d.llBulk(p) {
+		return d.launchBulk(cs, ch, p, in, s)
+	}
+	stage, err := d.llStage(ch)
+	if err != nil {
+		return err
+	}
 	D, r := d.opts.WorldSize, d.opts.Rank
 	es := p.es
 	a := d.baseArgs(cs, ch, 0)
@@ -190,4 +203,198 @@ func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64
 // (Tuning.LLTwoShotMin): on two ranks one hop moves the same bytes.
 func (d *Device) llTwoShot(n int64) bool {
 	return d.opts.WorldSize > 2 && d.tune.LLTwoShotMin >= 0 && n > d.tune.LLTwoShotMin
+}
+
+// llBulk says whether p's LL launch moves its pieces in bulk: where a
+// piece (a chunk, for the two-hop all_reduce) passes Tuning.LLBulkMin or
+// what LL lines can stage.
+func (d *Device) llBulk(p *collPlan) bool {
+	D := d.opts.WorldSize
+	piece, lines := ir.LLPieceBytes(p.op, p.in.Bytes(), p.out.Bytes(), D), int64(llCapBytes)
+	if p.op == ir.OpAllReduce && d.llTwoShot(p.in.Bytes()) {
+		piece, lines = (piece+int64(D)-1)/int64(D), llCapBytes/2
+	}
+	return piece > lines || piece > d.tune.LLBulkMin
+}
+
+// unitWidth is the widest access (16, 8, 4, 2 or 1 bytes) that base and
+// layout l (in bytes) allow.
+func unitWidth(base uint64, l lay) int64 {
+	w := int64(16)
+	for w > 1 && (base%uint64(w) != 0 || l.Run%w != 0 || l.Pitch%w != 0) {
+		w /= 2
+	}
+	return w
+}
+
+// bulkGrid is a bulk launch's grid for pieces of piece bytes: a block per
+// Tuning.BulkPortion bytes, at most the agreed block count.
+func (d *Device) bulkGrid(cs *commState, piece int64) uint32 {
+	return uint32(max(1, min((piece+d.tune.BulkPortion-1)/d.tune.BulkPortion, int64(max(cs.blocks, 1)))))
+}
+
+// bulkDirect says whether the bulk all_reduce's second hop stores
+// straight into the peers' outputs: where they are symmetric.
+func bulkDirect(p *collPlan) bool { return p.outB.kind == kindSym }
+
+// launchBulk launches p's LL pieces in bulk (kernels/collective.cu,
+// "bulk"), reading the input at in: hir_bulk2 for the two-hop all_reduce
+// (its second hop through the peers' staging), hir_bulk for
+// reduce_scatter and the one-hop all_reduce, hir_bulk_copy for the rest.
+func (d *Device) launchBulk(cs *commState, ch *commChannel, p *collPlan, in uint64, s *stream) error {
+	D, r := d.opts.WorldSize, d.opts.Rank
+	es := p.es
+	if p.op == ir.OpAllReduce && d.llTwoShot(p.in.Bytes()) {
+		// Hop two straight into the peers' outputs where those are
+		// symmetric (bulkDirect), else through their staging.
+		var outs [maxRanks]uint64
+		outs[r] = p.outPtr
+		if bulkDirect(p) {
+			outs = d.peerPtrs(p.outB, p.out, true)
+		}
+		return d.launchBulk2(cs, ch, p, in, outs, bulkDirect(p), s)
+	}
+	stage, err := d.bulkStage(ch)
+	if err != nil {
+		return err
+	}
+	a := d.baseArgs(cs, ch, 0)
+	a.Stage = stage
+	a.Seg = bulkSeg
+	var name string
+	var piece int64 // bytes
+	switch p.op {
+	case ir.OpAllReduce, ir.OpReduceScatter:
+		n := p.out.NumElements()
+		piece = n * es
+		if p.op == ir.OpReduceScatter {
+			run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+			a.Ls = lay{l.Run * es, l.Pitch * es}
+			for q := 0; q < D; q++ {
+				a.Src[q] = in + uint64(int64(q)*run*es)
+			}
+		} else {
+			for q := 0; q < D; q++ {
+				a.Src[q] = in
+			}
+		}
+		a.Dst[0] = p.outPtr
+		a.TailEnd = n
+		if p.outPtr%16 == 0 {
+			a.Xtra = bulkVec
+		}
+		name = bulkKernelName(p.dt, p.reduce)
+	default:
+		// The same pieces as LL lines' (launchLL), in bytes.
+		switch p.op {
+		case ir.OpAllGather:
+			run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+			piece = p.in.Bytes()
+			a.Ld = lay{l.Run * es, l.Pitch * es}
+			for q := 0; q < D; q++ {
+				a.Src[q], a.Dst[q] = in, p.outPtr+uint64(int64(q)*run*es)
+			}
+		case ir.OpAllToAll:
+			runS, ls := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+			runD, ld := blockLayout(p.out.Shape, p.concat, p.in.Shape[p.concat])
+			piece = p.in.Bytes() / int64(D)
+			a.Ls, a.Ld = lay{ls.Run * es, ls.Pitch * es}, lay{ld.Run * es, ld.Pitch * es}
+			for q := 0; q < D; q++ {
+				a.Src[q], a.Dst[q] = in+uint64(int64(q)*runS*es), p.outPtr+uint64(int64(q)*runD*es)
+			}
+		case ir.OpBroadcast:
+			// The root sends its input to every peer; the others only
+			// raise their flags (Src 0), and keep the root's.
+			piece = p.in.Bytes()
+			if r == p.root {
+				for q := 0; q < D; q++ {
+					a.Src[q] = in
+				}
+				a.Dst[r] = p.outPtr
+			} else {
+				a.Dst[p.root] = p.outPtr
+			}
+		default:
+			return fmt.Errorf("no ll algorithm for %s", p.op)
+		}
+		a.TailEnd = piece
+		name = "hir_bulk_copy"
+	}
+	ws, wd := int64(16), int64(16)
+	for q := 0; q < D; q++ {
+		if a.Src[q] != 0 {
+			ws = min(ws, unitWidth(a.Src[q], a.Ls))
+		}
+		if name == "hir_bulk_copy" && a.Dst[q] != 0 {
+			wd = min(wd, unitWidth(a.Dst[q], a.Ld))
+		}
+	}
+	a.Xtra |= int32(ws | wd<<8)
+	return d.launchBulkArgs(cs, ch, p, name, d.bulkGrid(cs, piece), 2, &a, s)
+}
+
+// launchBulk2 launches the two-hop all_reduce in bulk (hir_bulk2),
+// reading the input at in: with direct, hop two stores into outs (every
+// rank's output, symmetric), else only outs[rank] is used and hop two
+// goes through the peers' staging (a chunk then fills at most half a
+// staging region).
+func (d *Device) launchBulk2(cs *commState, ch *commChannel, p *collPlan, in uint64, outs [maxRanks]uint64, direct bool, s *stream) error {
+	D := d.opts.WorldSize
+	es := p.es
+	stage, err := d.bulkStage(ch)
+	if err != nil {
+		return err
+	}
+	a := d.baseArgs(cs, ch, 0)
+	a.Stage = stage
+	a.Seg = bulkSeg
+	a.Src[0] = in
+	n := p.in.NumElements()
+	bounds := chunkBounds(n, D, 16/es)
+	copy(a.Chunk[:], bounds)
+	var widest int64
+	for c := 0; c < D; c++ {
+		widest = max(widest, (bounds[c+1]-bounds[c])*es)
+	}
+	// Rounds of a staging region's worth of every chunk (half of it
+	// where hop two goes through the staging: one round only).
+	perRound := int64(bulkSeg)
+	if !direct {
+		perRound /= 2
+	}
+	rounds := (widest + perRound - 1) / perRound
+	if !direct && rounds > 1 {
+		return fmt.Errorf("internal error: a bulk all_reduce chunk of %d bytes passes its %d bytes of staging", widest, perRound)
+	}
+	a.NSeg = max(rounds, 1)
+	vec := true
+	wd := int64(16)
+	for q := 0; q < D; q++ {
+		if direct || q == d.opts.Rank {
+			a.Dst[q] = outs[q]
+			vec = vec && outs[q]%16 == 0
+			wd = min(wd, unitWidth(outs[q], lay{}))
+		}
+	}
+	if direct {
+		a.Mode |= modeDirect
+	}
+	a.Xtra = int32(unitWidth(in, lay{}) | wd<<8)
+	if vec {
+		a.Xtra |= bulkVec
+	}
+	return d.launchBulkArgs(cs, ch, p, bulk2KernelName(p.dt, p.reduce), d.bulkGrid(cs, min(widest, perRound)), uint64(2*a.NSeg), &a, s)
+}
+
+// launchBulkArgs takes the launch's nsig signal values (bulk2 raises two
+// per round) and launches kernel name.
+func (d *Device) launchBulkArgs(cs *commState, ch *commChannel, p *collPlan, name string, grid uint32, nsig uint64, a *collArgs, s *stream) error {
+	f, err := d.commFunction(&cs.mods, name)
+	if err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	ch.take(a, nsig, p.what)
+	cs.mu.Unlock()
+	return d.launchArgs(f, grid, collThreads, s, a)
 }

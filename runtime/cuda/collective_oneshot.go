@@ -117,6 +117,18 @@ func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpe
 	return d.launchColl(cs, name, cs.grid(max(gridUnits, 1)), &a, s)
 }
 
+// chunkBounds cuts n elements into D chunks for two_shot: chunk c is
+// [b[c], b[c+1]), every bound but the last a multiple of align (16 bytes'
+// worth), so every chunk moves as vectors.
+func chunkBounds(n int64, D int, align int64) []int64 {
+	b := make([]int64, D+1)
+	for c := 0; c < D; c++ {
+		b[c] = n * int64(c) / int64(D) / align * align
+	}
+	b[D] = n
+	return b
+}
+
 // runSymmetric runs the one_shot and two_shot algorithms.
 func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
 	D, r := d.opts.WorldSize, d.opts.Rank
@@ -131,18 +143,15 @@ func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *st
 			// Chunk c of the flat tensor, bounds rounded to 16 bytes so
 			// every chunk moves as vectors; each element is still reduced
 			// in rank order, as one_shot does.
-			align := 16 / es
-			bound := func(c int) int64 {
-				if c == D {
-					return nIn
-				}
-				return nIn * int64(c) / int64(D) / align * align
-			}
+			bounds := chunkBounds(nIn, D, 16/es)
 			var widest int64
 			for c := 0; c < D; c++ {
-				widest = max(widest, bound(c+1)-bound(c))
+				widest = max(widest, bounds[c+1]-bounds[c])
 			}
-			lo, hi := bound(r), bound(r+1)
+			if p.twoShotBulk {
+				return d.launchBulk2(cs, ch, p, p.inPtr, outs, true, s)
+			}
+			lo, hi := bounds[r], bounds[r+1]
 			sp := reduceSpec{n: hi - lo, gridN: widest}
 			for q := 0; q < D; q++ {
 				sp.src[q] = ins[q] + uint64(lo*es)

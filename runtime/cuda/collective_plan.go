@@ -32,6 +32,7 @@ type collPlan struct {
 	ll           bool            // all_reduce one_shot through the LL kernel (small tensors)
 	cePush       bool            // copy_engine pushes into peers' (symmetric) outputs rather than pulls
 	twoShotCE    bool            // two_shot's all-gather half through the copy engines
+	twoShotBulk  bool            // two_shot's first hop in bulk (launchBulk2), no barriers
 	ring         ringGeom        // all_reduce and reduce_scatter ring: the geometry
 	desc         string          // what every rank must agree on
 	what         string          // for messages
@@ -95,6 +96,7 @@ func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPla
 	p.ll = c.Op == ir.OpAllReduce && p.impl == ir.AlgoOneShot && useLL(p, d.tune.LLMax)
 	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.kind == kindSym && d.tune.CEPush
 	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == ir.AlgoTwoShot && d.tune.TwoShotCEMin > 0 && p.in.Bytes() >= d.tune.TwoShotCEMin
+	p.twoShotBulk = c.Op == ir.OpAllReduce && p.impl == ir.AlgoTwoShot && !p.twoShotCE && d.tune.TwoShotBulk
 	if p.access.ReadsInput && p.inB.kind != kindSym {
 		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.id, p.inB.mem, kindName(p.inB.kind))
 	}
@@ -115,6 +117,12 @@ func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPla
 	}
 	if p.twoShotCE {
 		p.desc += " gather=ce"
+	}
+	if p.twoShotBulk || (p.impl == ir.AlgoLL || p.ll) && d.llBulk(p) {
+		p.desc += fmt.Sprintf(" proto=bulk/%d", d.tune.BulkPortion)
+		if c.Op == ir.OpAllReduce && bulkDirect(p) {
+			p.desc += fmt.Sprintf(" hop2@sym#%d+%d", p.outB.sym.seq, c.Out.Offset)
+		}
 	}
 	if p.cePush {
 		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.sym.seq, c.Out.Offset)
@@ -173,12 +181,20 @@ func (d *Device) resolveAlgo(p *collPlan, graph bool) ir.Algo {
 }
 
 // defaultAlgo is the compiled-in choice: ll where it fits (each rank
-// sends each peer at most ir.LLMaxBytes), else one_shot, except all_reduce above
+// sends each peer at most ir.LLMaxBytes; but one_shot for the copying
+// collectives in bulk), else one_shot, except all_reduce above
 // Tuning.AutoOneShotMax with a symmetric output, which runs two_shot (same
 // rank-order result, 1/D of the loads), and all_gather of a symmetric
 // input from Tuning.AutoCEMin bytes of output, which runs copy_engine.
 func (d *Device) defaultAlgo(p *collPlan) ir.Algo {
 	if d.fits(p, ir.AlgoLL) {
+		// In bulk, ll's all_gather, all_to_all and broadcast move the data
+		// twice (into the peer's staging, then out of it): one_shot's
+		// stores straight into the peers' outputs beat them where
+		// one_shot can run (measured on 4 × H200, docs/COLLECTIVES.md).
+		if !p.op.Info().Reduces && d.llBulk(p) && d.fits(p, ir.AlgoOneShot) {
+			return ir.AlgoOneShot
+		}
 		return ir.AlgoLL
 	}
 	switch p.op {

@@ -264,7 +264,7 @@ func TestPlanSpeaksTheSharedContract(t *testing.T) {
 		{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceAvg, In: tensor(sym, ir.I32, 8), Out: tensor(sym, ir.I32, 8)},
 		{Op: ir.OpAllReduce, Algo: ir.AlgoCopyEngine, In: tensor(sym, ir.F32, 8), Out: tensor(sym, ir.F32, 8)},
 		{Op: ir.OpBroadcast, Algo: ir.AlgoNCCL, Root: -1, In: tensor(sym, ir.F32, 8), Out: tensor(sym, ir.F32, 8)},
-		{Op: ir.OpAllGather, Algo: ir.AlgoLL, In: tensor(sym, ir.F32, 1<<19), Out: tensor(sym, ir.F32, 1<<21)},
+		{Op: ir.OpAllGather, Algo: ir.AlgoLL, In: tensor(sym, ir.F32, 2<<20), Out: tensor(sym, ir.F32, 8<<20)},
 		{Op: ir.OpAllToAll, Algo: ir.AlgoNCCL, Axis: 0, ConcatAxis: 0, In: tensor(sym, ir.F32, 8), Out: tensor(sym, ir.F32, 8)},
 	} {
 		_, want := c.Resolve(4)

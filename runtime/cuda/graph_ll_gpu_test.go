@@ -12,7 +12,8 @@ import (
 )
 
 // TestLLReplaysEqualEager: every LL kernel (algo=ll all_gather,
-// reduce_scatter, all_to_all, broadcast, all_reduce) captured in one graph
+// reduce_scatter, all_to_all, broadcast, all_reduce; as lines and in
+// bulk) captured in one graph
 // per rank and replayed 1,000 times with fresh inputs, a late rank
 // varying, each replay's outputs equal to an eager run on the same inputs.
 // An LL line is ready when it carries the launch's flag: had a replay
@@ -52,6 +53,13 @@ func llReplaysScenario() error {
 		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceMax}, pair{[]int64{k}, []int64{k}}},
 		// two hops on more than two ranks (Tuning.LLTwoShotMin)
 		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{150001}, []int64{150001}}},
+		// in bulk (pieces above Tuning.LLBulkMin), between LL lines on the
+		// same staging slots' count
+		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, pair{[]int64{300001}, []int64{300001 * D}}},
+		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{300001 * D}, []int64{300001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{700001}, []int64{700001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, pair{[]int64{1000, 150 * D}, []int64{1000 * D, 150}}},
+		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: 0}, pair{[]int64{300001}, []int64{300001}}},
 	}
 	calls := make([]*runtime.CollectiveCall, len(shapes))
 	var ins, outs []runtime.Tensor

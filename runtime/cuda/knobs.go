@@ -23,6 +23,20 @@ type Tuning struct {
 	// more than two ranks; 0: always on more than two, negative: never
 	// (HIR_COLL_LL_TWO_SHOT_MIN).
 	LLTwoShotMin int64
+	// LLBulkMin is the largest piece (bytes one rank sends one peer; a
+	// chunk for the two-hop all_reduce) algo=ll sends as LL lines; larger
+	// pieces go in bulk: plain data, a flag per block and peer
+	// (HIR_COLL_LL_BULK_MIN; negative: always bulk).
+	LLBulkMin int64
+	// TwoShotBulk: two_shot all_reduce runs its first hop in bulk through
+	// the LL bulk staging (pushes, no barrier) where a chunk fits it,
+	// rather than reading the peers' inputs between barriers
+	// (HIR_COLL_TWO_SHOT_BULK=0: never).
+	TwoShotBulk bool
+	// BulkPortion is the bytes of a piece each block of a bulk launch
+	// moves (the grid: one block per portion, at most the agreed block
+	// count) (HIR_COLL_BULK_PORTION, at least 1 KiB).
+	BulkPortion int64
 	// Blocks caps a collective kernel's grid; 0: one block per
 	// multiprocessor (HIR_COLL_BLOCKS). At most maxBlocks either way.
 	Blocks int
@@ -67,6 +81,9 @@ func DefaultTuning() Tuning {
 		AutoOneShotMax: oneShotLLMax,
 		LLMax:          oneShotLLMax,
 		LLTwoShotMin:   256 << 10,
+		LLBulkMin:      256 << 10,
+		TwoShotBulk:    true,
+		BulkPortion:    8 << 10,
 		CEPush:         true,
 		TwoShotCEMin:   128 << 20,
 		AutoCEMin:      64 << 20,
@@ -88,6 +105,13 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_COLL_LL_TWO_SHOT_MIN"); ok {
 		t.LLTwoShotMin = v
+	}
+	if v, ok := envInt("HIR_COLL_LL_BULK_MIN"); ok {
+		t.LLBulkMin = v
+	}
+	t.TwoShotBulk = os.Getenv("HIR_COLL_TWO_SHOT_BULK") != "0"
+	if v, ok := envInt("HIR_COLL_BULK_PORTION"); ok && v >= 1<<10 {
+		t.BulkPortion = v
 	}
 	if v, err := strconv.Atoi(os.Getenv("HIR_COLL_BLOCKS")); err == nil && v > 0 {
 		t.Blocks = v

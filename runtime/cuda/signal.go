@@ -74,8 +74,10 @@ type commChannel struct {
 	log       []launchRecord
 	stage     *buffer // ring staging, symmetric, made on the channel's first ring
 	stagePtrs []uint64
-	ll        *buffer // LL staging, symmetric, made on the channel's first LL all_reduce
+	ll        *buffer // LL staging, symmetric, made on the channel's first LL launch
 	llPtrs    []uint64
+	bulk      *buffer // LL bulk staging, symmetric, made on the channel's first bulk launch
+	bulkPtrs  []uint64
 
 	// copy_engine: a second stream for the local copy, and the events
 	// that fork it from and join it to the collective's stream.
@@ -416,8 +418,10 @@ func (d *Device) releaseComm(collective bool) error {
 		if ch.stage != nil {
 			errs = append(errs, free(ch.stage))
 		}
-		if ch.ll != nil {
-			errs = append(errs, free(ch.ll))
+		for _, b := range []*buffer{ch.ll, ch.bulk} {
+			if b != nil {
+				errs = append(errs, free(b))
+			}
 		}
 		if ch.side != nil {
 			errs = append(errs, ch.side.destroy())

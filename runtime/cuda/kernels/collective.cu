@@ -324,9 +324,14 @@ __device__ __forceinline__ void st_ll(u64 p, unsigned d0, unsigned d1, unsigned 
 
 // ll_slot is the launch's staging slot times the world (the slot's first
 // sender region): from a count kept beside the signal counters
-// (take_count), so graph replays alternate as eager launches do.
-__device__ __forceinline__ u64 ll_slot(const CollArgs& a) {
-  return (a.epochs ? take_count((u64*)a.epochs + MAXB, 1) & 1 : 0) * (u64)a.world;
+// (take_count), so graph replays alternate as eager launches do. A launch
+// that exchanges `by` times (bulk rounds) takes that many: exchange j
+// uses slot (count + j) & 1, ll_slot_at.
+__device__ __forceinline__ u64 ll_slot(const CollArgs& a, u64 by = 1) {
+  return (a.epochs ? take_count((u64*)a.epochs + MAXB, by) & 1 : 0) * (u64)a.world;
+}
+__device__ __forceinline__ u64 ll_slot_at(const CollArgs& a, u64 first, i64 j) {
+  return ((first / (u64)a.world + (u64)j) & 1) * (u64)a.world;
 }
 
 // ll_wait polls one line until both its flags are flag. Every thread
@@ -410,6 +415,102 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_const
       if (!ll_wait(a, from + 16 * (u64)l, flag, base + 1, q, &d0, &d1)) return;
       if (a.dst[q]) ll_store(a.dst[q], a.ld, l, bytes, fd, (u64)d0 | ((u64)d1 << 32));
     }
+  }
+}
+
+// ---- bulk: the LL protocol's mode for large pieces ----
+// A piece too large for LL lines moves as plain data into the peer's bulk
+// staging (per channel and rank: [2 slots][world senders][seg bytes]):
+// block b of rank r stores portion b of the piece it sends peer p there
+// (slot, sender r), then raises p's data flag (block b, sender r) to the
+// launch's first signal value, fencing first (signal_peer); p's block b
+// waits for that flag and reads the portion from its own memory. No
+// barrier before or after: slots alternate on the LL lines' count
+// (ll_slot), and every block of a launch waits for a flag from every
+// peer, the invariant the LL section relies on (a slot is rewritten two
+// launches later, after its reader's launch ended). Flags only grow on a
+// channel: one left by an earlier launch is below what this launch waits
+// for, and one a peer raised in a later launch comes after this launch's
+// data. Every rank cuts a piece into the same portions (bulk_cut), so
+// block b of every rank handles the same bytes.
+
+// bulk_cut is where portion b of G starts in a piece of total units, a
+// multiple of align (total itself for b = G).
+__device__ __forceinline__ i64 bulk_cut(i64 total, i64 b, i64 G, i64 align) {
+  if (b >= G) return total;
+  i64 x = total * b / G;
+  return x - x % align;
+}
+
+// bulk_move copies bytes [lo, hi) of a piece from src (layout ls, in
+// bytes) to dst (layout ld) with the calling block: units of w bytes
+// (w divides both sides' addresses and layouts, and lo unless lo = hi),
+// then the bytes after the last whole unit one by one.
+__device__ void bulk_move(u64 dst, const Lay& ld, u64 src, const Lay& ls, i64 lo, i64 hi, int w) {
+  const i64 t = threadIdx.x, nt = blockDim.x;
+  i64 ulo = lo / w, uhi = hi / w;
+  Lay lsu = {ls.run / w, ls.pitch / w}, ldu = {ld.run / w, ld.pitch / w};
+  switch (w) {
+  case 16: copy_units<vec16>(dst, ldu, src, lsu, ulo, uhi, t, nt); break;
+  case 8: copy_units<u64>(dst, ldu, src, lsu, ulo, uhi, t, nt); break;
+  case 4: copy_units<unsigned int>(dst, ldu, src, lsu, ulo, uhi, t, nt); break;
+  case 2: copy_units<unsigned short>(dst, ldu, src, lsu, ulo, uhi, t, nt); break;
+  default: copy_units<unsigned char>(dst, ldu, src, lsu, ulo, uhi, t, nt); break;
+  }
+  for (i64 i = (uhi * w > lo ? uhi * w : lo) + t; i < hi; i += nt) *(unsigned char*)(dst + lay(ld, i)) = *(const unsigned char*)(src + lay(ls, i));
+}
+
+// bulk_signal raises every peer's flag (this block, this rank) to v once
+// every thread of the block has stored its data: threads 0..D-1 each
+// fence and raise one, so the fences' waits overlap. bulk_wait waits
+// until every peer's flag (this block) is at least v, polled likewise.
+__device__ void bulk_signal(const CollArgs& a, u64 v) {
+  __syncthreads();
+  int t = threadIdx.x;
+  if (t < a.world && t != a.rank) put_signal(slot(a.pad[t], PL_DATA, blockIdx.x, a.rank), v);
+}
+__device__ bool bulk_wait(const CollArgs& a, u64 v) {
+  bool ok = true;
+  int t = threadIdx.x;
+  if (t < a.world && t != a.rank) ok = wait_ge(a, slot(a.pad[a.rank], PL_DATA, blockIdx.x, t), v, a.channel, PL_DATA, t);
+  return block_and(ok);
+}
+
+// bulk_send: portion [lo, hi) (bytes) of the piece for each peer p
+// (src[p], layout ls in bytes; 0: no data) into p's staging, then every
+// peer's flag raised to v; where keep, this rank's own piece src[r] goes
+// into its own staging too (the reducing kernels read every rank's piece
+// from there). Peers in rotated order, so links are busy at once. xtra's
+// low byte is the unit width of the sources.
+__device__ void bulk_send(const CollArgs& a, u64 slot, u64 v, i64 lo, i64 hi, bool keep) {
+  const int D = a.world, r = a.rank, w = a.xtra & 0xff;
+  const Lay contig = {0, 0};
+  for (int k = 1; k < D; k++) {
+    int p = (r + k) % D;
+    if (a.src[p]) bulk_move(a.stage[p] + (slot + r) * (u64)a.seg, contig, a.src[p], a.ls, lo, hi, w);
+  }
+  bulk_signal(a, v);
+  if (keep) bulk_move(a.stage[r] + (slot + r) * (u64)a.seg, contig, a.src[r], a.ls, lo, hi, w);
+}
+
+// hir_bulk_copy: all_gather, all_to_all and broadcast in bulk. src[p] is
+// the piece sent to p (0: none), dst[q] where q's piece goes (0: dropped),
+// src[rank] -> dst[rank] the rank's own piece (unless 0 or the same
+// place). Every piece is tail_end bytes, laid out by ls (sources) and ld
+// (destinations); xtra's bytes are the unit widths of the sources and of
+// the destinations.
+extern "C" __global__ void __launch_bounds__(512) hir_bulk_copy(const __grid_constant__ CollArgs a) {
+  const u64 base = take_epoch(a);
+  const int D = a.world, r = a.rank, wd = (a.xtra >> 8) & 0xff;
+  const u64 slot = ll_slot(a);
+  const i64 lo = bulk_cut(a.tail_end, blockIdx.x, gridDim.x, 16), hi = bulk_cut(a.tail_end, blockIdx.x + 1, gridDim.x, 16);
+  const Lay contig = {0, 0};
+  bulk_send(a, slot, base + 1, lo, hi, false);
+  if (a.src[r] && a.dst[r] && a.src[r] != a.dst[r]) bulk_move(a.dst[r], a.ld, a.src[r], a.ls, lo, hi, (int)imin(a.xtra & 0xff, wd));
+  if (!bulk_wait(a, base + 1)) return;
+  for (int k = 1; k < D; k++) {
+    int q = (r + D - k) % D;
+    if (a.dst[q]) bulk_move(a.dst[q], a.ld, a.stage[r] + (slot + q) * (u64)a.seg, contig, lo, hi, wd);
   }
 }
 

@@ -352,6 +352,149 @@ __device__ void ll2_kernel(const CollArgs& a) {
   }
 }
 
+// ---- bulk: the LL protocol's large-piece mode (collective.cu) ----
+#define BULK_VEC 0x10000 // xtra: every reduce target allows 16-byte vectors
+#define MODE_DIRECT 32   // bulk2: hop two stores into the peers' outputs
+
+// bulk_reduce_batch: units i0 + u*step (u < UN; vectors of V elements,
+// or elements with V = 1) of the D pieces at from + q*seg, reduced in
+// rank order q = 0..D-1 and finished (avg), stored at the same unit of
+// out and, where fan, of every peer's target: its output at fan_off
+// (MODE_DIRECT) or its staging (slot, this rank) at half. UN units of
+// the next piece are loaded while the last piece's are combined.
+template <typename T, typename CT, int OP, int V, int UN>
+__device__ __forceinline__ void bulk_reduce_batch(const CollArgs& a, u64 from, i64 i0, i64 step, u64 out, bool fan, u64 fan_off, u64 half, u64 slot) {
+  typedef VecT<T, V> U;
+  const int D = a.world;
+  U cur[UN];
+  CT acc[UN][V];
+#pragma unroll
+  for (int u = 0; u < UN; u++) cur[u] = U::load(from, i0 + u * step);
+  for (int q = 1; q < D; q++) {
+    U nxt[UN];
+#pragma unroll
+    for (int u = 0; u < UN; u++) nxt[u] = U::load(from + (u64)q * a.seg, i0 + u * step);
+#pragma unroll
+    for (int u = 0; u < UN; u++)
+#pragma unroll
+      for (int e = 0; e < V; e++) acc[u][e] = q == 1 ? (CT)load_c(cur[u].e[e]) : Combine<OP>::f(acc[u][e], (CT)load_c(cur[u].e[e]));
+#pragma unroll
+    for (int u = 0; u < UN; u++) cur[u] = nxt[u];
+  }
+#pragma unroll
+  for (int u = 0; u < UN; u++) {
+    U o;
+#pragma unroll
+    for (int e = 0; e < V; e++) o.e[e] = Store<T>::st(finish<OP>(Combine<OP>::f(acc[u][e], (CT)load_c(cur[u].e[e])), D));
+    cur[u] = o;
+  }
+#pragma unroll
+  for (int u = 0; u < UN; u++) cur[u].store(out, i0 + u * step);
+  if (!fan) return;
+  for (int k = 1; k < D; k++) {
+    int p = (a.rank + k) % D;
+    u64 t = (a.mode & MODE_DIRECT) ? a.dst[p] + fan_off : a.stage[p] + (slot + a.rank) * (u64)a.seg + half;
+#pragma unroll
+    for (int u = 0; u < UN; u++) cur[u].store(t, i0 + u * step);
+  }
+}
+
+// bulk_reduce: elements [lo, hi) of the pieces (lo a multiple of the
+// vector width, hi too unless it ends the piece) through the block's
+// threads, as bulk_reduce_batch; 16-byte vectors where xtra allows.
+template <typename T, typename CT, int OP>
+__device__ void bulk_reduce(const CollArgs& a, u64 from, i64 lo, i64 hi, u64 out, bool fan, u64 fan_off, u64 half, u64 slot) {
+  const int V = 16 / (int)sizeof(T);
+  const i64 t = threadIdx.x, nt = blockDim.x;
+  if (a.xtra & BULK_VEC) {
+    i64 vhi = hi / V;
+    i64 i = lo / V + t;
+    for (; i + (REDUCE_UN - 1) * nt < vhi; i += REDUCE_UN * nt) bulk_reduce_batch<T, CT, OP, V, REDUCE_UN>(a, from, i, nt, out, fan, fan_off, half, slot);
+    for (; i < vhi; i += nt) bulk_reduce_batch<T, CT, OP, V, 1>(a, from, i, nt, out, fan, fan_off, half, slot);
+    lo = vhi * V > lo ? vhi * V : lo;
+  }
+  for (i64 i = lo + t; i < hi; i += nt) bulk_reduce_batch<T, CT, OP, 1, 1>(a, from, i, nt, out, fan, fan_off, half, slot);
+}
+
+// bulk_kernel (hir_bulk_*): reduce_scatter and all_reduce of two ranks in
+// bulk. src[p] is the piece for peer p (block p of the input, layout ls
+// in bytes, for reduce_scatter; the whole input for all_reduce),
+// tail_end its elements; every rank keeps its own piece in its staging
+// too, and reduces the D pieces there in rank order into dst[0]. The
+// output may be the input itself (each portion is staged before the
+// block that staged it writes it).
+template <typename T, typename CT, int OP>
+__device__ void bulk_kernel(const CollArgs& a) {
+  const i64 es = sizeof(T), V = 16 / sizeof(T);
+  const u64 base = take_epoch(a);
+  const int r = a.rank;
+  const u64 slot = ll_slot(a);
+  const i64 lo = bulk_cut(a.tail_end, blockIdx.x, gridDim.x, V), hi = bulk_cut(a.tail_end, blockIdx.x + 1, gridDim.x, V);
+  bulk_send(a, slot, base + 1, lo * es, hi * es, true);
+  if (!bulk_wait(a, base + 1)) return;
+  bulk_reduce<T, CT, OP>(a, a.stage[r] + slot * (u64)a.seg, lo, hi, a.dst[0], false, 0, 0, slot);
+}
+
+// bulk2_kernel (hir_bulk2_*): all_reduce in two hops in bulk (ll2_kernel's
+// plan with plain data). Chunk c is elements [chunk[c], chunk[c+1]) of the
+// flat input src[0]; in each of nseg rounds (a staging region's worth of
+// every chunk) hop one sends chunk p's part to rank p (and keeps chunk
+// r's), hop two reduces chunk r's part in rank order into dst[rank] and
+// every peer's copy of it: straight into peer p's output dst[p]
+// (MODE_DIRECT: the outputs are symmetric; p is inside this launch, since
+// its hop one came, so nothing of p's reads its output now) or into p's
+// staging at half (then in one round only); hop three waits for the
+// peers' parts (and copies them out of the staging). Rounds alternate
+// staging slots like launches (each takes a count of ll_slot) and raise
+// flags 2j+1 and 2j+2. Each portion is read (hop one) before the block
+// that read it writes it, so the output may be the input itself.
+template <typename T, typename CT, int OP>
+__device__ void bulk2_kernel(const CollArgs& a) {
+  const i64 es = sizeof(T), V = 16 / sizeof(T);
+  const u64 base = take_epoch(a);
+  const int D = a.world, r = a.rank;
+  const i64 R = a.nseg;
+  const u64 first = ll_slot(a, (u64)R);
+  const i64 G = gridDim.x, b = blockIdx.x;
+  const bool direct = (a.mode & MODE_DIRECT) != 0;
+  const u64 half = direct ? 0 : (u64)a.seg / 2;
+  const i64 S = (direct ? a.seg : a.seg / 2) / es; // elements of a chunk per round
+  // Every round cuts its parts at the same places (those of the widest
+  // part, Sc elements), so block b stages the same bytes in every round:
+  // a block's own waits order its rounds, not its neighbours'.
+  i64 W = 0;
+  for (int c = 0; c < D; c++) W = a.chunk[c + 1] - a.chunk[c] > W ? a.chunk[c + 1] - a.chunk[c] : W;
+  const i64 Sc = imin(S, W), plo = bulk_cut(Sc, b, G, V), phi = bulk_cut(Sc, b + 1, G, V);
+  const Lay contig = {0, 0};
+  for (i64 j = 0; j < R; j++) {
+    const u64 slot = ll_slot_at(a, first, j), v = base + 1 + 2 * (u64)j;
+    for (int k = 1; k <= D; k++) {
+      int p = (r + k) % D; // this rank's own part last
+      i64 c0 = imin(a.chunk[p] + j * S, a.chunk[p + 1]), len = imin(c0 + S, a.chunk[p + 1]) - c0;
+      i64 lo = imin(plo, len), hi = imin(phi, len);
+      bulk_move(a.stage[p] + (slot + r) * (u64)a.seg, contig, a.src[0] + c0 * es, contig, lo * es, hi * es, a.xtra & 0xff);
+      if (k == D - 1) bulk_signal(a, v);
+    }
+    if (!bulk_wait(a, v)) return;
+    {
+      i64 c0 = imin(a.chunk[r] + j * S, a.chunk[r + 1]), len = imin(c0 + S, a.chunk[r + 1]) - c0;
+      i64 lo = imin(plo, len), hi = imin(phi, len);
+      bulk_reduce<T, CT, OP>(a, a.stage[r] + slot * (u64)a.seg, lo, hi, a.dst[r] + c0 * es, true, c0 * es, half, slot);
+    }
+    bulk_signal(a, v + 1);
+    if (!direct) {
+      if (!bulk_wait(a, v + 1)) return;
+      for (int k = 1; k < D; k++) {
+        int q = (r + D - k) % D;
+        i64 c0 = imin(a.chunk[q] + j * S, a.chunk[q + 1]), len = imin(c0 + S, a.chunk[q + 1]) - c0;
+        i64 lo = imin(plo, len), hi = imin(phi, len);
+        bulk_move(a.dst[r] + c0 * es, contig, a.stage[r] + (slot + q) * (u64)a.seg + half, contig, lo * es, hi * es, (a.xtra >> 8) & 0xff);
+      }
+    }
+  }
+  if (direct) bulk_wait(a, base + 2 * (u64)R);
+}
+
 // hir_ring: the ring of docs/RUNTIME.md, chunk c = [chunk[c], chunk[c+1])
 // elements of the flat (packed) tensor: src holds this rank's values,
 // final chunks go to dst (element i at dst + i*sizeof(T); for
