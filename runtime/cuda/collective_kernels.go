@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,7 +17,7 @@ import (
 // op). Every kernel takes one collArgs by value; its layout is checked on
 // both sides (static_assert in the source, collArgsLayout in Go). The CUDA C
 // is kernels/collective.cu, kernels/reduce.cu and kernels/reduce_entries.cu.tmpl
-// (kernel_sources.go embeds them).
+// (package kernels embeds them).
 //
 // Memory model. Cross-rank ordering goes through signal pads in symmetric
 // memory: a block finishes its loads and stores, meets at __syncthreads,
@@ -152,17 +153,17 @@ func reduceModuleSource(dt ir.DType) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString(commonSource())
-	b.WriteString(reduceSource)
-	var entries []reduceEntry
+	b.WriteString(kernels.Reduce)
+	var entries []kernels.ReduceEntry
 	for _, op := range ir.ReduceOps() {
 		if op == ir.ReduceAvg && !dt.IsFloat() {
 			continue
 		}
-		entries = append(entries, reduceEntry{DT: dt.String(), Op: op.String(),
+		entries = append(entries, kernels.ReduceEntry{DT: dt.String(), Op: op.String(),
 			T: ty[0], C: ty[1], Code: reduceOpCodes[op], V: 16 / dt.Size(),
 		})
 	}
-	if err := reduceEntries.Execute(&b, entries); err != nil {
+	if err := kernels.ReduceEntries.Execute(&b, entries); err != nil {
 		return "", err
 	}
 	return b.String(), nil
@@ -192,7 +193,7 @@ func ll2KernelName(dt ir.DType, op ir.ReduceOp) string {
 // moveModuleSource is the data-movement module's source.
 func moveModuleSource() string { return commonSource() }
 
-// commonSource is collectiveSource with static_asserts that pin CollArgs
+// commonSource is kernels.Collective with static_asserts that pin CollArgs
 // to collArgs's layout as Go lays it out, field by field.
 func commonSource() string {
 	var a collArgs
@@ -202,7 +203,7 @@ func commonSource() string {
 	// Only the size is asserted in the source: NVRTC has no offsetof (nor
 	// __builtin_offsetof), so the field offsets are checked against the Go
 	// struct by the tests that compile the source with clang.
-	return strings.Replace(collectiveSource, "/* LAYOUT_ASSERTS */", b.String(), 1)
+	return strings.Replace(kernels.Collective, "/* LAYOUT_ASSERTS */", b.String(), 1)
 }
 
 // commModule is one NVRTC module of collective kernels: its key (the

@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"slices"
 	"unsafe"
 
@@ -19,7 +20,7 @@ type copyKernels struct {
 
 func (d *Device) stridedKernels() (*copyKernels, error) {
 	d.copyOnce.Do(func() {
-		cubin, err := CompileCUDA(stridedCopySource, "hir_strided_copy.cu", d.info.ComputeCapability)
+		cubin, err := CompileCUDA(kernels.StridedCopy, "hir_strided_copy.cu", d.info.ComputeCapability)
 		if err != nil {
 			d.copyErr = err
 			return

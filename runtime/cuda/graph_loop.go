@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"sync"
 	"unsafe"
 
@@ -78,7 +79,7 @@ func (d *Device) loopNext() (*Function, error) {
 				if ptx {
 					compile = CompileCUDAToPTX
 				}
-				image, err := compile(graphLoopSource, "hir_graph_loop.cu", d.info.ComputeCapability, opts...)
+				image, err := compile(kernels.GraphLoop, "hir_graph_loop.cu", d.info.ComputeCapability, opts...)
 				if err == nil {
 					if ptx {
 						image = append(image, 0)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func generatedSources() []struct{ name, src string } {
 		}
 		out = append(out, struct{ name, src string }{"reduce_" + dt.String(), s})
 	}
-	out = append(out, struct{ name, src string }{"strided_copy", stridedCopySource})
+	out = append(out, struct{ name, src string }{"strided_copy", kernels.StridedCopy})
 	return out
 }
 
