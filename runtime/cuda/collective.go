@@ -247,5 +247,5 @@ func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *s
 // tempBuffer wraps a stream-ordered temporary (cuMemAllocAsync) as a
 // buffer Copy accepts; it is not tracked (staged frees it).
 func (d *Device) tempBuffer(ptr uint64, size int64) *buffer {
-	return &buffer{dev: d, size: size, mem: ir.Global, kind: kindGlobal, ptr: ptr, owner: d.opts.Rank}
+	return &buffer{dev: d.gpuDevice, size: size, mem: ir.Global, kind: kindGlobal, ptr: ptr, owner: d.opts.Rank}
 }

@@ -90,7 +90,7 @@ func (d *Device) ceSide(ch *commChannel) error {
 	}
 	var evs [2]*event
 	for i := range evs {
-		e := &event{dev: d}
+		e := &event{dev: d.gpuDevice}
 		if err := d.withCtx(func() error {
 			return d.drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.h)), eventDisableTiming)
 		}); err != nil {

@@ -15,11 +15,11 @@ import (
 // hand-made buffers (addresses only; nothing is dereferenced).
 
 func fakeDevice(rank, world int) *Device {
-	return &Device{opts: Options{Rank: rank, WorldSize: world, Timeout: time.Second}, tune: TuningFromEnv(), live: map[uint64]*buffer{}}
+	return &Device{gpuDevice: &gpuDevice{opts: Options{Rank: rank, WorldSize: world, Timeout: time.Second}, tune: TuningFromEnv(), live: map[uint64]*buffer{}}}
 }
 
 func fakeBuf(d *Device, size int64, mem ir.MemoryType) *buffer {
-	b := &buffer{dev: d, size: size, mem: mem, kind: kindGlobal, ptr: 0x7f0000000000 + uint64(d.nextID.Add(1))<<32, owner: d.opts.Rank}
+	b := &buffer{dev: d.gpuDevice, size: size, mem: mem, kind: kindGlobal, ptr: 0x7f0000000000 + uint64(d.nextID.Add(1))<<32, owner: d.opts.Rank}
 	b.id = d.nextID.Load()
 	if mem == ir.Symmetric {
 		b.kind = kindSym

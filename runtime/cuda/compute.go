@@ -21,11 +21,6 @@ import (
 
 // computeState is what a device keeps for compute kernels.
 type computeState struct {
-	mu      sync.Mutex
-	loaded  map[string]*loadedKernel // by image key and kernel name
-	modules []*Module
-	closed  bool
-
 	blasOnce sync.Once
 	blasH    *blasHandle
 	blasErr  error
@@ -347,18 +342,11 @@ func byteSpan(t runtime.Tensor, ptr uint64) (lo, hi uint64) {
 	return uint64(int64(ptr) + l), uint64(int64(ptr) + h)
 }
 
-// closeCompute unloads the compute modules and destroys the cuBLAS handle
-// (from Device.close, with the context still held).
+// closeCompute destroys the cuBLAS handle (from Device.close, with the
+// context still held, after the kernel table's modules are unloaded).
 func (d *Device) closeCompute() error {
 	c := &d.compute
-	c.mu.Lock()
-	mods := c.modules
-	c.modules, c.loaded, c.closed = nil, nil, true
-	c.mu.Unlock()
 	var errs []error
-	for _, m := range mods {
-		errs = append(errs, m.Unload())
-	}
 	c.blasOnce.Do(func() {}) // no handle is made after close
 	if c.blasH != nil {
 		errs = append(errs, d.withCtx(c.blasH.destroy))

@@ -18,7 +18,7 @@ type copyKernels struct {
 	fn  map[int]*Function // by element size
 }
 
-func (d *Device) stridedKernels() (*copyKernels, error) {
+func (d *gpuDevice) stridedKernels() (*copyKernels, error) {
 	d.copyOnce.Do(func() {
 		cubin, err := CompileCUDA(kernels.StridedCopy, "hir_strided_copy.cu", d.info.ComputeCapability)
 		if err != nil {
@@ -47,13 +47,13 @@ func (d *Device) stridedKernels() (*copyKernels, error) {
 
 // span checks that t lies inside its buffer and returns its base address;
 // what names t in an error.
-func (d *Device) span(t runtime.Tensor, what string) (uint64, error) {
+func (d *gpuDevice) span(t runtime.Tensor, what string) (uint64, error) {
 	return d.spanOf(t, func() string { return what })
 }
 
 // spanOf is span with the name made only for an error (a launch names its
 // arguments by kernel and index: no formatting on the hot path).
-func (d *Device) spanOf(t runtime.Tensor, what func() string) (uint64, error) {
+func (d *gpuDevice) spanOf(t runtime.Tensor, what func() string) (uint64, error) {
 	b, err := d.own(t.Buf)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what(), err)
@@ -90,7 +90,7 @@ func (d *Device) spanOf(t runtime.Tensor, what func() string) (uint64, error) {
 
 // CopyFromHost copies src into dst, ordered on s. For a strided dst the
 // bytes go through a stream-ordered staging buffer.
-func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream) error {
+func (d *gpuDevice) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream)
 }
 
 // CopyToHost copies src into dst, ordered on s.
-func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) error {
+func (d *gpuDevice) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) e
 
 // Copy copies src into dst elementwise, ordered on s. Either may be a
 // peer's shard or the contiguous view: all are addresses in this process.
-func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
+func (d *gpuDevice) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
@@ -188,7 +188,7 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 }
 
 // staged runs f with a stream-ordered temporary of n bytes (under withCtx).
-func (d *Device) staged(n int, s *stream, f func(tmp uint64) error) error {
+func (d *gpuDevice) staged(n int, s *stream, f func(tmp uint64) error) error {
 	return d.withCtx(func() error {
 		var tmp uint64
 		if err := d.drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(&tmp)), uintptr(n), s.h); err != nil {
@@ -204,7 +204,7 @@ func (d *Device) staged(n int, s *stream, f func(tmp uint64) error) error {
 
 // stridedCopy launches the strided-copy kernel for shape t.Shape (under
 // withCtx: the caller holds the thread and context).
-func (d *Device) stridedCopy(dst uint64, dstStrides []int64, src uint64, srcStrides []int64, t runtime.Tensor, s *stream) error {
+func (d *gpuDevice) stridedCopy(dst uint64, dstStrides []int64, src uint64, srcStrides []int64, t runtime.Tensor, s *stream) error {
 	es := t.DType.Size()
 	if len(t.Shape) > maxCopyDims {
 		return fmt.Errorf("cuda: rank %d: strided copy of %d dimensions (at most %d)", d.opts.Rank, len(t.Shape), maxCopyDims)

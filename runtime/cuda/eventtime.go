@@ -7,11 +7,11 @@ import (
 	"github.com/hirlab/hir/runtime"
 )
 
-var _ runtime.EventTimer = (*Device)(nil)
+var _ runtime.EventTimer = (*gpuDevice)(nil)
 
 // Elapsed is the GPU time between two completed events of this device
 // (cuEventElapsedTime: about half a microsecond of resolution).
-func (d *Device) Elapsed(start, end runtime.Event) (time.Duration, error) {
+func (d *gpuDevice) Elapsed(start, end runtime.Event) (time.Duration, error) {
 	ms, err := ElapsedMillis(start, end)
 	if err != nil {
 		return 0, fmt.Errorf("cuda: rank %d: elapsed: %w", d.opts.Rank, err)

@@ -27,7 +27,7 @@ const (
 	captureStatusActive = 1 // CU_STREAM_CAPTURE_STATUS_ACTIVE
 )
 
-var _ runtime.Capturer = (*Device)(nil)
+var _ runtime.Capturer = (*gpuDevice)(nil)
 
 // captureState is the device's open capture, if any (under Device.mu).
 type captureState struct {
@@ -38,7 +38,7 @@ type captureState struct {
 }
 
 // BeginCapture starts capturing the work enqueued on rs.
-func (d *Device) BeginCapture(rs runtime.Stream) error {
+func (d *gpuDevice) BeginCapture(rs runtime.Stream) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ func (d *Device) BeginCapture(rs runtime.Stream) error {
 }
 
 // EndCapture ends the capture begun on rs and instantiates its graph.
-func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
+func (d *gpuDevice) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 	s, err := d.stream(rs)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 }
 
 // IsCapturing reports whether rs records into an open capture.
-func (d *Device) IsCapturing(rs runtime.Stream) (bool, error) {
+func (d *gpuDevice) IsCapturing(rs runtime.Stream) (bool, error) {
 	s, err := d.stream(rs)
 	if err != nil {
 		return false, err
@@ -119,7 +119,7 @@ func (d *Device) IsCapturing(rs runtime.Stream) (bool, error) {
 
 // refuseInCapture fails call while a capture is open on this device, and
 // makes the capture fail with the same error.
-func (d *Device) refuseInCapture(call, why string) error {
+func (d *gpuDevice) refuseInCapture(call, why string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := d.capture
@@ -140,7 +140,7 @@ const (
 
 // graph is an instantiated capture.
 type graph struct {
-	dev         *Device
+	dev         *gpuDevice
 	graph, exec uintptr
 	nodes       int
 	closed      bool

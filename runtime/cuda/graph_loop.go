@@ -25,7 +25,7 @@ import (
 // and the callers (the evaluator, the pool) keep one stream. Bodies do not
 // nest (runtime.LoopCapturer).
 
-var _ runtime.LoopCapturer = (*Device)(nil)
+var _ runtime.LoopCapturer = (*gpuDevice)(nil)
 
 const (
 	graphNodeTypeConditional = 13 // CU_GRAPH_NODE_TYPE_CONDITIONAL
@@ -66,7 +66,7 @@ type loopKernel struct {
 	err  error
 }
 
-func (d *Device) loopNext() (*Function, error) {
+func (d *gpuDevice) loopNext() (*Function, error) {
 	k := &d.loop
 	k.once.Do(func() {
 		// NVRTC to a cubin, ptxas resolving the device runtime's setter;
@@ -102,7 +102,7 @@ func (d *Device) loopNext() (*Function, error) {
 
 // LoopSupport says why this device cannot capture device loops: a driver
 // without conditional graph nodes, or the trip kernel not compiling.
-func (d *Device) LoopSupport() error {
+func (d *gpuDevice) LoopSupport() error {
 	if !d.drv.GraphConditionalHandleCreate.Resolved() || !d.drv.StreamBeginCaptureToGraph.Resolved() ||
 		!d.drv.GraphAddNode.Resolved() || !d.drv.StreamGetCaptureInfo.Resolved() {
 		return fmt.Errorf("cuda: rank %d: the driver has no conditional graph nodes (CUDA 12.4 or later)", d.opts.Rank)
@@ -113,7 +113,7 @@ func (d *Device) LoopSupport() error {
 
 // BeginLoop starts a loop body on rs, which captures: what is enqueued on
 // rs until EndLoop runs trips times where the loop stands in the graph.
-func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
+func (d *gpuDevice) BeginLoop(rs runtime.Stream, trips int64) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
 
 // EndLoop closes the loop body begun on rs: the trip kernel, then the end
 // of the body's capture.
-func (d *Device) EndLoop(rs runtime.Stream) error {
+func (d *gpuDevice) EndLoop(rs runtime.Stream) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
@@ -226,7 +226,7 @@ func (d *Device) EndLoop(rs runtime.Stream) error {
 
 // abandonLoop ends the capture of a body left open (a capture ending
 // with an error) and gives its stream its handle back.
-func (d *Device) abandonLoop(c *captureState) {
+func (d *gpuDevice) abandonLoop(c *captureState) {
 	l := c.loop
 	c.loop = nil
 	l.s.h = l.parent
@@ -236,7 +236,7 @@ func (d *Device) abandonLoop(c *captureState) {
 
 // bodyStream is the stream loop bodies are captured on (made once,
 // destroyed with the device).
-func (d *Device) bodyStream() (uintptr, error) {
+func (d *gpuDevice) bodyStream() (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.loopStream == 0 {
@@ -248,7 +248,7 @@ func (d *Device) bodyStream() (uintptr, error) {
 }
 
 // failCapture makes the open capture fail with err (its first error).
-func (d *Device) failCapture(err error) {
+func (d *gpuDevice) failCapture(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c := d.capture; c != nil && c.err == nil {
@@ -257,7 +257,7 @@ func (d *Device) failCapture(err error) {
 }
 
 // closeLoops destroys the body streams and the trip kernel's module.
-func (d *Device) closeLoops() error {
+func (d *gpuDevice) closeLoops() error {
 	var errs []error
 	if d.loopStream != 0 {
 		errs = append(errs, d.drv.StreamDestroy.Call1(d.loopStream))

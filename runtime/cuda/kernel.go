@@ -13,7 +13,7 @@ import (
 
 // Module is a loaded cubin (cuModuleLoadData).
 type Module struct {
-	dev    *Device
+	dev    *gpuDevice
 	h      uintptr
 	mu     sync.Mutex
 	closed bool
@@ -30,7 +30,7 @@ type Function struct {
 type Dim3 struct{ X, Y, Z uint32 }
 
 // LoadModule loads a cubin or PTX image into the device's context.
-func (d *Device) LoadModule(image []byte) (*Module, error) {
+func (d *gpuDevice) LoadModule(image []byte) (*Module, error) {
 	if len(image) == 0 {
 		return nil, fmt.Errorf("cuda: rank %d: empty module image", d.opts.Rank)
 	}
@@ -108,7 +108,7 @@ func kernelArg(a any) ([]byte, error) {
 // args passed by value: int32, uint32, int64, uint64, int, float32,
 // float64, a runtime.Buffer or runtime.Tensor (its device address), or
 // []byte holding a struct laid out as the kernel declares it.
-func (d *Device) LaunchFunction(f *Function, grid, block Dim3, sharedBytes uint32, rs runtime.Stream, args ...any) error {
+func (d *gpuDevice) LaunchFunction(f *Function, grid, block Dim3, sharedBytes uint32, rs runtime.Stream, args ...any) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err

@@ -215,14 +215,38 @@ type loadedKernel struct {
 	from string // where its image came from: memory, disk or nvrtc
 }
 
+// kernelTable is the kernels loaded on a device (loadKernel), compute's
+// and the collectives' alike.
+type kernelTable struct {
+	mu      sync.Mutex
+	loaded  map[string]*loadedKernel // by image key and kernel name
+	modules []*Module
+	closed  bool
+}
+
+// closeKernels unloads the table's modules (from close, with the context
+// still held).
+func (d *gpuDevice) closeKernels() error {
+	c := &d.kernels
+	c.mu.Lock()
+	mods := c.modules
+	c.modules, c.loaded, c.closed = nil, nil, true
+	c.mu.Unlock()
+	var errs []error
+	for _, m := range mods {
+		errs = append(errs, m.Unload())
+	}
+	return errors.Join(errs...)
+}
+
 // loadKernel returns src's kernel name, loaded on d: from the device's
 // table, else from an image of the cache (compiled when needed). opts are
 // NVRTC options besides the architecture.
-func (d *Device) loadKernel(src, name string, opts []string) (*loadedKernel, error) {
+func (d *gpuDevice) loadKernel(src, name string, opts []string) (*loadedKernel, error) {
 	cc := d.info.ComputeCapability
 	opts = nvrtcOptions(opts)
 	key := imageKey(src, cc, opts, nvrtcVersionOnce())
-	c := &d.compute
+	c := &d.kernels
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

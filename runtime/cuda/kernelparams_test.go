@@ -44,8 +44,8 @@ func TestKernelParamsMatchPackArgs(t *testing.T) {
 // contiguous tensor (spanOf, byteSpan) allocate nothing and give the
 // bytes it spans; a strided one spans its extremes.
 func TestLaunchSpansAllocateNothing(t *testing.T) {
-	d := &Device{}
-	b := &buffer{dev: d, size: 4096, ptr: 0x10000}
+	d := &Device{gpuDevice: &gpuDevice{}}
+	b := &buffer{dev: d.gpuDevice, size: 4096, ptr: 0x10000}
 	tens := runtime.Tensor{Buf: b, Offset: 64, DType: ir.F32, Shape: []int64{4, 8}}
 	what := func() string { return "test" }
 	ptr, err := d.spanOf(tens, what)

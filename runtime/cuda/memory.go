@@ -24,7 +24,7 @@ const (
 // this process's unified address space (for host memory, the mapped
 // pinned range), so copies and kernels need nothing else.
 type buffer struct {
-	dev   *Device
+	dev   *gpuDevice
 	id    uint64
 	size  int64
 	mem   ir.MemoryType
@@ -45,7 +45,7 @@ func (b *buffer) Mem() ir.MemoryType { return b.mem }
 // Pointer is the buffer's device address in this process.
 func (b *buffer) Pointer() uint64 { return b.ptr }
 
-func (d *Device) track(b *buffer) *buffer {
+func (d *gpuDevice) track(b *buffer) *buffer {
 	b.dev, b.id = d, d.nextID.Add(1)
 	if b.kind == kindGlobal || b.kind == kindHost || b.kind == kindSym {
 		d.mu.Lock()
@@ -55,7 +55,7 @@ func (d *Device) track(b *buffer) *buffer {
 	return b
 }
 
-func (d *Device) own(rb runtime.Buffer) (*buffer, error) {
+func (d *gpuDevice) own(rb runtime.Buffer) (*buffer, error) {
 	b, ok := rb.(*buffer)
 	if !ok || b == nil || b.dev != d {
 		return nil, fmt.Errorf("cuda: rank %d: buffer %T does not belong to this device", d.opts.Rank, rb)
@@ -66,7 +66,7 @@ func (d *Device) own(rb runtime.Buffer) (*buffer, error) {
 	return b, nil
 }
 
-func (d *Device) tooLarge(what string, bytes int64, err error) error {
+func (d *gpuDevice) tooLarge(what string, bytes int64, err error) error {
 	if !IsResult(err, errOutOfMemory) {
 		return fmt.Errorf("rank %d: %s of %d bytes: %w", d.opts.Rank, what, bytes, err)
 	}
@@ -96,7 +96,7 @@ func human(n uint64) string {
 }
 
 // Alloc returns a zero-filled buffer. Symmetric allocation is collective.
-func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
+func (d *gpuDevice) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (d *Device) Alloc(bytes int64, mem ir.MemoryType) (runtime.Buffer, error) {
 }
 
 // Free releases a buffer; freeing a symmetric buffer is collective.
-func (d *Device) Free(rb runtime.Buffer) error {
+func (d *gpuDevice) Free(rb runtime.Buffer) error {
 	if err := d.refuseInCapture("Free", whyHost); err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (d *Device) Free(rb runtime.Buffer) error {
 }
 
 // release frees b locally (no collective step).
-func (d *Device) release(b *buffer) error {
+func (d *gpuDevice) release(b *buffer) error {
 	if b.freed.Swap(true) {
 		return nil
 	}

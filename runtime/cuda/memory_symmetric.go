@@ -88,7 +88,7 @@ var testHookAfterHandleExchange func(seq uint64)
 // store say whether each rank's cuMemCreate worked (one rank out of memory
 // fails all of them, naming it), and a last exchange agrees that every
 // rank imported and mapped everything; otherwise all roll back.
-func (d *Device) allocSymmetric(bytes int64) (*buffer, error) {
+func (d *gpuDevice) allocSymmetric(bytes int64) (*buffer, error) {
 	seq := d.symSeq.Add(1) - 1
 	what := fmt.Sprintf("symmetric alloc #%d", seq)
 	world, rank := d.opts.WorldSize, d.opts.Rank
@@ -237,7 +237,7 @@ func (d *Device) allocSymmetric(bytes int64) (*buffer, error) {
 	return d.finishSym(a, bytes), nil
 }
 
-func (d *Device) finishSym(a *symAlloc, bytes int64) *buffer {
+func (d *gpuDevice) finishSym(a *symAlloc, bytes int64) *buffer {
 	b := d.track(&buffer{size: int64(a.size), mem: ir.Symmetric, kind: kindSym, ptr: a.maps[d.opts.Rank].ptr, sym: a, owner: d.opts.Rank})
 	_ = bytes // Size() is the rounded shard size, as on the CPU runtime
 	a.shards[d.opts.Rank] = b
@@ -245,7 +245,7 @@ func (d *Device) finishSym(a *symAlloc, bytes int64) *buffer {
 }
 
 // importPeer imports peer p's handle and maps it into a range of its own.
-func (d *Device) importPeer(a *symAlloc, p int, info handleInfo, what string) error {
+func (d *gpuDevice) importPeer(a *symAlloc, p int, info handleInfo, what string) error {
 	fd, err := d.fdx.Recv(p, a.seq, d.opts.Timeout, what)
 	if err != nil {
 		return err
@@ -278,7 +278,7 @@ func (d *Device) importPeer(a *symAlloc, p int, info handleInfo, what string) er
 
 // mapHandle reserves a range for rank r's handle, maps it and opens it to
 // this device. Runs under withCtx.
-func (d *Device) mapHandle(a *symAlloc, r int) error {
+func (d *gpuDevice) mapHandle(a *symAlloc, r int) error {
 	ptr, err := d.drv.addressReserve(a.size, d.granularity)
 	if err != nil {
 		return err
@@ -300,7 +300,7 @@ func (d *Device) mapHandle(a *symAlloc, r int) error {
 // teardown undoes a symmetric allocation in order: unmap every mapping
 // (the view's and each shard's), free the reserved ranges, then release
 // the handles. Safe on a half-built allocation.
-func (d *Device) teardown(a *symAlloc) error {
+func (d *gpuDevice) teardown(a *symAlloc) error {
 	var errs []error
 	err := d.withCtx(func() error {
 		a.mu.Lock()
@@ -348,7 +348,7 @@ func (d *Device) teardown(a *symAlloc) error {
 }
 
 // PeerBuffer is peer's shard of b, through this rank's mapping of it.
-func (d *Device) PeerBuffer(rb runtime.Buffer, peer int) (runtime.Buffer, error) {
+func (d *gpuDevice) PeerBuffer(rb runtime.Buffer, peer int) (runtime.Buffer, error) {
 	b, err := d.own(rb)
 	if err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func (d *Device) PeerBuffer(rb runtime.Buffer, peer int) (runtime.Buffer, error)
 
 // PeerPointers is the peer-pointer table of b: rank r's shard's address
 // in this process, for kernels that load and store remotely.
-func (d *Device) PeerPointers(rb runtime.Buffer) ([]uint64, error) {
+func (d *gpuDevice) PeerPointers(rb runtime.Buffer) ([]uint64, error) {
 	b, err := d.own(rb)
 	if err != nil {
 		return nil, err
@@ -388,7 +388,7 @@ func (d *Device) PeerPointers(rb runtime.Buffer) ([]uint64, error) {
 // ContiguousView maps every rank's shard of b back to back, rank r at
 // r × b.Size(), into one range of this process: made on first use, then
 // cached until b is freed.
-func (d *Device) ContiguousView(rb runtime.Buffer) (runtime.Buffer, error) {
+func (d *gpuDevice) ContiguousView(rb runtime.Buffer) (runtime.Buffer, error) {
 	b, err := d.own(rb)
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ import (
 // contiguous tensor into one pinned buffer of the device's (DMA at full
 // speed), synchronises once, then copies into the callers' slices.
 
-var _ runtime.HostReader = (*Device)(nil)
+var _ runtime.HostReader = (*gpuDevice)(nil)
 
 // maxReadBounce bounds the pinned buffer: larger reads go the pageable
 // way, where the copy, not its setup, is the cost.
@@ -30,7 +30,7 @@ type readBounce struct {
 
 // ReadToHost copies each srcs[i] into dsts[i] after the work enqueued on
 // rs, and returns once all are there (rs synchronised).
-func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Stream) error {
+func (d *gpuDevice) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Stream) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Str
 func align256(n int) int { return (n + 255) &^ 255 }
 
 // growBounce replaces the pinned buffer by one of at least n bytes.
-func (d *Device) growBounce(n int) error {
+func (d *gpuDevice) growBounce(n int) error {
 	b := &d.bounce
 	size := max(n, 2*b.size, 1<<20)
 	size = min(size, maxReadBounce)
@@ -116,7 +116,7 @@ func (d *Device) growBounce(n int) error {
 }
 
 // closeBounce frees the pinned buffer.
-func (d *Device) closeBounce() error {
+func (d *gpuDevice) closeBounce() error {
 	b := &d.bounce
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 // stream is a CUstream created non-blocking, so it never serialises with
 // the legacy default stream.
 type stream struct {
-	dev    *Device
+	dev    *gpuDevice
 	h      uintptr
 	def    bool
 	mu     sync.Mutex
@@ -20,7 +20,7 @@ type stream struct {
 
 var _ runtime.Stream = (*stream)(nil)
 
-func (d *Device) newStream(def bool) (*stream, error) {
+func (d *gpuDevice) newStream(def bool) (*stream, error) {
 	s := &stream{dev: d, def: def}
 	if err := d.withCtx(func() error {
 		return d.drv.StreamCreate.Call2(uintptr(unsafe.Pointer(&s.h)), streamNonBlocking)
@@ -34,17 +34,17 @@ func (d *Device) newStream(def bool) (*stream, error) {
 }
 
 // DefaultStream is the stream ops run on unless the program says else.
-func (d *Device) DefaultStream() runtime.Stream { return d.def }
+func (d *gpuDevice) DefaultStream() runtime.Stream { return d.def }
 
 // NewStream creates a stream.
-func (d *Device) NewStream() (runtime.Stream, error) {
+func (d *gpuDevice) NewStream() (runtime.Stream, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
 	return d.newStream(false)
 }
 
-func (d *Device) stream(rs runtime.Stream) (*stream, error) {
+func (d *gpuDevice) stream(rs runtime.Stream) (*stream, error) {
 	if rs == nil {
 		return d.def, nil
 	}
@@ -66,7 +66,7 @@ func (s *stream) Synchronize() error {
 	if err := s.dev.refuseInCapture("Stream.Synchronize", whyWaits); err != nil {
 		return err
 	}
-	return s.dev.commCheck(s.dev.withCtx(func() error { return s.dev.drv.StreamSynchronize.Call1(s.h) }))
+	return s.dev.upper.commCheck(s.dev.withCtx(func() error { return s.dev.drv.StreamSynchronize.Call1(s.h) }))
 }
 
 func (s *stream) Record(re runtime.Event) error {
@@ -94,7 +94,7 @@ func (s *stream) Close() error {
 	err := s.destroy()
 	// After destroy (which waits for the stream's work), not inside it:
 	// the comm teardown destroys its own side streams holding comm.mu.
-	s.dev.comm.releaseChannel(s)
+	s.dev.upper.streamClosed(s)
 	return err
 }
 
@@ -119,7 +119,7 @@ func (s *stream) destroy() error {
 
 // event is a CUevent with timing enabled (benchmarks read it).
 type event struct {
-	dev    *Device
+	dev    *gpuDevice
 	h      uintptr
 	mu     sync.Mutex
 	closed bool
@@ -128,7 +128,7 @@ type event struct {
 var _ runtime.Event = (*event)(nil)
 
 // NewEvent creates an event.
-func (d *Device) NewEvent() (runtime.Event, error) {
+func (d *gpuDevice) NewEvent() (runtime.Event, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func (d *Device) NewEvent() (runtime.Event, error) {
 	return e, nil
 }
 
-func (d *Device) event(re runtime.Event) (*event, error) {
+func (d *gpuDevice) event(re runtime.Event) (*event, error) {
 	e, ok := re.(*event)
 	if !ok || e == nil || e.dev != d {
 		return nil, fmt.Errorf("cuda: rank %d: event %T does not belong to this device", d.opts.Rank, re)
@@ -161,7 +161,7 @@ func (e *event) Synchronize() error {
 	if err := e.dev.refuseInCapture("Event.Synchronize", whyWaits); err != nil {
 		return err
 	}
-	return e.dev.commCheck(e.dev.withCtx(func() error { return e.dev.drv.EventSynchronize.Call1(e.h) }))
+	return e.dev.upper.commCheck(e.dev.withCtx(func() error { return e.dev.drv.EventSynchronize.Call1(e.h) }))
 }
 
 // Query reports whether the event's point has passed; an error (other

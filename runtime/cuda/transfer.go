@@ -72,7 +72,7 @@ func (d *Device) NewHostWaitEvent() (runtime.Event, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	e := &event{dev: d}
+	e := &event{dev: d.gpuDevice}
 	if err := d.withCtx(func() error {
 		return d.drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.h)), eventBlockingSync|eventDisableTiming)
 	}); err != nil {

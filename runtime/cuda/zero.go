@@ -7,7 +7,7 @@ import (
 // Zero sets t's elements to zero bytes, ordered on s: a memset for a
 // contiguous tensor (a graph can hold it, as it cannot hold a copy from
 // pageable host memory), else a copy from a zeroed staging buffer.
-func (d *Device) Zero(t runtime.Tensor, rs runtime.Stream) error {
+func (d *gpuDevice) Zero(t runtime.Tensor, rs runtime.Stream) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
