@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/json"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,7 +101,7 @@ func TestAutoFollowsTable(t *testing.T) {
 		entry("all_gather", 64<<20, "copy_engine"),
 		entry("reduce_scatter", 8<<20, "ll", "one_shot"),
 	}}
-	plan := func(op ir.Opcode, in, out *buffer, nIn, nOut int64) string {
+	plan := func(op ir.Opcode, in, out *gpu.Buffer, nIn, nOut int64) string {
 		t.Helper()
 		p, err := d.planCollective(&runtime.CollectiveCall{Op: op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)}, false)
 		require.NoError(t, err)
@@ -109,7 +110,7 @@ func TestAutoFollowsTable(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		op      ir.Opcode
-		in, out *buffer
+		in, out *gpu.Buffer
 		nIn     int64
 		want    string
 	}{

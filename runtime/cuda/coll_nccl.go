@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
@@ -30,7 +31,7 @@ func (d *Device) ncclComm() (*nccl.Comm, error) {
 }
 
 func (d *Device) initNCCL() (*nccl.Comm, error) {
-	world, rank := d.opts.WorldSize, d.opts.Rank
+	world, rank := d.Opts.WorldSize, d.Opts.Rank
 	lib, loadErr := nccl.Load()
 	// Every rank says whether it could load NCCL; rank 0 adds the id.
 	msg := []byte("ok")
@@ -46,9 +47,9 @@ func (d *Device) initNCCL() (*nccl.Comm, error) {
 		}
 	}
 	if world > 1 {
-		ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 		defer cancel()
-		all, err := store.ExchangeAll(ctx, d.opts.Store, "cuda/nccl/id", rank, world, msg, d.opts.Timeout)
+		all, err := store.ExchangeAll(ctx, d.Opts.Store, "cuda/nccl/id", rank, world, msg, d.Opts.Timeout)
 		if err != nil {
 			return nil, fmt.Errorf("exchanging the NCCL unique id: %w", err)
 		}
@@ -69,7 +70,7 @@ func (d *Device) initNCCL() (*nccl.Comm, error) {
 		return nil, loadErr
 	}
 	var comm *nccl.Comm
-	err := d.withCtx(func() error {
+	err := d.WithCtx(func() error {
 		var err error
 		comm, err = lib.InitRank(id, world, rank)
 		return err
@@ -93,7 +94,7 @@ func NCCLVersion() (string, error) {
 // runNCCL runs p through NCCL on stream s. NCCL moves contiguous blocks,
 // so blocks along an axis other than the outermost are packed into (or
 // unpacked from) a stream-ordered temporary with the strided copy.
-func (d *Device) runNCCL(p *collPlan, s *stream) error {
+func (d *Device) runNCCL(p *collPlan, s *gpu.Stream) error {
 	comm, err := d.ncclComm()
 	if err != nil {
 		return err
@@ -103,11 +104,11 @@ func (d *Device) runNCCL(p *collPlan, s *stream) error {
 		return err
 	}
 	op, _ := nccl.RedOpOf(p.reduce)
-	D, r := d.opts.WorldSize, d.opts.Rank
+	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	in, out := uintptr(p.inPtr), uintptr(p.outPtr)
 	nIn, nOut := p.in.NumElements(), p.out.NumElements()
-	call := func(f func() error) error { return d.withCtx(f) }
+	call := func(f func() error) error { return d.WithCtx(f) }
 	// blocks is a tensor's D blocks along axis: their layout, and whether
 	// they already lie one after another.
 	packedAlong := func(shape []int64, axis int) bool {
@@ -117,15 +118,15 @@ func (d *Device) runNCCL(p *collPlan, s *stream) error {
 	// withPacked runs f on a packed copy of t's blocks along axis (each of
 	// shape blockShape), or on t itself when they already are packed;
 	// unpack copies the packed blocks back into t after f.
-	withPacked := func(t runtime.Tensor, b *buffer, axis int, blockShape []int64, pack, unpack bool, f func(ptr uint64) error) error {
-		ptr := b.ptr + uint64(t.Offset)
+	withPacked := func(t runtime.Tensor, b *gpu.Buffer, axis int, blockShape []int64, pack, unpack bool, f func(ptr uint64) error) error {
+		ptr := b.Ptr + uint64(t.Offset)
 		if packedAlong(t.Shape, axis) {
 			return f(ptr)
 		}
 		blk := ir.Product(blockShape)
 		run, _ := blockLayout(t.Shape, axis, blockShape[axis])
 		strides := runtime.ContiguousStrides(t.Shape)
-		return d.staged(int(blk*int64(D)*es), s, func(tmp uint64) error {
+		return d.Staged(int(blk*int64(D)*es), s, func(tmp uint64) error {
 			work := d.tempBuffer(tmp, blk*int64(D)*es)
 			view := func(c int) (runtime.Tensor, runtime.Tensor) {
 				return runtime.Tensor{Buf: b, Offset: t.Offset + int64(c)*run*es, DType: p.dt, Shape: blockShape, Strides: strides},
@@ -151,18 +152,18 @@ func (d *Device) runNCCL(p *collPlan, s *stream) error {
 	}
 	switch p.op {
 	case ir.OpAllReduce:
-		return call(func() error { return comm.AllReduce(in, out, uint64(nIn), dt, op, s.h) })
+		return call(func() error { return comm.AllReduce(in, out, uint64(nIn), dt, op, s.H) })
 	case ir.OpBroadcast:
-		return call(func() error { return comm.Broadcast(in, out, uint64(nIn), dt, p.root, s.h) })
+		return call(func() error { return comm.Broadcast(in, out, uint64(nIn), dt, p.root, s.H) })
 	case ir.OpReduce:
-		return call(func() error { return comm.Reduce(in, out, uint64(nIn), dt, op, p.root, s.h) })
+		return call(func() error { return comm.Reduce(in, out, uint64(nIn), dt, op, p.root, s.H) })
 	case ir.OpAllGather:
 		return withPacked(p.out, p.outB, p.axis, p.in.Shape, false, true, func(dst uint64) error {
-			return call(func() error { return comm.AllGather(in, uintptr(dst), uint64(nIn), dt, s.h) })
+			return call(func() error { return comm.AllGather(in, uintptr(dst), uint64(nIn), dt, s.H) })
 		})
 	case ir.OpReduceScatter:
 		return withPacked(p.in, p.inB, p.axis, p.out.Shape, true, false, func(src uint64) error {
-			return call(func() error { return comm.ReduceScatter(uintptr(src), out, uint64(nOut), dt, op, s.h) })
+			return call(func() error { return comm.ReduceScatter(uintptr(src), out, uint64(nOut), dt, op, s.H) })
 		})
 	case ir.OpAllToAll:
 		a, b := p.concat, p.axis
@@ -174,10 +175,10 @@ func (d *Device) runNCCL(p *collPlan, s *stream) error {
 				return call(func() error {
 					return comm.Group(func() error {
 						for q := 0; q < D; q++ {
-							if err := comm.Send(uintptr(src+uint64(int64(q)*blk*es)), uint64(blk), dt, q, s.h); err != nil {
+							if err := comm.Send(uintptr(src+uint64(int64(q)*blk*es)), uint64(blk), dt, q, s.H); err != nil {
 								return err
 							}
-							if err := comm.Recv(uintptr(dst+uint64(int64(q)*blk*es)), uint64(blk), dt, q, s.h); err != nil {
+							if err := comm.Recv(uintptr(dst+uint64(int64(q)*blk*es)), uint64(blk), dt, q, s.H); err != nil {
 								return err
 							}
 						}
@@ -190,11 +191,11 @@ func (d *Device) runNCCL(p *collPlan, s *stream) error {
 		gatherAll := func(dst uint64) error {
 			return call(func() error {
 				return comm.Group(func() error {
-					if err := comm.Send(in, uint64(nIn), dt, p.root, s.h); err != nil {
+					if err := comm.Send(in, uint64(nIn), dt, p.root, s.H); err != nil {
 						return err
 					}
 					for q := 0; r == p.root && q < D; q++ {
-						if err := comm.Recv(uintptr(dst+uint64(int64(q)*nIn*es)), uint64(nIn), dt, q, s.h); err != nil {
+						if err := comm.Recv(uintptr(dst+uint64(int64(q)*nIn*es)), uint64(nIn), dt, q, s.H); err != nil {
 							return err
 						}
 					}
@@ -211,11 +212,11 @@ func (d *Device) runNCCL(p *collPlan, s *stream) error {
 			return call(func() error {
 				return comm.Group(func() error {
 					for q := 0; r == p.root && q < D; q++ {
-						if err := comm.Send(uintptr(src+uint64(int64(q)*nOut*es)), uint64(nOut), dt, q, s.h); err != nil {
+						if err := comm.Send(uintptr(src+uint64(int64(q)*nOut*es)), uint64(nOut), dt, q, s.H); err != nil {
 							return err
 						}
 					}
-					return comm.Recv(out, uint64(nOut), dt, p.root, s.h)
+					return comm.Recv(out, uint64(nOut), dt, p.root, s.H)
 				})
 			})
 		}

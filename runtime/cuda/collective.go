@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	goruntime "runtime"
 	"unsafe"
 
@@ -55,9 +56,9 @@ func blockLayout(full []int64, axis int, ext int64) (off1 int64, l lay) {
 // docs/COLLECTIVES.md, or NCCL for algo=nccl.
 func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	if c == nil {
-		return fmt.Errorf("cuda: rank %d: collective: nil call", d.opts.Rank)
+		return fmt.Errorf("cuda: rank %d: collective: nil call", d.Opts.Rank)
 	}
-	s, err := d.stream(rs)
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
@@ -69,16 +70,16 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	}
 	// A call made before (same tensors, same stream) reuses its plan,
 	// already validated and agreed on: no planning, formatting or store.
-	d.mu.Lock()
-	capturing := d.capture != nil
-	d.mu.Unlock()
+	d.Mu.Lock()
+	capturing := d.Capture != nil
+	d.Mu.Unlock()
 	key, cacheable := planKeyOf(c, s, capturing)
 	var p *collPlan
 	if cacheable {
 		cs.mu.Lock()
 		p = cs.plans[key]
 		cs.mu.Unlock()
-		if p != nil && (p.inB.freed.Load() || p.outB.freed.Load()) {
+		if p != nil && (p.inB.Freed.Load() || p.outB.Freed.Load()) {
 			p = nil
 		}
 	}
@@ -92,7 +93,7 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 			return err
 		}
 		cs.mu.Lock()
-		ch, err = cs.channel(s, d.opts.Rank)
+		ch, err = cs.channel(s, d.Opts.Rank)
 		if ch != nil {
 			ch.seq = cs.seq.Add(1)
 			seq = ch.seq
@@ -119,7 +120,7 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 		}
 	} else {
 		cs.mu.Lock()
-		ch, err = cs.channel(s, d.opts.Rank)
+		ch, err = cs.channel(s, d.Opts.Rank)
 		if ch != nil {
 			ch.seq = cs.seq.Add(1)
 			seq = ch.seq
@@ -132,7 +133,7 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	if p.in.NumElements() == 0 && p.out.NumElements() == 0 {
 		return nil
 	}
-	if d.opts.WorldSize == 1 {
+	if d.Opts.WorldSize == 1 {
 		// One rank: every collective is a copy (reduce ops of one value
 		// are the value, avg included).
 		if p.outPtr == p.inPtr {
@@ -142,18 +143,18 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 	}
 	run, ok := collAlgorithms[collKey{p.op, p.impl}]
 	if !ok {
-		return fmt.Errorf("cuda: rank %d: %s: no implementation of %s algo=%s (internal error)", d.opts.Rank, p.what, p.op, p.impl)
+		return fmt.Errorf("cuda: rank %d: %s: no implementation of %s algo=%s (internal error)", d.Opts.Rank, p.what, p.op, p.impl)
 	}
 	runErr := run(d, cs, ch, p, s)
 	if runErr != nil {
-		return fmt.Errorf("cuda: rank %d: %s (collective #%d, stream channel %d): %w", d.opts.Rank, p.what, seq, ch.idx, runErr)
+		return fmt.Errorf("cuda: rank %d: %s (collective #%d, stream channel %d): %w", d.Opts.Rank, p.what, seq, ch.idx, runErr)
 	}
 	return nil
 }
 
 // preloadKernels loads the modules p's algorithm launches.
 func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
-	if p.impl == ir.AlgoNCCL || d.opts.WorldSize == 1 {
+	if p.impl == ir.AlgoNCCL || d.Opts.WorldSize == 1 {
 		return nil
 	}
 	if _, err := d.commFunction(&cs.mods, "hir_barrier"); err != nil {
@@ -174,26 +175,26 @@ func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
 // peerPtrs is where tensor t (in this rank's shard b) lies in every
 // rank's shard, as mapped here; for a tensor not touched remotely only
 // this rank's entry is set.
-func (d *Device) peerPtrs(b *buffer, t runtime.Tensor, remote bool) (out [maxRanks]uint64) {
+func (d *Device) peerPtrs(b *gpu.Buffer, t runtime.Tensor, remote bool) (out [maxRanks]uint64) {
 	if !remote {
-		out[d.opts.Rank] = b.ptr + uint64(t.Offset)
+		out[d.Opts.Rank] = b.Ptr + uint64(t.Offset)
 		return out
 	}
-	for r, m := range b.sym.maps {
-		out[r] = m.ptr + uint64(t.Offset)
+	for r, m := range b.Sym.Maps {
+		out[r] = m.Ptr + uint64(t.Offset)
 	}
 	return out
 }
 
 func (d *Device) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs {
-	return collArgs{Pad: cs.padsFor(ch), Status: cs.status.ptr, Base: base, TimeoutNS: uint64(d.opts.Timeout.Nanoseconds()),
-		Epochs: cs.epochs.ptr + uint64(ch.idx*epochWords*8),
-		Rank:   int32(d.opts.Rank), World: int32(d.opts.WorldSize), Channel: int32(ch.idx)}
+	return collArgs{Pad: cs.padsFor(ch), Status: cs.status.Ptr, Base: base, TimeoutNS: uint64(d.Opts.Timeout.Nanoseconds()),
+		Epochs: cs.epochs.Ptr + uint64(ch.idx*epochWords*8),
+		Rank:   int32(d.Opts.Rank), World: int32(d.Opts.WorldSize), Channel: int32(ch.idx)}
 }
 
 // launchColl launches collective kernel name (compiled on first use, in
 // the module whose source defines it) with a.
-func (d *Device) launchColl(cs *commState, name string, grid uint32, a *collArgs, s *stream) error {
+func (d *Device) launchColl(cs *commState, name string, grid uint32, a *collArgs, s *gpu.Stream) error {
 	f, err := d.commFunction(&cs.mods, name)
 	if err != nil {
 		return err
@@ -204,39 +205,39 @@ func (d *Device) launchColl(cs *commState, name string, grid uint32, a *collArgs
 // launchArgs launches f with a (passed by value) on s: LaunchFunction
 // without its per-argument conversions and copies, since collectives are
 // issued at a rate where the host's microseconds show.
-func (d *Device) launchArgs(f *Function, grid, block uint32, s *stream, a *collArgs) error {
+func (d *Device) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a *collArgs) error {
 	arg := new(collArgs)
 	*arg = *a
 	params := []unsafe.Pointer{unsafe.Pointer(arg)}
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	if err := d.drv.setCurrent(d.ctx); err != nil {
+	if err := d.Drv.SetCurrent(d.Ctx); err != nil {
 		return err
 	}
-	if err := d.drv.LaunchKernel.Call11(f.h, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, s.h,
+	if err := d.Drv.LaunchKernel.Call11(f.H, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, s.H,
 		uintptr(unsafe.Pointer(&params[0])), 0); err != nil {
-		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.opts.Rank, f.Name, err)
+		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.Opts.Rank, f.Name, err)
 	}
 	goruntime.KeepAlive(arg)
 	goruntime.KeepAlive(params)
 	return nil
 }
 
-func (d *Device) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *stream) error {
+func (d *Device) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *gpu.Stream) error {
 	dt := p.dt
 	return d.launchColl(cs, reduceKernelName(dt, p.reduce, vec), grid, a, s)
 }
 
 // overlaps reports whether two tensors share bytes.
-func overlaps(a runtime.Tensor, ab *buffer, b runtime.Tensor, bb *buffer) bool {
-	if ab.ptr+uint64(a.Offset) >= bb.ptr+uint64(b.Offset)+uint64(b.Bytes()) {
+func overlaps(a runtime.Tensor, ab *gpu.Buffer, b runtime.Tensor, bb *gpu.Buffer) bool {
+	if ab.Ptr+uint64(a.Offset) >= bb.Ptr+uint64(b.Offset)+uint64(b.Bytes()) {
 		return false
 	}
-	return bb.ptr+uint64(b.Offset) < ab.ptr+uint64(a.Offset)+uint64(a.Bytes())
+	return bb.Ptr+uint64(b.Offset) < ab.Ptr+uint64(a.Offset)+uint64(a.Bytes())
 }
 
 // barrierKernel meets every rank on stream s (one block).
-func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *stream) error {
+func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *gpu.Stream) error {
 	a := d.baseArgs(cs, ch, 0)
 	cs.mu.Lock()
 	ch.take(&a, 1, what)
@@ -246,6 +247,6 @@ func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *s
 
 // tempBuffer wraps a stream-ordered temporary (cuMemAllocAsync) as a
 // buffer Copy accepts; it is not tracked (staged frees it).
-func (d *Device) tempBuffer(ptr uint64, size int64) *buffer {
-	return &buffer{dev: d.gpuDevice, size: size, mem: ir.Global, kind: kindGlobal, ptr: ptr, owner: d.opts.Rank}
+func (d *Device) tempBuffer(ptr uint64, size int64) *gpu.Buffer {
+	return &gpu.Buffer{Dev: d.Device, Bytes: size, MemType: ir.Global, Kind: gpu.KindGlobal, Ptr: ptr, Owner: d.Opts.Rank}
 }

@@ -1,9 +1,10 @@
 package cuda
 
+import "github.com/hirlab/hir/runtime/cuda/internal/gpu"
 import "github.com/hirlab/hir/ir"
 
 // collRun runs a planned collective of more than one rank on stream s.
-type collRun func(d *Device, cs *commState, ch *commChannel, p *collPlan, s *stream) error
+type collRun func(d *Device, cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error
 
 type collKey struct {
 	op   ir.Opcode
@@ -50,13 +51,13 @@ var collAlgorithms = map[collKey]collRun{
 	{ir.OpScatter, ir.AlgoNCCL}:    runNCCL,
 }
 
-func runNCCL(d *Device, _ *commState, _ *commChannel, p *collPlan, s *stream) error {
+func runNCCL(d *Device, _ *commState, _ *commChannel, p *collPlan, s *gpu.Stream) error {
 	return d.runNCCL(p, s)
 }
 
 // runAllReduceOneShot: small tensors through the LL kernel (collPlan.ll:
 // the same launch as algo=ll), else the reduce kernel between barriers.
-func runAllReduceOneShot(d *Device, cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+func runAllReduceOneShot(d *Device, cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	if p.ll {
 		return d.runLL(cs, ch, p, s)
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -176,7 +177,7 @@ func collBenchScenario() error {
 			if err := e1.Synchronize(); err != nil {
 				return err
 			}
-			ms, err := ElapsedMillis(e0, e1)
+			ms, err := gpu.ElapsedMillis(e0, e1)
 			if err != nil {
 				return err
 			}
@@ -345,7 +346,7 @@ func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
 func BenchmarkCollectives(b *testing.B) {
 	needCollGPUs(b, 2)
 	worlds := []int{2}
-	if len(Probe().Devices) >= 4 {
+	if len(gpu.Probe().Devices) >= 4 {
 		worlds = append(worlds, 4)
 	}
 	for _, D := range worlds {
@@ -472,15 +473,15 @@ func collLatencyScenario() error {
 		// GPU time: the calls queued behind a spin, after a device barrier.
 		cs := &d.comm
 		cs.mu.Lock()
-		ch, err := cs.channel(s.(*stream), rank)
+		ch, err := cs.channel(s.(*gpu.Stream), rank)
 		cs.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		if err := d.barrierKernel(cs, ch, "latency barrier", s.(*stream)); err != nil {
+		if err := d.barrierKernel(cs, ch, "latency barrier", s.(*gpu.Stream)); err != nil {
 			return err
 		}
-		if err := d.LaunchFunction(spin, Dim3{X: 1}, Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {
+		if err := d.LaunchFunction(spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {
 			return err
 		}
 		s.Record(e0)
@@ -493,7 +494,7 @@ func collLatencyScenario() error {
 		if err := e1.Synchronize(); err != nil {
 			return err
 		}
-		ms, _ := ElapsedMillis(e0, e1)
+		ms, _ := gpu.ElapsedMillis(e0, e1)
 		fmt.Printf("LATENCY %s %s %d host %.2f gpu %.2f µs/call\n", c.op, c.algo, c.bytes, float64(host.Nanoseconds())/1e3/n, float64(ms)*1e3/n)
 	}
 	if dir := os.Getenv("HIR_COLL_PPROF"); dir != "" {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"unsafe"
 
 	"github.com/hirlab/hir/runtime"
@@ -18,7 +19,7 @@ import (
 // shard runs on a second stream, forked after the first barrier and
 // joined before the second, so it overlaps the copies over NVLink
 // instead of adding to them.
-func (d *Device) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+func (d *Device) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	view, err := d.ContiguousView(p.inB)
 	if err != nil {
 		return err
@@ -29,13 +30,13 @@ func (d *Device) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *s
 	if err := d.barrierKernel(cs, ch, p.what, s); err != nil {
 		return err
 	}
-	D, r := d.opts.WorldSize, d.opts.Rank
+	D, r := d.Opts.WorldSize, d.Opts.Rank
 	run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
 	// copyBlock copies rank q's shard into block q of rank to's output:
 	// this rank pulls (to == r, from the view) or pushes (q == r, into
 	// to's output through this rank's mapping of it).
-	copyBlock := func(q, to int, on *stream) error {
-		src := runtime.Tensor{Buf: view, Offset: int64(q)*p.inB.size + p.in.Offset, DType: p.dt, Shape: p.in.Shape}
+	copyBlock := func(q, to int, on *gpu.Stream) error {
+		src := runtime.Tensor{Buf: view, Offset: int64(q)*p.inB.Bytes + p.in.Offset, DType: p.dt, Shape: p.in.Shape}
 		var out runtime.Buffer = p.outB
 		if to != r {
 			var err error
@@ -84,25 +85,25 @@ func (d *Device) ceSide(ch *commChannel) error {
 	if ch.side != nil {
 		return nil
 	}
-	side, err := d.newStream(false)
+	side, err := d.OpenStream(false)
 	if err != nil {
 		return err
 	}
-	var evs [2]*event
+	var evs [2]*gpu.Event
 	for i := range evs {
-		e := &event{dev: d.gpuDevice}
-		if err := d.withCtx(func() error {
-			return d.drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.h)), eventDisableTiming)
+		e := &gpu.Event{Dev: d.Device}
+		if err := d.WithCtx(func() error {
+			return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), eventDisableTiming)
 		}); err != nil {
-			side.destroy()
+			side.Destroy()
 			if i == 1 {
-				evs[0].destroy()
+				evs[0].Destroy()
 			}
-			return fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
+			return fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 		}
-		d.mu.Lock()
-		d.events[e] = true
-		d.mu.Unlock()
+		d.Mu.Lock()
+		d.Events[e] = true
+		d.Mu.Unlock()
 		evs[i] = e
 	}
 	ch.side, ch.evFork, ch.evJoin = side, evs[0], evs[1]

@@ -456,12 +456,12 @@ func runCollCase(d *Device, c collCase) error {
 		out.Buf = outB
 	}
 	s := d.DefaultStream()
-	outPtr, _ := d.span(out, "test output")
+	outPtr, _ := d.Span(out, "test output")
 	got := make([][]byte, c.iters)
 	for it := 0; it < c.iters; it++ {
 		if !c.alias {
-			if err := d.withCtx(func() error {
-				return d.drv.MemsetD8Async.Call4(uintptr(outPtr), poisonByte, uintptr(out.Bytes()), d.def.h)
+			if err := d.WithCtx(func() error {
+				return d.Drv.MemsetD8Async.Call4(uintptr(outPtr), poisonByte, uintptr(out.Bytes()), d.Def.H)
 			}); err != nil {
 				return err
 			}

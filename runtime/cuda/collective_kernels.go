@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"regexp"
 	"strings"
@@ -261,14 +262,14 @@ var commKernels = sync.OnceValues(func() (map[string]commModule, error) {
 // commModules compiles (once per device) and caches the modules.
 type commModules struct {
 	mu   sync.Mutex
-	mods map[string]*Module
+	mods map[string]*gpu.Module
 	errs map[string]error
-	fns  map[string]*Function
+	fns  map[string]*gpu.Function
 }
 
 // commFunction returns collective kernel name, compiling its module (the
 // one whose source defines it: commKernels) on first use.
-func (d *Device) commFunction(cm *commModules, name string) (*Function, error) {
+func (d *Device) commFunction(cm *commModules, name string) (*gpu.Function, error) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	if f, ok := cm.fns[name]; ok {
@@ -314,13 +315,13 @@ var collNVRTCOptions = []string{"--fmad=false", "--prec-div=true", "--prec-sqrt=
 // (kernelcache.go: memory, then disk, then NVRTC), so the ranks of a job
 // and later runs do not compile again; a cached image the driver refuses
 // is compiled anew.
-func (d *Device) loadCached(src, name string) (*Module, error) {
-	cc := d.info.ComputeCapability
-	key := imageKey(src, cc, collNVRTCOptions, nvrtcVersionOnce())
+func (d *Device) loadCached(src, name string) (*gpu.Module, error) {
+	cc := d.Props.ComputeCapability
+	key := gpu.ImageKey(src, cc, collNVRTCOptions, gpu.NvrtcVersionOnce())
 	for attempt := 0; ; attempt++ {
-		img, from, err := cachedImage(key, src, name, cc, collNVRTCOptions, attempt > 0)
+		img, from, err := gpu.CachedImage(key, src, name, cc, collNVRTCOptions, attempt > 0)
 		if err != nil {
-			return nil, &SourceError{Kernel: name, SourcePath: saveSource(strings.TrimSuffix(name, ".cu"), src), Err: err}
+			return nil, &gpu.SourceError{Kernel: name, SourcePath: gpu.SaveSource(strings.TrimSuffix(name, ".cu"), src), Err: err}
 		}
 		m, err := d.LoadModule(img)
 		if err == nil {
@@ -329,6 +330,6 @@ func (d *Device) loadCached(src, name string) (*Module, error) {
 		if from == "nvrtc" || attempt > 0 {
 			return nil, err
 		}
-		forgetImage(key)
+		gpu.ForgetImage(key)
 	}
 }

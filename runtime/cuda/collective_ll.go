@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -20,13 +21,13 @@ import (
 func (d *Device) llStage(ch *commChannel) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
 	if ch.ll == nil {
-		b, err := d.allocSymmetric(int64(2 * d.opts.WorldSize * llSeg))
+		b, err := d.AllocSymmetric(int64(2 * d.Opts.WorldSize * llSeg))
 		if err != nil {
 			return out, fmt.Errorf("LL staging: %w", err)
 		}
 		ch.ll = b
-		for _, m := range b.sym.maps {
-			ch.llPtrs = append(ch.llPtrs, m.ptr)
+		for _, m := range b.Sym.Maps {
+			ch.llPtrs = append(ch.llPtrs, m.Ptr)
 		}
 	}
 	copy(out[:], ch.llPtrs)
@@ -43,7 +44,7 @@ func llFast(base uint64, l lay) bool {
 // (other than all_reduce's in place, which the kernel handles: each
 // thread reads its lines before it writes them) reads a stream-ordered
 // copy of the input instead.
-func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
+func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	stage, err := d.llStage(ch)
 	if err != nil {
 		return err
@@ -53,7 +54,7 @@ func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) e
 		return d.launchLL(cs, ch, p, p.inPtr, stage, s)
 	}
 	n := p.in.Bytes()
-	return d.staged(int(max(n, 16)), s, func(tmp uint64) error {
+	return d.Staged(int(max(n, 16)), s, func(tmp uint64) error {
 		dst := runtime.Tensor{Buf: d.tempBuffer(tmp, n), DType: p.dt, Shape: p.in.Shape}
 		if err := d.Copy(dst, p.in, s); err != nil {
 			return err
@@ -63,8 +64,8 @@ func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *stream) e
 }
 
 // launchLL launches p's LL kernel reading the input at in.
-func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, stage [maxRanks]uint64, s *stream) error {
-	D, r := d.opts.WorldSize, d.opts.Rank
+func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, stage [maxRanks]uint64, s *gpu.Stream) error {
+	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	a := d.baseArgs(cs, ch, 0)
 	a.Stage = stage
@@ -189,5 +190,5 @@ func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64
 // llTwoShot says whether an LL all_reduce of n bytes runs in two hops
 // (Tuning.LLTwoShotMin): on two ranks one hop moves the same bytes.
 func (d *Device) llTwoShot(n int64) bool {
-	return d.opts.WorldSize > 2 && d.tune.LLTwoShotMin >= 0 && n > d.tune.LLTwoShotMin
+	return d.Opts.WorldSize > 2 && d.tune.LLTwoShotMin >= 0 && n > d.tune.LLTwoShotMin
 }

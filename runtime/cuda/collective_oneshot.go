@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -25,8 +26,8 @@ type reduceSpec struct {
 
 // runReduce launches the reduce kernel for spec: the 16-byte vector
 // instance where every address and layout allows it, else the scalar one.
-func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, s *stream) error {
-	D := d.opts.WorldSize
+func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, s *gpu.Stream) error {
+	D := d.Opts.WorldSize
 	es := p.es
 	V := 16 / es
 	aligned := func(x uint64) bool { return x%16 == 0 }
@@ -69,7 +70,7 @@ func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduc
 		return launch()
 	}
 	a.Mode |= modeTmp
-	return d.staged(int(max(sp.n*es, 16)), s, func(tmp uint64) error {
+	return d.Staged(int(max(sp.n*es, 16)), s, func(tmp uint64) error {
 		a.Work = tmp
 		return launch()
 	})
@@ -83,7 +84,7 @@ type copySpec struct {
 	n        int64
 }
 
-func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec, gridN int64, s *stream) error {
+func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec, gridN int64, s *gpu.Stream) error {
 	es := p.es
 	vec := true
 	for i := range sp.src {
@@ -118,8 +119,8 @@ func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpe
 }
 
 // runSymmetric runs the one_shot and two_shot algorithms.
-func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
-	D, r := d.opts.WorldSize, d.opts.Rank
+func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	ins := d.peerPtrs(p.inB, p.in, p.access.ReadsInput)
 	outs := d.peerPtrs(p.outB, p.out, p.access.WritesOutput)
@@ -214,8 +215,8 @@ func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *st
 // and a barrier kernel waits until every rank's pushes are done. The
 // link carries the same bytes, but the copy engines write over NVLink
 // faster than SM stores do.
-func (d *Device) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, lo int64, s *stream) error {
-	D, r := d.opts.WorldSize, d.opts.Rank
+func (d *Device) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, lo int64, s *gpu.Stream) error {
+	D, r := d.Opts.WorldSize, d.Opts.Rank
 	sp.dst = []uint64{p.outPtr + uint64(lo*p.es)}
 	if err := d.runReduce(cs, ch, p, sp, s); err != nil {
 		return err

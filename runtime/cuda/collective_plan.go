@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"strings"
 
 	"github.com/hirlab/hir/ir"
@@ -25,7 +26,7 @@ type collPlan struct {
 	dt           ir.DType
 	es           int64
 	in, out      runtime.Tensor
-	inB, outB    *buffer
+	inB, outB    *gpu.Buffer
 	inPtr        uint64 // local addresses
 	outPtr       uint64
 	access       ir.RemoteAccess // of impl
@@ -54,19 +55,19 @@ type collPlan struct {
 // two_shot.
 
 func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPlan, error) {
-	D := d.opts.WorldSize
+	D := d.Opts.WorldSize
 	algo := c.Algo
 	p := &collPlan{op: c.Op, algo: algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: c.In, out: c.Out}
 	name := fmt.Sprintf("%s algo=%s", c.Op, algo)
 	fail := func(format string, args ...any) (*collPlan, error) {
-		return nil, fmt.Errorf("cuda: rank %d: %s: %s", d.opts.Rank, name, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("cuda: rank %d: %s: %s", d.Opts.Rank, name, fmt.Sprintf(format, args...))
 	}
 	// Where the tensors lie first, then the contract both runtimes share.
 	var err error
-	if p.inB, err = d.own(c.In.Buf); err != nil {
+	if p.inB, err = d.Own(c.In.Buf); err != nil {
 		return fail("input: %v", err)
 	}
-	if p.outB, err = d.own(c.Out.Buf); err != nil {
+	if p.outB, err = d.Own(c.Out.Buf); err != nil {
 		return fail("output: %v", err)
 	}
 	p.dt, p.es = c.In.DType, int64(c.In.DType.Size())
@@ -76,15 +77,15 @@ func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPla
 	if !c.In.IsContiguous() || !c.Out.IsContiguous() {
 		return fail("input and output must be contiguous (got strides %v and %v); copy a strided view into a contiguous tensor first", c.In.Strides, c.Out.Strides)
 	}
-	if p.inPtr, err = d.span(c.In, "collective input"); err != nil {
+	if p.inPtr, err = d.Span(c.In, "collective input"); err != nil {
 		return fail("%v", err)
 	}
-	if p.outPtr, err = d.span(c.Out, "collective output"); err != nil {
+	if p.outPtr, err = d.Span(c.Out, "collective output"); err != nil {
 		return fail("%v", err)
 	}
 	rc, err := c.Resolve(D)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
+		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}
 	p.reduce, p.root, p.axis, p.concat = rc.ReduceOp, rc.Root, rc.Axis, rc.ConcatAxis
 	p.impl = d.resolveAlgo(p, graph)
@@ -93,18 +94,18 @@ func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPla
 	}
 	p.access = implAccess(c.Op, p.impl)
 	p.ll = c.Op == ir.OpAllReduce && p.impl == ir.AlgoOneShot && useLL(p, d.tune.LLMax)
-	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.kind == kindSym && d.tune.CEPush
+	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.Kind == gpu.KindSym && d.tune.CEPush
 	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == ir.AlgoTwoShot && d.tune.TwoShotCEMin > 0 && p.in.Bytes() >= d.tune.TwoShotCEMin
-	if p.access.ReadsInput && p.inB.kind != kindSym {
-		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.id, p.inB.mem, kindName(p.inB.kind))
+	if p.access.ReadsInput && p.inB.Kind != gpu.KindSym {
+		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.BufID, p.inB.MemType, kindName(p.inB.Kind))
 	}
-	if p.access.WritesOutput && p.outB.kind != kindSym {
-		return fail("it writes its output on peers, so the output must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.outB.id, p.outB.mem, kindName(p.outB.kind))
+	if p.access.WritesOutput && p.outB.Kind != gpu.KindSym {
+		return fail("it writes its output on peers, so the output must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.outB.BufID, p.outB.MemType, kindName(p.outB.Kind))
 	}
-	describe := func(t runtime.Tensor, b *buffer, remote bool) string {
+	describe := func(t runtime.Tensor, b *gpu.Buffer, remote bool) string {
 		s := fmt.Sprint(t.Shape)
 		if remote {
-			s += fmt.Sprintf("@sym#%d+%d", b.sym.seq, t.Offset)
+			s += fmt.Sprintf("@sym#%d+%d", b.Sym.Seq, t.Offset)
 		}
 		return s
 	}
@@ -117,7 +118,7 @@ func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPla
 		p.desc += " gather=ce"
 	}
 	if p.cePush {
-		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.sym.seq, c.Out.Offset)
+		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.Sym.Seq, c.Out.Offset)
 	}
 	if p.impl == ir.AlgoRing && p.op != ir.OpAllGather {
 		p.ring = d.tune.ring()
@@ -149,7 +150,7 @@ func useLL(p *collPlan, llMax int64) bool {
 	return p.inPtr == p.outPtr || !overlaps(p.in, p.inB, p.out, p.outB)
 }
 
-func kindName(k bufKind) string {
+func kindName(k gpu.BufKind) string {
 	return [...]string{"a global allocation", "pinned host memory", "a symmetric shard", "a peer's shard", "a contiguous view"}[k]
 }
 
@@ -163,7 +164,7 @@ func (d *Device) resolveAlgo(p *collPlan, graph bool) ir.Algo {
 		return p.algo
 	}
 	if t := d.comm.table; t != nil {
-		for _, a := range t.RankedFor(p.op, d.opts.WorldSize, p.dt, benchBytes(p.op, p.in, p.out), graph) {
+		for _, a := range t.RankedFor(p.op, d.Opts.WorldSize, p.dt, benchBytes(p.op, p.in, p.out), graph) {
 			if d.fits(p, a) {
 				return a
 			}
@@ -183,11 +184,11 @@ func (d *Device) defaultAlgo(p *collPlan) ir.Algo {
 	}
 	switch p.op {
 	case ir.OpAllReduce:
-		if p.in.Bytes() > d.tune.AutoOneShotMax && p.outB.kind == kindSym {
+		if p.in.Bytes() > d.tune.AutoOneShotMax && p.outB.Kind == gpu.KindSym {
 			return ir.AlgoTwoShot
 		}
 	case ir.OpAllGather:
-		if d.tune.AutoCEMin > 0 && p.out.Bytes() >= d.tune.AutoCEMin && p.inB.kind == kindSym {
+		if d.tune.AutoCEMin > 0 && p.out.Bytes() >= d.tune.AutoCEMin && p.inB.Kind == gpu.KindSym {
 			return ir.AlgoCopyEngine
 		}
 	}
@@ -217,7 +218,7 @@ func (d *Device) fits(p *collPlan, algo ir.Algo) bool {
 		return false
 	}
 	acc := implAccess(p.op, algo)
-	if acc.ReadsInput && p.inB.kind != kindSym || acc.WritesOutput && p.outB.kind != kindSym {
+	if acc.ReadsInput && p.inB.Kind != gpu.KindSym || acc.WritesOutput && p.outB.Kind != gpu.KindSym {
 		return false
 	}
 	if algo == ir.AlgoNCCL {
@@ -228,7 +229,7 @@ func (d *Device) fits(p *collPlan, algo ir.Algo) bool {
 	if algo == ir.AlgoRing && p.op == ir.OpAllReduce && p.inPtr != p.outPtr && overlaps(p.in, p.inB, p.out, p.outB) {
 		return false
 	}
-	if ir.AlgoFits(p.op, algo, p.in.Bytes(), p.out.Bytes(), d.opts.WorldSize) != nil {
+	if ir.AlgoFits(p.op, algo, p.in.Bytes(), p.out.Bytes(), d.Opts.WorldSize) != nil {
 		return false
 	}
 	return true
@@ -245,7 +246,7 @@ type planKey struct {
 	reduce             ir.ReduceOp
 	root, axis, concat int
 	in, out            tensorKey
-	s                  *stream
+	s                  *gpu.Stream
 	graph              bool // planned while a capture was open (auto may choose otherwise)
 }
 
@@ -261,7 +262,7 @@ type tensorKey struct {
 
 // planKeyOf is c's cache key; ok is false for calls the cache does not
 // hold (strided tensors, many dimensions).
-func planKeyOf(c *runtime.CollectiveCall, s *stream, graph bool) (k planKey, ok bool) {
+func planKeyOf(c *runtime.CollectiveCall, s *gpu.Stream, graph bool) (k planKey, ok bool) {
 	tk := func(t runtime.Tensor) (tensorKey, bool) {
 		if t.Strides != nil || len(t.Shape) > maxKeyDims {
 			return tensorKey{}, false
@@ -285,7 +286,7 @@ func planKeyOf(c *runtime.CollectiveCall, s *stream, graph bool) (k planKey, ok 
 // come is named after the timeout. Later calls of the same descriptor
 // trust the check and only meet in the kernels.
 func (d *Device) agree(cs *commState, p *collPlan) error {
-	world, rank := d.opts.WorldSize, d.opts.Rank
+	world, rank := d.Opts.WorldSize, d.Opts.Rank
 	if world == 1 {
 		return nil
 	}
@@ -305,9 +306,9 @@ func (d *Device) agree(cs *commState, p *collPlan) error {
 	if err := d.preloadKernels(cs, p); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 	defer cancel()
-	raw, err := store.ExchangeAll(ctx, d.opts.Store, fmt.Sprintf("cuda/coll/check/%d", n), rank, world, []byte(p.desc), d.opts.Timeout)
+	raw, err := store.ExchangeAll(ctx, d.Opts.Store, fmt.Sprintf("cuda/coll/check/%d", n), rank, world, []byte(p.desc), d.Opts.Timeout)
 	if err != nil {
 		// Nothing was launched, so the pads are still in step: not sticky.
 		return fmt.Errorf("cuda: rank %d: %s: the ranks did not all arrive to check this call (new call #%d on this rank): %w; every rank must run the same collectives in the same order", rank, p.what, n, err)

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"testing"
 	"time"
 
@@ -15,24 +16,24 @@ import (
 // hand-made buffers (addresses only; nothing is dereferenced).
 
 func fakeDevice(rank, world int) *Device {
-	return &Device{gpuDevice: &gpuDevice{opts: Options{Rank: rank, WorldSize: world, Timeout: time.Second}, tune: TuningFromEnv(), live: map[uint64]*buffer{}}}
+	return &Device{Device: &gpu.Device{Opts: gpu.Options{Rank: rank, WorldSize: world, Timeout: time.Second}, Live: map[uint64]*gpu.Buffer{}}, tune: TuningFromEnv()}
 }
 
-func fakeBuf(d *Device, size int64, mem ir.MemoryType) *buffer {
-	b := &buffer{dev: d.gpuDevice, size: size, mem: mem, kind: kindGlobal, ptr: 0x7f0000000000 + uint64(d.nextID.Add(1))<<32, owner: d.opts.Rank}
-	b.id = d.nextID.Load()
+func fakeBuf(d *Device, size int64, mem ir.MemoryType) *gpu.Buffer {
+	b := &gpu.Buffer{Dev: d.Device, Bytes: size, MemType: mem, Kind: gpu.KindGlobal, Ptr: 0x7f0000000000 + uint64(d.NextID.Add(1))<<32, Owner: d.Opts.Rank}
+	b.BufID = d.NextID.Load()
 	if mem == ir.Symmetric {
-		b.kind = kindSym
-		a := &symAlloc{seq: 3, size: uint64(size)}
-		for r := 0; r < d.opts.WorldSize; r++ {
-			a.maps = append(a.maps, mapping{ptr: b.ptr + uint64(r)<<28, size: uint64(size)})
+		b.Kind = gpu.KindSym
+		a := &gpu.SymAlloc{Seq: 3, Size: uint64(size)}
+		for r := 0; r < d.Opts.WorldSize; r++ {
+			a.Maps = append(a.Maps, gpu.Mapping{Ptr: b.Ptr + uint64(r)<<28, Size: uint64(size)})
 		}
-		b.sym = a
+		b.Sym = a
 	}
 	return b
 }
 
-func tensor(b *buffer, dt ir.DType, shape ...int64) runtime.Tensor {
+func tensor(b *gpu.Buffer, dt ir.DType, shape ...int64) runtime.Tensor {
 	return runtime.Tensor{Buf: b, DType: dt, Shape: shape}
 }
 
@@ -75,7 +76,7 @@ func TestPlanAuto(t *testing.T) {
 	sym2 := fakeBuf(d, 64<<20, ir.Symmetric)
 	glob := fakeBuf(d, 64<<20, ir.Global)
 	for _, c := range []struct {
-		out  *buffer
+		out  *gpu.Buffer
 		n    int64
 		want string
 	}{
@@ -86,7 +87,7 @@ func TestPlanAuto(t *testing.T) {
 	} {
 		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)}, false)
 		require.NoError(t, err)
-		assert.Equal(t, c.want, p.impl.String(), "auto for bf16[%d] into %v", c.n, c.out.mem)
+		assert.Equal(t, c.want, p.impl.String(), "auto for bf16[%d] into %v", c.n, c.out.MemType)
 	}
 }
 
@@ -216,22 +217,22 @@ func TestCUDARunsEveryRule(t *testing.T) {
 // jobs' streams never runs out (issue 20: the overlap benchmark's fifth
 // job stopped with "more than 16 streams").
 func TestChannelsComeBack(t *testing.T) {
-	c := &commState{chans: map[*stream]*commChannel{}, plans: map[planKey]*collPlan{}}
-	streams := make([]*stream, maxChannels)
+	c := &commState{chans: map[*gpu.Stream]*commChannel{}, plans: map[planKey]*collPlan{}}
+	streams := make([]*gpu.Stream, maxChannels)
 	for i := range streams {
-		streams[i] = &stream{}
+		streams[i] = &gpu.Stream{}
 		ch, err := c.channel(streams[i], 0)
 		require.NoError(t, err)
 		assert.Equal(t, i, ch.idx)
 	}
-	_, err := c.channel(&stream{}, 0)
+	_, err := c.channel(&gpu.Stream{}, 0)
 	require.ErrorContains(t, err, "more than 16 streams", "a 17th stream while 16 are open")
 	c.plans[planKey{s: streams[5]}] = &collPlan{}
 	c.releaseChannel(streams[5])
 	c.releaseChannel(streams[2])
 	assert.Empty(t, c.plans, "the closed stream's plans")
 	for _, want := range []int{2, 5} {
-		ch, err := c.channel(&stream{}, 0)
+		ch, err := c.channel(&gpu.Stream{}, 0)
 		require.NoError(t, err)
 		assert.Equal(t, want, ch.idx)
 	}
@@ -239,9 +240,9 @@ func TestChannelsComeBack(t *testing.T) {
 		c.releaseChannel(s)
 	}
 	for job := 0; job < 100; job++ {
-		var open []*stream
+		var open []*gpu.Stream
 		for i := 0; i < 3; i++ {
-			s := &stream{}
+			s := &gpu.Stream{}
 			_, err := c.channel(s, 0)
 			require.NoError(t, err, "job %d", job)
 			open = append(open, s)

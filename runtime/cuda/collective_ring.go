@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -13,8 +14,8 @@ import (
 
 // runAllGatherRing: blocks travel round the ring, written straight into
 // the right neighbour's (symmetric) output.
-func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
-	D := d.opts.WorldSize
+func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+	D := d.Opts.WorldSize
 	es := p.es
 	outs := d.peerPtrs(p.outB, p.out, true)
 	run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
@@ -106,17 +107,17 @@ const ringMinBlockBytes = 32 << 10
 func (d *Device) ringStage(ch *commChannel, g ringGeom) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
 	if ch.stage == nil {
-		b, err := d.allocSymmetric(g.stagingBytes())
+		b, err := d.AllocSymmetric(g.stagingBytes())
 		if err != nil {
 			return out, fmt.Errorf("ring staging: %w", err)
 		}
 		ch.stage = b
-		for _, m := range b.sym.maps {
-			ch.stagePtrs = append(ch.stagePtrs, m.ptr)
+		for _, m := range b.Sym.Maps {
+			ch.stagePtrs = append(ch.stagePtrs, m.Ptr)
 		}
 	}
-	if ch.stage.size < g.stagingBytes() {
-		return out, fmt.Errorf("ring staging of %d bytes is too small for ring geometry %v (the geometry changed after the channel's first ring)", ch.stage.size, g)
+	if ch.stage.Bytes < g.stagingBytes() {
+		return out, fmt.Errorf("ring staging of %d bytes is too small for ring geometry %v (the geometry changed after the channel's first ring)", ch.stage.Bytes, g)
 	}
 	copy(out[:], ch.stagePtrs)
 	return out, nil
@@ -140,8 +141,8 @@ func (cs *commState) ringLaunch(g ringGeom, chunk []int64, es int64) (grid uint3
 // the output, and only the neighbours' staging is touched remotely.
 // reduce_scatter whose blocks along the axis are strided, or whose output
 // overlaps its input, runs on a packed copy of the input in a temporary.
-func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream) error {
-	D, r := d.opts.WorldSize, d.opts.Rank
+func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	g := p.ring
 	stage, err := d.ringStage(ch, g)
@@ -204,7 +205,7 @@ func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *stream)
 	}
 	// Pack the input's blocks along the axis one after another, run the
 	// ring on the copy, keep chunk r.
-	return d.staged(int(total*es), s, func(tmp uint64) error {
+	return d.Staged(int(total*es), s, func(tmp uint64) error {
 		work := d.tempBuffer(tmp, total*es)
 		for c := 0; c < D; c++ {
 			src := runtime.Tensor{Buf: p.inB, Offset: p.in.Offset + int64(c)*runLen*es, DType: p.dt, Shape: p.out.Shape}

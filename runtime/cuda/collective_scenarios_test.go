@@ -186,14 +186,14 @@ func collMissingScenario() error {
 	ctx := context.Background()
 	if rank == 1 {
 		// Skip the collective; wait until rank 0 has seen its error.
-		return d.opts.Store.Wait(ctx, []string{"test/missing/done"}, time.Minute)
+		return d.Opts.Store.Wait(ctx, []string{"test/missing/done"}, time.Minute)
 	}
 	start := time.Now()
 	if err := d.Collective(&call, s); err != nil {
 		return fmt.Errorf("the call itself failed: %v", err)
 	}
 	err = s.Synchronize()
-	d.opts.Store.Set(ctx, "test/missing/done", []byte("1"))
+	d.Opts.Store.Set(ctx, "test/missing/done", []byte("1"))
 	if err == nil {
 		return fmt.Errorf("a collective rank 1 never joined succeeded")
 	}

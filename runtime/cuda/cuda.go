@@ -4,15 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/launch"
+	"github.com/hirlab/hir/runtime/store"
 )
 
 func init() {
 	runtime.Register("cuda", Open)
+}
+
+// Options open one rank of a job on one GPU.
+type Options struct {
+	Rank, WorldSize int
+	// Device is the CUDA device ordinal this rank uses.
+	Device int
+	// Store is the job's rendezvous store; required when WorldSize > 1.
+	// The runtime does not close it.
+	Store *store.Client
+	// Token is the job token; peers must prove it on the fd-exchange socket.
+	Token string
+	// Timeout bounds every wait for peers (0: runtime.DefaultTimeout).
+	Timeout time.Duration
+	// NoFabric keeps symmetric allocations on POSIX fds even where fabric
+	// handles work (tests of the fd path, and HIR_CUDA_FABRIC=0).
+	NoFabric bool
+	// Tuning is the rank's tuning knobs; nil: TuningFromEnv() when the
+	// device opens (knobs.go).
+	Tuning *Tuning
+	// Stalled hears of a host barrier that has waited StallAfter for its
+	// peers (runtime.Config.Stalled; 0: runtime.DefaultStallAfter).
+	Stalled    func(runtime.Stall)
+	StallAfter time.Duration
 }
 
 // Open is the "cuda" backend's runtime.Factory: one rank per process. The
@@ -20,7 +47,7 @@ func init() {
 // (launch.FromEnv: hirrun, torchrun or srun) where cfg leaves them open;
 // a single process with no launcher variables is a world of one.
 func Open(cfg runtime.Config) (runtime.Runtime, error) {
-	p := Probe()
+	p := gpu.Probe()
 	if !p.Available {
 		return nil, fmt.Errorf("cuda backend unavailable: %s", p.Unavailable())
 	}
@@ -89,6 +116,12 @@ func optionsFromEnv(cfg runtime.Config) (Options, *launch.Rendezvous, error) {
 	return o, rv, nil
 }
 
+// gpu is what the device layer keeps of o.
+func (o Options) gpu() gpu.Options {
+	return gpu.Options{Rank: o.Rank, WorldSize: o.WorldSize, Device: o.Device, Store: o.Store, Token: o.Token,
+		Timeout: o.Timeout, NoFabric: o.NoFabric, Stalled: o.Stalled, StallAfter: o.StallAfter}
+}
+
 // Runtime is one rank of a job on one GPU.
 type Runtime struct {
 	dev        *Device
@@ -104,7 +137,7 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // context, creates the default stream and, for more than one rank, meets
 // the peers' fd-exchange sockets through the store.
 func New(opts Options) (*Runtime, error) {
-	p := Probe()
+	p := gpu.Probe()
 	if !p.Available {
 		return nil, fmt.Errorf("cuda backend unavailable: %s", p.Unavailable())
 	}
@@ -124,9 +157,14 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = runtime.DefaultTimeout
 	}
-	d := &Device{gpuDevice: newGPUDevice(opts, p.Devices[opts.Device])}
-	d.upper = d
-	if err := d.open(); err != nil {
+	d := &Device{Device: gpu.New(opts.gpu(), p.Devices[opts.Device])}
+	if opts.Tuning != nil {
+		d.tune = *opts.Tuning
+	} else {
+		d.tune = TuningFromEnv()
+	}
+	d.Upper = d
+	if err := d.Open(); err != nil {
 		d.close()
 		return nil, fmt.Errorf("cuda: rank %d: %w", opts.Rank, err)
 	}
@@ -134,14 +172,14 @@ func New(opts Options) (*Runtime, error) {
 }
 
 func (rt *Runtime) Name() string        { return "cuda" }
-func (rt *Runtime) WorldSize() int      { return rt.dev.opts.WorldSize }
-func (rt *Runtime) Ranks() []int        { return []int{rt.dev.opts.Rank} }
+func (rt *Runtime) WorldSize() int      { return rt.dev.Opts.WorldSize }
+func (rt *Runtime) Ranks() []int        { return []int{rt.dev.Opts.Rank} }
 func (rt *Runtime) CUDADevice() *Device { return rt.dev }
 
 // Device returns this process's rank's device.
 func (rt *Runtime) Device(rank int) (runtime.Device, error) {
-	if rank != rt.dev.opts.Rank {
-		return nil, fmt.Errorf("cuda: this process hosts rank %d only, not rank %d (one process per GPU)", rt.dev.opts.Rank, rank)
+	if rank != rt.dev.Opts.Rank {
+		return nil, fmt.Errorf("cuda: this process hosts rank %d only, not rank %d (one process per GPU)", rt.dev.Opts.Rank, rank)
 	}
 	return rt.dev, nil
 }
@@ -161,7 +199,8 @@ func (rt *Runtime) Close() error {
 // Device is one rank's GPU: the context, memory, streams, kernels and
 // graphs (gpuDevice), with the compute kernels and the collectives.
 type Device struct {
-	*gpuDevice
+	*gpu.Device
+	tune    Tuning       // the knobs: Options.Tuning, else the environment's (knobs.go)
 	compute computeState // compiled compute kernels and the BLAS handle (compute.go)
 	comm    commState    // collectives: signal pads, kernels, NCCL, p2p inboxes (signal.go)
 }
@@ -170,15 +209,15 @@ var _ runtime.Device = (*Device)(nil)
 
 // close tears the layers down: the collectives first, then the device,
 // the BLAS handle last before the context goes.
-func (d *Device) close() error { return d.gpuDevice.close(d.closeComm, d.closeCompute) }
+func (d *Device) close() error { return d.Device.Close(d.closeComm, d.closeCompute) }
 
-// streamClosed gives back a closing stream's collective channel.
-func (d *Device) streamClosed(s *stream) { d.comm.releaseChannel(s) }
+// StreamClosed gives back a closing stream's collective channel.
+func (d *Device) StreamClosed(s *gpu.Stream) { d.comm.releaseChannel(s) }
 
 // Stats reports what is live; after every allocation is freed, Handles,
 // Mappings, Reservations and OpenFDs are zero.
-func (d *Device) Stats() Stats {
-	s := d.gpuDevice.Stats()
+func (d *Device) Stats() gpu.Stats {
+	s := d.Device.Stats()
 	d.comm.mu.Lock()
 	s.Channels = len(d.comm.chans)
 	d.comm.mu.Unlock()

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -37,7 +38,7 @@ type p2pPair struct {
 
 type p2pMapping struct {
 	handle uint64
-	m      mapping
+	m      gpu.Mapping
 }
 
 // pair returns the pair with peer; sending says the peer's inbox must be
@@ -47,40 +48,40 @@ func (d *Device) pair(peer int, sending bool) (*p2pPair, error) {
 	c.p2pMu.Lock()
 	defer c.p2pMu.Unlock()
 	if c.p2p == nil {
-		counts, err := d.Alloc(int64(d.opts.WorldSize*epochWords*8), ir.Global) // zero-filled
+		counts, err := d.Alloc(int64(d.Opts.WorldSize*epochWords*8), ir.Global) // zero-filled
 		if err != nil {
-			return nil, fmt.Errorf("cuda: rank %d: allocating the send/recv counters: %w", d.opts.Rank, err)
+			return nil, fmt.Errorf("cuda: rank %d: allocating the send/recv counters: %w", d.Opts.Rank, err)
 		}
-		c.p2pCounts = counts.(*buffer)
+		c.p2pCounts = counts.(*gpu.Buffer)
 		pairs := map[int]*p2pPair{}
-		for q := 0; q < d.opts.WorldSize; q++ {
+		for q := 0; q < d.Opts.WorldSize; q++ {
 			p := &p2pPair{peer: q}
 			pairs[q] = p
 			if err := d.makeInbox(p); err != nil {
 				for _, p := range pairs {
 					d.unmapPair(p)
 				}
-				d.release(c.p2pCounts)
+				d.Release(c.p2pCounts)
 				c.p2pCounts = nil
-				return nil, fmt.Errorf("cuda: rank %d: making the inbox for rank %d: %w", d.opts.Rank, q, err)
+				return nil, fmt.Errorf("cuda: rank %d: making the inbox for rank %d: %w", d.Opts.Rank, q, err)
 			}
-			if q == d.opts.Rank {
+			if q == d.Opts.Rank {
 				p.out = p2pMapping{m: p.in.m} // our own inbox: nothing more to map
 			}
 		}
 		c.p2p = pairs
 	}
 	p := c.p2p[peer]
-	if sending && p.out.m.ptr == 0 {
+	if sending && p.out.m.Ptr == 0 {
 		if err := d.mapPeerInbox(p); err != nil {
-			return nil, fmt.Errorf("cuda: rank %d: setting up sends to rank %d: %w", d.opts.Rank, peer, err)
+			return nil, fmt.Errorf("cuda: rank %d: setting up sends to rank %d: %w", d.Opts.Rank, peer, err)
 		}
 	}
 	return p, nil
 }
 
 func (d *Device) inboxSize() uint64 {
-	g := d.granularity
+	g := d.Granularity
 	return (uint64(p2pInboxSize) + g - 1) / g * g
 }
 
@@ -89,57 +90,57 @@ func (d *Device) inboxSize() uint64 {
 func (d *Device) makeInbox(p *p2pPair) error {
 	size := d.inboxSize()
 	fd := -1
-	err := d.withCtx(func() error {
-		prop := d.allocProp(handleTypePosix)
-		h, err := d.drv.memCreate(size, &prop)
+	err := d.WithCtx(func() error {
+		prop := d.AllocProp(gpu.HandleTypePosix)
+		h, err := d.Drv.CreateMem(size, &prop)
 		if err != nil {
-			return d.tooLarge("point-to-point inbox", int64(size), err)
+			return d.TooLarge("point-to-point inbox", int64(size), err)
 		}
 		p.in.handle = h
-		d.liveHandles.Add(1)
+		d.LiveHandles.Add(1)
 		if p.in.m, err = d.mapLocal(h, size); err != nil {
 			return err
 		}
-		if err := d.drv.MemsetD8.Call3(uintptr(p.in.m.ptr), 0, uintptr(size)); err != nil {
+		if err := d.Drv.MemsetD8.Call3(uintptr(p.in.m.Ptr), 0, uintptr(size)); err != nil {
 			return err
 		}
-		if err := d.drv.ctxSynchronize(); err != nil {
+		if err := d.Drv.SyncCtx(); err != nil {
 			return err
 		}
-		if p.peer == d.opts.Rank {
+		if p.peer == d.Opts.Rank {
 			return nil
 		}
-		if fd, err = d.drv.exportPosixFD(h); err != nil {
+		if fd, err = d.Drv.ExportPosixFD(h); err != nil {
 			return err
 		}
-		d.openFDs.Add(1)
+		d.OpenFDs.Add(1)
 		return nil
 	})
 	if fd >= 0 {
 		if err == nil {
-			err = d.fdx.Send(p.peer, p2pKey, fd)
+			err = d.Fdx.Send(p.peer, p2pKey, fd)
 		}
 		fdpass.CloseFD(fd)
-		d.openFDs.Add(-1)
+		d.OpenFDs.Add(-1)
 	}
 	return err
 }
 
 // mapPeerInbox imports the peer's inbox for this rank and maps it.
 func (d *Device) mapPeerInbox(p *p2pPair) error {
-	fd, err := d.fdx.Recv(p.peer, p2pKey, d.opts.Timeout, fmt.Sprintf("the first transfer with rank %d", p.peer))
+	fd, err := d.Fdx.Recv(p.peer, p2pKey, d.Opts.Timeout, fmt.Sprintf("the first transfer with rank %d", p.peer))
 	if err != nil {
 		return err
 	}
-	d.openFDs.Add(1)
-	defer func() { fdpass.CloseFD(fd); d.openFDs.Add(-1) }()
-	return d.withCtx(func() error {
-		h, err := d.drv.importPosixFD(fd)
+	d.OpenFDs.Add(1)
+	defer func() { fdpass.CloseFD(fd); d.OpenFDs.Add(-1) }()
+	return d.WithCtx(func() error {
+		h, err := d.Drv.ImportPosixFD(fd)
 		if err != nil {
 			return err
 		}
 		p.out.handle = h
-		d.liveHandles.Add(1)
+		d.LiveHandles.Add(1)
 		p.out.m, err = d.mapLocal(h, d.inboxSize())
 		return err
 	})
@@ -147,46 +148,46 @@ func (d *Device) mapPeerInbox(p *p2pPair) error {
 
 // mapLocal reserves a range, maps h there and opens it to this device.
 // Runs under withCtx.
-func (d *Device) mapLocal(h, size uint64) (mapping, error) {
-	ptr, err := d.drv.addressReserve(size, d.granularity)
+func (d *Device) mapLocal(h, size uint64) (gpu.Mapping, error) {
+	ptr, err := d.Drv.AddressReserve(size, d.Granularity)
 	if err != nil {
-		return mapping{}, err
+		return gpu.Mapping{}, err
 	}
-	d.liveReservations.Add(1)
-	if err := d.drv.memMap(ptr, size, h); err != nil {
-		d.drv.addressFree(ptr, size)
-		d.liveReservations.Add(-1)
-		return mapping{}, err
+	d.LiveReservations.Add(1)
+	if err := d.Drv.MapMem(ptr, size, h); err != nil {
+		d.Drv.AddressFree(ptr, size)
+		d.LiveReservations.Add(-1)
+		return gpu.Mapping{}, err
 	}
-	d.liveMappings.Add(1)
-	m := mapping{ptr, size}
-	if err := d.drv.setAccess(ptr, size, d.dev); err != nil {
+	d.LiveMappings.Add(1)
+	m := gpu.Mapping{Ptr: ptr, Size: size}
+	if err := d.Drv.SetAccess(ptr, size, d.Dev); err != nil {
 		d.unmap(m)
-		return mapping{}, err
+		return gpu.Mapping{}, err
 	}
 	return m, nil
 }
 
-func (d *Device) unmap(m mapping) error {
-	if m.ptr == 0 {
+func (d *Device) unmap(m gpu.Mapping) error {
+	if m.Ptr == 0 {
 		return nil
 	}
-	err := errors.Join(d.drv.memUnmap(m.ptr, m.size), d.drv.addressFree(m.ptr, m.size))
-	d.liveMappings.Add(-1)
-	d.liveReservations.Add(-1)
+	err := errors.Join(d.Drv.UnmapMem(m.Ptr, m.Size), d.Drv.AddressFree(m.Ptr, m.Size))
+	d.LiveMappings.Add(-1)
+	d.LiveReservations.Add(-1)
 	return err
 }
 
 func (d *Device) unmapPair(p *p2pPair) error {
 	var errs []error
-	errs = append(errs, d.withCtx(func() error {
+	errs = append(errs, d.WithCtx(func() error {
 		var errs []error
 		for _, x := range []*p2pMapping{&p.out, &p.in} {
 			if x.handle == 0 {
 				continue // the self pair's out shares in's mapping
 			}
-			errs = append(errs, d.unmap(x.m), d.drv.memRelease(x.handle))
-			d.liveHandles.Add(-1)
+			errs = append(errs, d.unmap(x.m), d.Drv.ReleaseMem(x.handle))
+			d.LiveHandles.Add(-1)
 			*x = p2pMapping{}
 		}
 		return errors.Join(errs...)
@@ -202,14 +203,14 @@ func (d *Device) releaseP2P() error {
 	defer c.p2pMu.Unlock()
 	var errs []error
 	if len(c.p2p) > 0 {
-		errs = append(errs, d.withCtx(d.drv.ctxSynchronize))
+		errs = append(errs, d.WithCtx(d.Drv.SyncCtx))
 	}
 	for peer, p := range c.p2p {
 		errs = append(errs, d.unmapPair(p))
 		delete(c.p2p, peer)
 	}
 	if c.p2pCounts != nil {
-		errs = append(errs, d.release(c.p2pCounts))
+		errs = append(errs, d.Release(c.p2pCounts))
 		c.p2pCounts = nil
 	}
 	return errors.Join(errs...)
@@ -221,14 +222,14 @@ func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, send
 	if sending {
 		verb = "send to"
 	}
-	s, err := d.stream(rs)
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
-	if peer < 0 || peer >= d.opts.WorldSize {
-		return fmt.Errorf("cuda: rank %d: %s rank %d: out of range [0, %d)", d.opts.Rank, verb, peer, d.opts.WorldSize)
+	if peer < 0 || peer >= d.Opts.WorldSize {
+		return fmt.Errorf("cuda: rank %d: %s rank %d: out of range [0, %d)", d.Opts.Rank, verb, peer, d.Opts.WorldSize)
 	}
-	ptr, err := d.span(t, verb)
+	ptr, err := d.Span(t, verb)
 	if err != nil {
 		return err
 	}
@@ -245,7 +246,7 @@ func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, send
 	bytes := t.Bytes()
 	if !t.IsContiguous() {
 		// Move a packed copy: pack before a send, unpack after a recv.
-		return d.staged(int(max(bytes, 16)), s, func(tmp uint64) error {
+		return d.Staged(int(max(bytes, 16)), s, func(tmp uint64) error {
 			packed := runtime.Tensor{Buf: d.tempBuffer(tmp, bytes), DType: t.DType, Shape: t.Shape}
 			if sending {
 				if err := d.Copy(packed, t, s); err != nil {
@@ -262,26 +263,26 @@ func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, send
 	return d.launchP2P(p, ptr, bytes, s, sending)
 }
 
-func (d *Device) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *stream, sending bool) error {
+func (d *Device) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *gpu.Stream, sending bool) error {
 	c := &d.comm
 	chunks := max(1, (bytes+p2pChunk-1)/p2pChunk)
 	// The kernel takes the pair's transfer count from the device (the
 	// host's mirrors it), so a send replayed from a graph counts anew.
-	counts := c.p2pCounts.ptr + uint64(p.peer*epochWords*8)
+	counts := c.p2pCounts.Ptr + uint64(p.peer*epochWords*8)
 	if !sending {
 		counts += epochWords / 2 * 8
 	}
-	a := collArgs{Status: c.status.ptr, TimeoutNS: uint64(d.opts.Timeout.Nanoseconds()), N: chunks, TailEnd: bytes,
+	a := collArgs{Status: c.status.Ptr, TimeoutNS: uint64(d.Opts.Timeout.Nanoseconds()), N: chunks, TailEnd: bytes,
 		Epochs: counts, NSig: uint64(chunks),
-		Rank: int32(d.opts.Rank), World: int32(d.opts.WorldSize), Peer: int32(p.peer)}
+		Rank: int32(d.Opts.Rank), World: int32(d.Opts.WorldSize), Peer: int32(p.peer)}
 	name := "hir_p2p_recv"
 	c.p2pMu.Lock()
 	if sending {
 		name = "hir_p2p_send"
-		a.Src[0], a.Dst[0], a.Base = ptr, p.out.m.ptr, p.sendG
+		a.Src[0], a.Dst[0], a.Base = ptr, p.out.m.Ptr, p.sendG
 		p.sendG += uint64(chunks)
 	} else {
-		a.Src[0], a.Dst[0], a.Base = p.in.m.ptr, ptr, p.recv
+		a.Src[0], a.Dst[0], a.Base = p.in.m.Ptr, ptr, p.recv
 		p.recv += uint64(chunks)
 	}
 	c.p2pMu.Unlock()
@@ -289,7 +290,7 @@ func (d *Device) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *stream, sendi
 	if err != nil {
 		return err
 	}
-	return d.LaunchFunction(f, Dim3{X: p2pBlocks}, Dim3{X: collThreads}, 0, s, a.bytes())
+	return d.LaunchFunction(f, gpu.Dim3{X: p2pBlocks}, gpu.Dim3{X: collThreads}, 0, s, a.bytes())
 }
 
 var _ = ir.Global

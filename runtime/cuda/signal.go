@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"sort"
 	"strings"
 	"sync"
@@ -25,13 +26,13 @@ import (
 type commState struct {
 	mu      sync.Mutex
 	ready   bool
-	pad     *buffer  // maxChannels × channelPad bytes per rank
-	padPtrs []uint64 // each rank's pad as mapped here
-	epochs  *buffer  // maxChannels × epochWords counters, this rank's (device memory)
-	status  *buffer  // statusWords words of pinned, device-mapped host memory
-	words   []uint64 // the same words as the host sees them
+	pad     *gpu.Buffer // maxChannels × channelPad bytes per rank
+	padPtrs []uint64    // each rank's pad as mapped here
+	epochs  *gpu.Buffer // maxChannels × epochWords counters, this rank's (device memory)
+	status  *gpu.Buffer // statusWords words of pinned, device-mapped host memory
+	words   []uint64    // the same words as the host sees them
 
-	chans    map[*stream]*commChannel
+	chans    map[*gpu.Stream]*commChannel
 	chanList []*commChannel
 	checked  map[string]bool // call descriptors every rank agreed on
 	nchecks  int
@@ -59,7 +60,7 @@ type commState struct {
 	// p2pCounts: per peer, the transfer counters of sends to it, then of
 	// recvs from it, epochWords/2 words each, on the device (as the
 	// channels' signal counters: a replayed send counts anew).
-	p2pCounts *buffer
+	p2pCounts *gpu.Buffer
 }
 
 // commChannel orders the collectives of one stream: its own pad region
@@ -72,15 +73,15 @@ type commChannel struct {
 	epoch     uint64
 	seq       uint64 // the collective being launched (cs.seq), for messages
 	log       []launchRecord
-	stage     *buffer // ring staging, symmetric, made on the channel's first ring
+	stage     *gpu.Buffer // ring staging, symmetric, made on the channel's first ring
 	stagePtrs []uint64
-	ll        *buffer // LL staging, symmetric, made on the channel's first LL all_reduce
+	ll        *gpu.Buffer // LL staging, symmetric, made on the channel's first LL all_reduce
 	llPtrs    []uint64
 
 	// copy_engine: a second stream for the local copy, and the events
 	// that fork it from and join it to the collective's stream.
-	side           *stream
-	evFork, evJoin *event
+	side           *gpu.Stream
+	evFork, evJoin *gpu.Event
 }
 
 // launchRecord remembers which collective owns signal values (lo, hi], so
@@ -103,11 +104,11 @@ func (d *Device) commReady() (*commState, error) {
 	if c.ready {
 		return c, nil
 	}
-	if err := d.checkOpen(); err != nil {
+	if err := d.CheckOpen(); err != nil {
 		return nil, err
 	}
-	if d.opts.WorldSize > maxRanks {
-		return nil, fmt.Errorf("cuda: symmetric-memory collectives handle up to %d ranks, not %d: use algo=nccl", maxRanks, d.opts.WorldSize)
+	if d.Opts.WorldSize > maxRanks {
+		return nil, fmt.Errorf("cuda: symmetric-memory collectives handle up to %d ranks, not %d: use algo=nccl", maxRanks, d.Opts.WorldSize)
 	}
 	if err := d.ensureStatusLocked(); err != nil {
 		return nil, err
@@ -115,21 +116,21 @@ func (d *Device) commReady() (*commState, error) {
 	if err := d.commSetup(c); err != nil {
 		return nil, err
 	}
-	pad, err := d.allocSymmetric(int64(maxChannels * channelPad))
+	pad, err := d.AllocSymmetric(int64(maxChannels * channelPad))
 	if err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: allocating the collectives' signal pads: %w", d.opts.Rank, err)
+		return nil, fmt.Errorf("cuda: rank %d: allocating the collectives' signal pads: %w", d.Opts.Rank, err)
 	}
 	eb, err := d.Alloc(maxChannels*epochWords*8, ir.Global) // zero-filled
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("cuda: rank %d: allocating the collectives' signal counters: %w", d.opts.Rank, err), d.Free(pad))
+		return nil, errors.Join(fmt.Errorf("cuda: rank %d: allocating the collectives' signal counters: %w", d.Opts.Rank, err), d.Free(pad))
 	}
-	c.epochs = eb.(*buffer)
-	ptrs := make([]uint64, len(pad.sym.maps))
-	for r, m := range pad.sym.maps {
-		ptrs[r] = m.ptr
+	c.epochs = eb.(*gpu.Buffer)
+	ptrs := make([]uint64, len(pad.Sym.Maps))
+	for r, m := range pad.Sym.Maps {
+		ptrs[r] = m.Ptr
 	}
 	c.pad, c.padPtrs = pad, ptrs
-	c.chans = map[*stream]*commChannel{}
+	c.chans = map[*gpu.Stream]*commChannel{}
 	c.checked = map[string]bool{}
 	c.plans = map[planKey]*collPlan{}
 	c.ready = true
@@ -141,20 +142,20 @@ func (d *Device) commReady() (*commState, error) {
 // block b) and the auto table (used only where every rank loaded the
 // same one). Called with c.mu held, at the first collective.
 func (d *Device) commSetup(c *commState) error {
-	blocks := collBlocks(d.info.Multiprocessors, d.tune.Blocks)
-	table, digest, note := loadAutoTableFor(d.info.Name)
-	if w := d.opts.WorldSize; w > 1 {
-		ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	blocks := collBlocks(d.Props.Multiprocessors, d.tune.Blocks)
+	table, digest, note := loadAutoTableFor(d.Props.Name)
+	if w := d.Opts.WorldSize; w > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 		defer cancel()
-		raw, err := store.ExchangeAll(ctx, d.opts.Store, "cuda/coll/setup", d.opts.Rank, w, []byte(fmt.Sprintf("%d %s", blocks, digest)), d.opts.Timeout)
+		raw, err := store.ExchangeAll(ctx, d.Opts.Store, "cuda/coll/setup", d.Opts.Rank, w, []byte(fmt.Sprintf("%d %s", blocks, digest)), d.Opts.Timeout)
 		if err != nil {
-			return fmt.Errorf("cuda: rank %d: the ranks did not all arrive at their first collective: %w", d.opts.Rank, err)
+			return fmt.Errorf("cuda: rank %d: the ranks did not all arrive at their first collective: %w", d.Opts.Rank, err)
 		}
 		for r, v := range raw {
 			var b int
 			var dg string
 			if _, err := fmt.Sscanf(string(v), "%d %s", &b, &dg); err != nil {
-				return fmt.Errorf("cuda: rank %d: malformed setup record from rank %d: %q", d.opts.Rank, r, v)
+				return fmt.Errorf("cuda: rank %d: malformed setup record from rank %d: %q", d.Opts.Rank, r, v)
 			}
 			blocks = min(blocks, b)
 			if dg != digest && table != nil {
@@ -179,17 +180,17 @@ func (d *Device) ensureStatusLocked() error {
 	if c.status != nil {
 		return nil
 	}
-	if err := d.checkOpen(); err != nil {
+	if err := d.CheckOpen(); err != nil {
 		return err
 	}
 	sb, err := d.Alloc(statusWords*8, ir.Host)
 	if err != nil {
-		return fmt.Errorf("cuda: rank %d: allocating the collectives' status words: %w", d.opts.Rank, err)
+		return fmt.Errorf("cuda: rank %d: allocating the collectives' status words: %w", d.Opts.Rank, err)
 	}
-	st := sb.(*buffer)
+	st := sb.(*gpu.Buffer)
 	c.status = st
-	c.words = unsafe.Slice((*uint64)(st.host), statusWords)
-	c.mods = commModules{mods: map[string]*Module{}, errs: map[string]error{}, fns: map[string]*Function{}}
+	c.words = unsafe.Slice((*uint64)(st.Host), statusWords)
+	c.mods = commModules{mods: map[string]*gpu.Module{}, errs: map[string]error{}, fns: map[string]*gpu.Function{}}
 	return nil
 }
 
@@ -199,7 +200,7 @@ func (d *Device) ensureStatusLocked() error {
 // in the same order and closes the same streams, so channel numbers agree
 // across ranks. A reused channel keeps its counters and staging. Called
 // with c.mu held.
-func (c *commState) channel(s *stream, rank int) (*commChannel, error) {
+func (c *commState) channel(s *gpu.Stream, rank int) (*commChannel, error) {
 	if ch, ok := c.chans[s]; ok {
 		return ch, nil
 	}
@@ -223,7 +224,7 @@ func (c *commState) channel(s *stream, rank int) (*commChannel, error) {
 // work done: stream.destroy synchronises first), so a process that makes
 // and closes many jobs never runs out of channels; the stream's cached
 // plans go with it.
-func (c *commState) releaseChannel(s *stream) {
+func (c *commState) releaseChannel(s *gpu.Stream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch, ok := c.chans[s]
@@ -314,10 +315,10 @@ func (d *Device) describeFault() error {
 			plane: v>>56 - 1, want: v & (1<<56 - 1)})
 	}
 	if len(misses) == 0 {
-		return fmt.Errorf("cuda: rank %d: %w (no detail recorded)", d.opts.Rank, ErrCollectiveTimeout)
+		return fmt.Errorf("cuda: rank %d: %w (no detail recorded)", d.Opts.Rank, ErrCollectiveTimeout)
 	}
 	sort.Slice(misses, func(i, j int) bool { return misses[i].peer < misses[j].peer })
-	timeout := d.opts.Timeout
+	timeout := d.Opts.Timeout
 	var parts []string
 	missing := map[int]bool{}
 	seen := map[string]bool{}
@@ -327,9 +328,9 @@ func (d *Device) describeFault() error {
 		case m.ch == chanP2PRecv && m.plane == 3:
 			what = fmt.Sprintf("recv from rank %d: it sent %d bytes, but this recv expects a different size", m.peer, m.want)
 		case m.ch == chanP2PSend:
-			what = fmt.Sprintf("send to rank %d: rank %d did not take the data (transfer %d) within %v; is it receiving from rank %d?", m.peer, m.peer, m.want, timeout, d.opts.Rank)
+			what = fmt.Sprintf("send to rank %d: rank %d did not take the data (transfer %d) within %v; is it receiving from rank %d?", m.peer, m.peer, m.want, timeout, d.Opts.Rank)
 		case m.ch == chanP2PRecv:
-			what = fmt.Sprintf("recv from rank %d: nothing arrived (transfer %d) within %v; is rank %d sending to rank %d?", m.peer, m.want-1, timeout, m.peer, d.opts.Rank)
+			what = fmt.Sprintf("recv from rank %d: nothing arrived (transfer %d) within %v; is rank %d sending to rank %d?", m.peer, m.want-1, timeout, m.peer, d.Opts.Rank)
 		default:
 			missing[m.peer] = true
 			what = fmt.Sprintf("%s: waited %v for rank %d (block %d, %s signal %d)", c.launchFor(m.ch, m.want), timeout, m.peer, m.blk,
@@ -352,7 +353,7 @@ func (d *Device) describeFault() error {
 		sort.Strings(ranks)
 		msg += fmt.Sprintf(". Rank(s) %s never reached this collective: every rank must run the same collectives in the same order (did a rank fail, exit, or take another branch?)", strings.Join(ranks, ", "))
 	}
-	return fmt.Errorf("cuda: rank %d: %w: %s", d.opts.Rank, ErrCollectiveTimeout, msg)
+	return fmt.Errorf("cuda: rank %d: %w: %s", d.Opts.Rank, ErrCollectiveTimeout, msg)
 }
 
 // launchFor names the collective of channel ch that owns signal value v.
@@ -370,9 +371,9 @@ func (c *commState) launchFor(ch int, v uint64) string {
 	return fmt.Sprintf("a collective on channel %d", ch)
 }
 
-// commCheck decorates a stream or event synchronisation: when a
+// CommCheck decorates a stream or event synchronisation: when a
 // collective on this device timed out, that is the error to report.
-func (d *Device) commCheck(err error) error {
+func (d *Device) CommCheck(err error) error {
 	if ferr := d.faultErr(); ferr != nil {
 		if err == nil {
 			return ferr
@@ -399,7 +400,7 @@ func (d *Device) releaseComm(collective bool) error {
 	defer c.mu.Unlock()
 	var errs []error
 	if c.ncclComm != nil {
-		errs = append(errs, d.withCtx(func() error {
+		errs = append(errs, d.WithCtx(func() error {
 			if collective {
 				return c.ncclComm.Destroy()
 			}
@@ -408,9 +409,9 @@ func (d *Device) releaseComm(collective bool) error {
 		c.ncclComm, c.ncclInit, c.ncclErr = nil, false, nil
 	}
 	errs = append(errs, d.releaseP2P())
-	free := d.release
+	free := d.Release
 	if collective {
-		free = func(b *buffer) error { return d.Free(b) }
+		free = func(b *gpu.Buffer) error { return d.Free(b) }
 	}
 	for _, ch := range c.chanList {
 		if ch.stage != nil {
@@ -420,11 +421,11 @@ func (d *Device) releaseComm(collective bool) error {
 			errs = append(errs, free(ch.ll))
 		}
 		if ch.side != nil {
-			errs = append(errs, ch.side.destroy())
+			errs = append(errs, ch.side.Destroy())
 		}
-		for _, e := range []*event{ch.evFork, ch.evJoin} {
+		for _, e := range []*gpu.Event{ch.evFork, ch.evJoin} {
 			if e != nil {
-				errs = append(errs, e.destroy())
+				errs = append(errs, e.Destroy())
 			}
 		}
 	}
@@ -432,10 +433,10 @@ func (d *Device) releaseComm(collective bool) error {
 		errs = append(errs, free(c.pad))
 	}
 	if c.epochs != nil {
-		errs = append(errs, d.release(c.epochs))
+		errs = append(errs, d.Release(c.epochs))
 	}
 	if c.status != nil {
-		errs = append(errs, d.release(c.status))
+		errs = append(errs, d.Release(c.status))
 	}
 	for _, m := range c.mods.mods {
 		errs = append(errs, m.Unload())

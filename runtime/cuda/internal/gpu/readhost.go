@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // contiguous tensor into one pinned buffer of the device's (DMA at full
 // speed), synchronises once, then copies into the callers' slices.
 
-var _ runtime.HostReader = (*gpuDevice)(nil)
+var _ runtime.HostReader = (*Device)(nil)
 
 // maxReadBounce bounds the pinned buffer: larger reads go the pageable
 // way, where the copy, not its setup, is the cost.
@@ -30,13 +30,13 @@ type readBounce struct {
 
 // ReadToHost copies each srcs[i] into dsts[i] after the work enqueued on
 // rs, and returns once all are there (rs synchronised).
-func (d *gpuDevice) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Stream) error {
-	s, err := d.stream(rs)
+func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
 	if len(dsts) != len(srcs) {
-		return fmt.Errorf("cuda: rank %d: read to host: %d destinations for %d tensors", d.opts.Rank, len(dsts), len(srcs))
+		return fmt.Errorf("cuda: rank %d: read to host: %d destinations for %d tensors", d.Opts.Rank, len(dsts), len(srcs))
 	}
 	// Each contiguous tensor gets a 256-byte aligned slot of the pinned
 	// buffer while the slots fit under maxReadBounce; -1: the pageable way.
@@ -44,7 +44,7 @@ func (d *gpuDevice) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.
 	total := 0
 	for i, t := range srcs {
 		if int64(len(dsts[i])) != t.Bytes() {
-			return fmt.Errorf("cuda: rank %d: read to host: %d bytes for a tensor of %d", d.opts.Rank, len(dsts[i]), t.Bytes())
+			return fmt.Errorf("cuda: rank %d: read to host: %d bytes for a tensor of %d", d.Opts.Rank, len(dsts[i]), t.Bytes())
 		}
 		slots[i] = -1
 		if n := align256(len(dsts[i])); n > 0 && t.IsContiguous() && total+n <= maxReadBounce {
@@ -70,14 +70,14 @@ func (d *gpuDevice) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.
 				return err
 			}
 		default:
-			ptr, err := d.span(t, "read to host")
+			ptr, err := d.Span(t, "read to host")
 			if err != nil {
 				return err
 			}
-			if err := d.withCtx(func() error {
-				return d.drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Add(b.host, at)), uintptr(ptr), uintptr(n), s.h)
+			if err := d.WithCtx(func() error {
+				return d.Drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Add(b.host, at)), uintptr(ptr), uintptr(n), s.H)
 			}); err != nil {
-				return fmt.Errorf("cuda: rank %d: read to host: %w", d.opts.Rank, err)
+				return fmt.Errorf("cuda: rank %d: read to host: %w", d.Opts.Rank, err)
 			}
 		}
 	}
@@ -95,20 +95,20 @@ func (d *gpuDevice) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.
 func align256(n int) int { return (n + 255) &^ 255 }
 
 // growBounce replaces the pinned buffer by one of at least n bytes.
-func (d *gpuDevice) growBounce(n int) error {
+func (d *Device) growBounce(n int) error {
 	b := &d.bounce
 	size := max(n, 2*b.size, 1<<20)
 	size = min(size, maxReadBounce)
-	return d.withCtx(func() error {
+	return d.WithCtx(func() error {
 		if b.host != nil {
-			if err := d.drv.MemFreeHost.Call1(uintptr(b.host)); err != nil {
+			if err := d.Drv.MemFreeHost.Call1(uintptr(b.host)); err != nil {
 				return err
 			}
 			b.host, b.size = nil, 0
 		}
 		var host unsafe.Pointer
-		if err := d.drv.MemHostAlloc.Call3(uintptr(unsafe.Pointer(&host)), uintptr(size), memHostAllocPortable); err != nil {
-			return fmt.Errorf("cuda: rank %d: pinned memory for reading outputs (%d bytes): %w", d.opts.Rank, size, err)
+		if err := d.Drv.MemHostAlloc.Call3(uintptr(unsafe.Pointer(&host)), uintptr(size), memHostAllocPortable); err != nil {
+			return fmt.Errorf("cuda: rank %d: pinned memory for reading outputs (%d bytes): %w", d.Opts.Rank, size, err)
 		}
 		b.host, b.size = host, size
 		return nil
@@ -116,14 +116,14 @@ func (d *gpuDevice) growBounce(n int) error {
 }
 
 // closeBounce frees the pinned buffer.
-func (d *gpuDevice) closeBounce() error {
+func (d *Device) closeBounce() error {
 	b := &d.bounce
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.host == nil {
 		return nil
 	}
-	err := d.withCtx(func() error { return d.drv.MemFreeHost.Call1(uintptr(b.host)) })
+	err := d.WithCtx(func() error { return d.Drv.MemFreeHost.Call1(uintptr(b.host)) })
 	b.host, b.size = nil, 0
 	return err
 }

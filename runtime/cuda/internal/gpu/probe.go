@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"errors"
@@ -54,9 +54,9 @@ func (p ProbeResult) String() string {
 // check the messages for drivers this machine does not have.
 type probeAPI interface {
 	init() error
-	driverVersion() (int, error)
+	DriverVersion() (int, error)
 	deviceCount() (int, error)
-	deviceGet(ordinal int) (int32, error)
+	GetDevice(ordinal int) (int32, error)
 	deviceName(dev int32) (string, error)
 	attribute(attr int, dev int32) (int, error)
 	totalMem(dev int32) (uint64, error)
@@ -72,19 +72,19 @@ var (
 // panics or exits: without a GPU it returns Available=false and a reason.
 func Probe() ProbeResult {
 	probeOnce.Do(func() {
-		d, err := loadDriver()
+		d, err := LoadDriver()
 		if err != nil {
-			probeResult = ProbeResult{Reason: noDriverReason(err), Advice: runOnCPU, Library: DriverLibrary}
+			probeResult = ProbeResult{Reason: NoDriverReason(err), Advice: RunOnCPU, Library: DriverLibrary}
 			return
 		}
-		probeResult = probeWith(d, d.Path())
+		probeResult = ProbeWith(d, d.Path())
 	})
 	return probeResult
 }
 
 // runOnCPU is the probe's advice where there is no driver: what `hirrun
 // run` can do instead (commands with no CPU runtime give their own).
-const runOnCPU = "use the CPU runtime (--backend sim, the default)"
+const RunOnCPU = "use the CPU runtime (--backend sim, the default)"
 
 // Unavailable is why the backend cannot run here, with the advice where
 // there is one.
@@ -95,26 +95,26 @@ func (p ProbeResult) Unavailable() string {
 	return p.Reason + "; " + p.Advice
 }
 
-func noDriverReason(err error) string {
+func NoDriverReason(err error) string {
 	if errors.Is(err, dl.ErrNeedsLinux) {
 		return dl.ErrNeedsLinux.Error()
 	}
 	return fmt.Sprintf("the NVIDIA driver library did not load (%v): this machine has no usable NVIDIA driver", err)
 }
 
-func probeWith(api probeAPI, lib string) ProbeResult {
+func ProbeWith(api probeAPI, lib string) ProbeResult {
 	res := ProbeResult{Library: lib}
 	fail := func(format string, args ...any) ProbeResult {
 		res.Reason = fmt.Sprintf(format, args...)
 		return res
 	}
 	if err := api.init(); err != nil {
-		if IsResult(err, errNoDevice) {
+		if IsResult(err, ErrNoDevice) {
 			return fail("the driver loaded but sees no CUDA device (%v; CUDA_VISIBLE_DEVICES=%q)", err, os.Getenv("CUDA_VISIBLE_DEVICES"))
 		}
 		return fail("the driver loaded but did not initialise: %v", err)
 	}
-	v, err := api.driverVersion()
+	v, err := api.DriverVersion()
 	if err != nil {
 		return fail("cuDriverGetVersion failed: %v", err)
 	}
@@ -150,7 +150,7 @@ func probeWith(api probeAPI, lib string) ProbeResult {
 
 func probeDevice(api probeAPI, ordinal int) (DeviceInfo, error) {
 	info := DeviceInfo{Ordinal: ordinal}
-	dev, err := api.deviceGet(ordinal)
+	dev, err := api.GetDevice(ordinal)
 	if err != nil {
 		return info, err
 	}
@@ -164,9 +164,9 @@ func probeDevice(api probeAPI, ordinal int) (DeviceInfo, error) {
 		attr int
 		dst  *int
 	}{
-		{attrComputeCapabilityMajor, &info.ComputeCapability[0]},
-		{attrComputeCapabilityMinor, &info.ComputeCapability[1]},
-		{attrMultiprocessorCount, &info.Multiprocessors},
+		{AttrComputeCapabilityMajor, &info.ComputeCapability[0]},
+		{AttrComputeCapabilityMinor, &info.ComputeCapability[1]},
+		{AttrMultiprocessorCount, &info.Multiprocessors},
 	}
 	for _, a := range attrs {
 		if *a.dst, err = api.attribute(a.attr, dev); err != nil {
@@ -177,16 +177,16 @@ func probeDevice(api probeAPI, ordinal int) (DeviceInfo, error) {
 		attr int
 		dst  *bool
 	}{
-		{attrUnifiedAddressing, &info.UnifiedAddressing},
-		{attrVirtualMemoryManagement, &info.VMM},
-		{attrHandleTypePosixFD, &info.PosixFD},
-		{attrHandleTypeFabric, &info.Fabric},
+		{AttrUnifiedAddressing, &info.UnifiedAddressing},
+		{AttrVirtualMemoryManagement, &info.VMM},
+		{AttrHandleTypePosixFD, &info.PosixFD},
+		{AttrHandleTypeFabric, &info.Fabric},
 	}
 	for _, f := range flags {
 		v, err := api.attribute(f.attr, dev)
 		if err != nil {
 			// An attribute the driver does not know is a feature it lacks.
-			if IsResult(err, errInvalidValue) {
+			if IsResult(err, ErrInvalidValue) {
 				continue
 			}
 			return info, err

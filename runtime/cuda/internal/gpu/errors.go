@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"errors"
@@ -14,10 +14,10 @@ type Result = cu.Result
 // the full name table; the driver's own cuGetErrorName is preferred).
 const (
 	success             = cu.Success
-	errInvalidValue     = cu.ErrInvalidValue
-	errOutOfMemory      = cu.ErrOutOfMemory
+	ErrInvalidValue     = cu.ErrInvalidValue
+	ErrOutOfMemory      = cu.ErrOutOfMemory
 	errNotInitialized   = cu.ErrNotInitialized
-	errNoDevice         = cu.ErrNoDevice
+	ErrNoDevice         = cu.ErrNoDevice
 	errInvalidDevice    = cu.ErrInvalidDevice
 	errNotReady         = cu.ErrNotReady
 	errPeerAccessUnsupp = cu.ErrPeerAccessUnsupp
@@ -43,11 +43,11 @@ func IsResult(err error, code Result) bool {
 }
 
 // resultName is the cuda.h name of code without asking the driver.
-func resultName(code Result) string { return cu.ResultName(code) }
+func ResultName(code Result) string { return cu.ResultName(code) }
 
 // ErrUnsupported marks operations the CUDA runtime does not do yet.
 var ErrUnsupported = errors.New("unsupported on cuda yet")
 
-func unsupported(what string) error {
+func Unsupported(what string) error {
 	return fmt.Errorf("%w: %s", ErrUnsupported, what)
 }

@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ import (
 // and the callers (the evaluator, the pool) keep one stream. Bodies do not
 // nest (runtime.LoopCapturer).
 
-var _ runtime.LoopCapturer = (*gpuDevice)(nil)
+var _ runtime.LoopCapturer = (*Device)(nil)
 
 const (
 	graphNodeTypeConditional = 13 // CU_GRAPH_NODE_TYPE_CONDITIONAL
@@ -36,21 +36,21 @@ const (
 
 // graphNodeParams is CUgraphNodeParams (256 bytes) holding a
 // CUDA_CONDITIONAL_NODE_PARAMS at offset 16.
-type graphNodeParams struct {
+type GraphNodeParams struct {
 	typ       int32
 	_         [3]int32
-	handle    uint64   // CUgraphConditionalHandle
-	condType  int32    // CUgraphConditionalNodeType
-	size      uint32   // body graphs: 1 for WHILE
-	bodiesOut *uintptr // CUgraph*: the driver's array of body graphs
-	ctx       uintptr
+	Handle    uint64   // CUgraphConditionalHandle
+	CondType  int32    // CUgraphConditionalNodeType
+	Size      uint32   // body graphs: 1 for WHILE
+	BodiesOut *uintptr // CUgraph*: the driver's array of body graphs
+	Ctx       uintptr
 	_         [25]int64
 	_         int64
 }
 
 // openLoop is a body being captured.
 type openLoop struct {
-	s      *stream
+	s      *Stream
 	parent uintptr // the stream's handle before the body
 	body   uintptr // the body stream, capturing into the body graph
 	handle uint64
@@ -66,7 +66,7 @@ type loopKernel struct {
 	err  error
 }
 
-func (d *gpuDevice) loopNext() (*Function, error) {
+func (d *Device) loopNext() (*Function, error) {
 	k := &d.loop
 	k.once.Do(func() {
 		// NVRTC to a cubin, ptxas resolving the device runtime's setter;
@@ -79,7 +79,7 @@ func (d *gpuDevice) loopNext() (*Function, error) {
 				if ptx {
 					compile = CompileCUDAToPTX
 				}
-				image, err := compile(kernels.GraphLoop, "hir_graph_loop.cu", d.info.ComputeCapability, opts...)
+				image, err := compile(kernels.GraphLoop, "hir_graph_loop.cu", d.Props.ComputeCapability, opts...)
 				if err == nil {
 					if ptx {
 						image = append(image, 0)
@@ -95,17 +95,17 @@ func (d *gpuDevice) loopNext() (*Function, error) {
 				errs = append(errs, err)
 			}
 		}
-		k.err = fmt.Errorf("cuda: rank %d: the device-loop kernel: %w", d.opts.Rank, errors.Join(errs...))
+		k.err = fmt.Errorf("cuda: rank %d: the device-loop kernel: %w", d.Opts.Rank, errors.Join(errs...))
 	})
 	return k.fn, k.err
 }
 
 // LoopSupport says why this device cannot capture device loops: a driver
 // without conditional graph nodes, or the trip kernel not compiling.
-func (d *gpuDevice) LoopSupport() error {
-	if !d.drv.GraphConditionalHandleCreate.Resolved() || !d.drv.StreamBeginCaptureToGraph.Resolved() ||
-		!d.drv.GraphAddNode.Resolved() || !d.drv.StreamGetCaptureInfo.Resolved() {
-		return fmt.Errorf("cuda: rank %d: the driver has no conditional graph nodes (CUDA 12.4 or later)", d.opts.Rank)
+func (d *Device) LoopSupport() error {
+	if !d.Drv.GraphConditionalHandleCreate.Resolved() || !d.Drv.StreamBeginCaptureToGraph.Resolved() ||
+		!d.Drv.GraphAddNode.Resolved() || !d.Drv.StreamGetCaptureInfo.Resolved() {
+		return fmt.Errorf("cuda: rank %d: the driver has no conditional graph nodes (CUDA 12.4 or later)", d.Opts.Rank)
 	}
 	_, err := d.loopNext()
 	return err
@@ -113,34 +113,34 @@ func (d *gpuDevice) LoopSupport() error {
 
 // BeginLoop starts a loop body on rs, which captures: what is enqueued on
 // rs until EndLoop runs trips times where the loop stands in the graph.
-func (d *gpuDevice) BeginLoop(rs runtime.Stream, trips int64) error {
-	s, err := d.stream(rs)
+func (d *Device) BeginLoop(rs runtime.Stream, trips int64) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
 	if trips < 1 {
-		return fmt.Errorf("cuda: rank %d: begin loop: %d trips (at least 1)", d.opts.Rank, trips)
+		return fmt.Errorf("cuda: rank %d: begin loop: %d trips (at least 1)", d.Opts.Rank, trips)
 	}
-	d.mu.Lock()
-	c := d.capture
-	d.mu.Unlock()
+	d.Mu.Lock()
+	c := d.Capture
+	d.Mu.Unlock()
 	if c == nil {
-		return fmt.Errorf("cuda: rank %d: begin loop: the stream is not capturing", d.opts.Rank)
+		return fmt.Errorf("cuda: rank %d: begin loop: the stream is not capturing", d.Opts.Rank)
 	}
 	if c.loop != nil {
-		return fmt.Errorf("cuda: rank %d: begin loop: inside another loop's body (device loops do not nest)", d.opts.Rank)
+		return fmt.Errorf("cuda: rank %d: begin loop: inside another loop's body (device loops do not nest)", d.Opts.Rank)
 	}
 	if err := d.LoopSupport(); err != nil { // the kernel compiled before the graph changes
 		return err
 	}
-	l := openLoop{s: s, parent: s.h, trips: uint64(trips)}
-	err = d.withCtx(func() error {
+	l := openLoop{s: s, parent: s.H, trips: uint64(trips)}
+	err = d.WithCtx(func() error {
 		// relaxed capture allows the allocation; the graph frees it
-		if err := d.drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&l.trip)), 8); err != nil {
+		if err := d.Drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&l.trip)), 8); err != nil {
 			return err
 		}
 		c.counters = append(c.counters, l.trip)
-		if err := d.drv.MemsetD8Async.Call4(l.trip, 0, 8, s.h); err != nil {
+		if err := d.Drv.MemsetD8Async.Call4(l.trip, 0, 8, s.H); err != nil {
 			return err
 		}
 		var (
@@ -151,26 +151,26 @@ func (d *gpuDevice) BeginLoop(rs runtime.Stream, trips int64) error {
 			edges  uintptr // const CUgraphEdgeData*
 			n      uintptr
 		)
-		if err := d.drv.StreamGetCaptureInfo.Call(s.h, uintptr(unsafe.Pointer(&status)), uintptr(unsafe.Pointer(&id)),
+		if err := d.Drv.StreamGetCaptureInfo.Call(s.H, uintptr(unsafe.Pointer(&status)), uintptr(unsafe.Pointer(&id)),
 			uintptr(unsafe.Pointer(&graph)), uintptr(unsafe.Pointer(&deps)), uintptr(unsafe.Pointer(&edges)), uintptr(unsafe.Pointer(&n))); err != nil {
 			return err
 		}
 		if status != captureStatusActive {
 			return errors.New("the stream is not capturing")
 		}
-		if err := d.drv.GraphConditionalHandleCreate.Call(uintptr(unsafe.Pointer(&l.handle)), graph, d.ctx, 1, graphCondAssignDefault); err != nil {
+		if err := d.Drv.GraphConditionalHandleCreate.Call(uintptr(unsafe.Pointer(&l.handle)), graph, d.Ctx, 1, graphCondAssignDefault); err != nil {
 			return err
 		}
-		p := graphNodeParams{typ: graphNodeTypeConditional, handle: l.handle, condType: graphCondTypeWhile, size: 1, ctx: d.ctx}
+		p := GraphNodeParams{typ: graphNodeTypeConditional, Handle: l.handle, CondType: graphCondTypeWhile, Size: 1, Ctx: d.Ctx}
 		var node uintptr
-		if err := d.drv.GraphAddNode.Call(uintptr(unsafe.Pointer(&node)), graph, deps, edges, n, uintptr(unsafe.Pointer(&p))); err != nil {
+		if err := d.Drv.GraphAddNode.Call(uintptr(unsafe.Pointer(&node)), graph, deps, edges, n, uintptr(unsafe.Pointer(&p))); err != nil {
 			return err
 		}
-		if p.bodiesOut == nil {
+		if p.BodiesOut == nil {
 			return errors.New("the driver returned no body graph")
 		}
-		bodyGraph := *p.bodiesOut
-		if err := d.drv.StreamUpdateCaptureDependencies.Call4(s.h, uintptr(unsafe.Pointer(&node)), 1, streamSetCaptureDeps); err != nil {
+		bodyGraph := *p.BodiesOut
+		if err := d.Drv.StreamUpdateCaptureDependencies.Call4(s.H, uintptr(unsafe.Pointer(&node)), 1, streamSetCaptureDeps); err != nil {
 			return err
 		}
 		body, err := d.bodyStream()
@@ -178,47 +178,47 @@ func (d *gpuDevice) BeginLoop(rs runtime.Stream, trips int64) error {
 			return err
 		}
 		l.body = body
-		return d.drv.StreamBeginCaptureToGraph.Call(body, bodyGraph, 0, 0, 0, captureModeRelaxed)
+		return d.Drv.StreamBeginCaptureToGraph.Call(body, bodyGraph, 0, 0, 0, captureModeRelaxed)
 	})
 	if err != nil {
-		err = fmt.Errorf("cuda: rank %d: begin loop: %w", d.opts.Rank, err)
+		err = fmt.Errorf("cuda: rank %d: begin loop: %w", d.Opts.Rank, err)
 		d.failCapture(err)
 		return err
 	}
 	c.loop = &l
-	s.h = l.body // until EndLoop, the stream's work goes into the body
+	s.H = l.body // until EndLoop, the stream's work goes into the body
 	return nil
 }
 
 // EndLoop closes the loop body begun on rs: the trip kernel, then the end
 // of the body's capture.
-func (d *gpuDevice) EndLoop(rs runtime.Stream) error {
-	s, err := d.stream(rs)
+func (d *Device) EndLoop(rs runtime.Stream) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	c := d.capture
-	d.mu.Unlock()
+	d.Mu.Lock()
+	c := d.Capture
+	d.Mu.Unlock()
 	if c == nil || c.loop == nil || c.loop.s != s {
-		return fmt.Errorf("cuda: rank %d: end loop: no loop body was begun on this stream", d.opts.Rank)
+		return fmt.Errorf("cuda: rank %d: end loop: no loop body was begun on this stream", d.Opts.Rank)
 	}
 	l := c.loop
 	c.loop = nil
-	s.h = l.parent
+	s.H = l.parent
 	fn, err := d.loopNext()
 	if err != nil {
 		return err
 	}
 	handle, trip, trips := l.handle, l.trip, l.trips
 	params := [3]unsafe.Pointer{unsafe.Pointer(&handle), unsafe.Pointer(&trip), unsafe.Pointer(&trips)}
-	err = d.withCtx(func() error {
-		launchErr := d.drv.LaunchKernel.Call11(fn.h, 1, 1, 1, 1, 1, 1, 0, l.body, uintptr(unsafe.Pointer(&params[0])), 0)
+	err = d.WithCtx(func() error {
+		launchErr := d.Drv.LaunchKernel.Call11(fn.H, 1, 1, 1, 1, 1, 1, 0, l.body, uintptr(unsafe.Pointer(&params[0])), 0)
 		var g uintptr
-		return errors.Join(launchErr, d.drv.StreamEndCapture.Call2(l.body, uintptr(unsafe.Pointer(&g))))
+		return errors.Join(launchErr, d.Drv.StreamEndCapture.Call2(l.body, uintptr(unsafe.Pointer(&g))))
 	})
 	if err != nil {
-		err = fmt.Errorf("cuda: rank %d: end loop: %w", d.opts.Rank, err)
+		err = fmt.Errorf("cuda: rank %d: end loop: %w", d.Opts.Rank, err)
 		d.failCapture(err)
 	}
 	return err
@@ -226,21 +226,21 @@ func (d *gpuDevice) EndLoop(rs runtime.Stream) error {
 
 // abandonLoop ends the capture of a body left open (a capture ending
 // with an error) and gives its stream its handle back.
-func (d *gpuDevice) abandonLoop(c *captureState) {
+func (d *Device) abandonLoop(c *captureState) {
 	l := c.loop
 	c.loop = nil
-	l.s.h = l.parent
+	l.s.H = l.parent
 	var g uintptr
-	d.withCtx(func() error { return d.drv.StreamEndCapture.Call2(l.body, uintptr(unsafe.Pointer(&g))) })
+	d.WithCtx(func() error { return d.Drv.StreamEndCapture.Call2(l.body, uintptr(unsafe.Pointer(&g))) })
 }
 
 // bodyStream is the stream loop bodies are captured on (made once,
 // destroyed with the device).
-func (d *gpuDevice) bodyStream() (uintptr, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d *Device) bodyStream() (uintptr, error) {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
 	if d.loopStream == 0 {
-		if err := d.drv.StreamCreate.Call2(uintptr(unsafe.Pointer(&d.loopStream)), streamNonBlocking); err != nil {
+		if err := d.Drv.StreamCreate.Call2(uintptr(unsafe.Pointer(&d.loopStream)), streamNonBlocking); err != nil {
 			return 0, err
 		}
 	}
@@ -248,19 +248,19 @@ func (d *gpuDevice) bodyStream() (uintptr, error) {
 }
 
 // failCapture makes the open capture fail with err (its first error).
-func (d *gpuDevice) failCapture(err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c := d.capture; c != nil && c.err == nil {
+func (d *Device) failCapture(err error) {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	if c := d.Capture; c != nil && c.err == nil {
 		c.err = err
 	}
 }
 
 // closeLoops destroys the body streams and the trip kernel's module.
-func (d *gpuDevice) closeLoops() error {
+func (d *Device) closeLoops() error {
 	var errs []error
 	if d.loopStream != 0 {
-		errs = append(errs, d.drv.StreamDestroy.Call1(d.loopStream))
+		errs = append(errs, d.Drv.StreamDestroy.Call1(d.loopStream))
 		d.loopStream = 0
 	}
 	if d.loop.mod != nil {

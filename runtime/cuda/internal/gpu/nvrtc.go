@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ var (
 	nvrtcErr  error
 )
 
-func loadNVRTC() (*cu.NVRTC, error) {
+func LoadNVRTC() (*cu.NVRTC, error) {
 	nvrtcOnce.Do(func() {
 		path := NVRTCLibrary
 		if p := os.Getenv("HIR_CUDA_LIBNVRTC"); p != "" {
@@ -46,7 +46,7 @@ func (e *CompileError) Unwrap() error { return e.Err }
 
 // NVRTCVersion is the loaded NVRTC's version (major, minor).
 func NVRTCVersion() (int, int, error) {
-	lib, err := loadNVRTC()
+	lib, err := LoadNVRTC()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -70,7 +70,7 @@ func CompileCUDAToPTX(src, name string, cc [2]int, opts ...string) ([]byte, erro
 }
 
 func compileCUDA(src, name string, cc [2]int, ptx bool, opts ...string) ([]byte, error) {
-	lib, err := loadNVRTC()
+	lib, err := LoadNVRTC()
 	if err != nil {
 		return nil, &CompileError{Name: name, Err: err}
 	}

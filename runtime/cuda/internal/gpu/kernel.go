@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"encoding/binary"
@@ -13,7 +13,7 @@ import (
 
 // Module is a loaded cubin (cuModuleLoadData).
 type Module struct {
-	dev    *gpuDevice
+	dev    *Device
 	h      uintptr
 	mu     sync.Mutex
 	closed bool
@@ -23,22 +23,22 @@ type Module struct {
 type Function struct {
 	Name string
 	mod  *Module
-	h    uintptr
+	H    uintptr
 }
 
 // Dim3 is a grid or block shape.
 type Dim3 struct{ X, Y, Z uint32 }
 
 // LoadModule loads a cubin or PTX image into the device's context.
-func (d *gpuDevice) LoadModule(image []byte) (*Module, error) {
+func (d *Device) LoadModule(image []byte) (*Module, error) {
 	if len(image) == 0 {
-		return nil, fmt.Errorf("cuda: rank %d: empty module image", d.opts.Rank)
+		return nil, fmt.Errorf("cuda: rank %d: empty module image", d.Opts.Rank)
 	}
 	m := &Module{dev: d}
-	if err := d.withCtx(func() error {
-		return d.drv.ModuleLoadData.Call2(uintptr(unsafe.Pointer(&m.h)), uintptr(unsafe.Pointer(&image[0])))
+	if err := d.WithCtx(func() error {
+		return d.Drv.ModuleLoadData.Call2(uintptr(unsafe.Pointer(&m.h)), uintptr(unsafe.Pointer(&image[0])))
 	}); err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
+		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}
 	d.liveModules.Add(1)
 	return m, nil
@@ -48,8 +48,8 @@ func (d *gpuDevice) LoadModule(image []byte) (*Module, error) {
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{Name: name, mod: m}
 	cname := cu.CString(name)
-	if err := m.dev.withCtx(func() error {
-		return m.dev.drv.ModuleGetFunction.Call3(uintptr(unsafe.Pointer(&f.h)), m.h, uintptr(unsafe.Pointer(&cname[0])))
+	if err := m.dev.WithCtx(func() error {
+		return m.dev.Drv.ModuleGetFunction.Call3(uintptr(unsafe.Pointer(&f.H)), m.h, uintptr(unsafe.Pointer(&cname[0])))
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: kernel %q: %w", name, err)
 	}
@@ -65,7 +65,7 @@ func (m *Module) Unload() error {
 	}
 	m.closed = true
 	m.dev.liveModules.Add(-1)
-	return m.dev.withCtx(func() error { return m.dev.drv.ModuleUnload.Call1(m.h) })
+	return m.dev.WithCtx(func() error { return m.dev.Drv.ModuleUnload.Call1(m.h) })
 }
 
 // kernelArg is one argument's bytes as the kernel receives it by value.
@@ -87,17 +87,17 @@ func kernelArg(a any) ([]byte, error) {
 	case float64:
 		return le.AppendUint64(nil, math.Float64bits(v)), nil
 	case runtime.Buffer:
-		b, ok := v.(*buffer)
+		b, ok := v.(*Buffer)
 		if !ok {
 			return nil, fmt.Errorf("buffer %T of another backend", v)
 		}
-		return le.AppendUint64(nil, b.ptr), nil
+		return le.AppendUint64(nil, b.Ptr), nil
 	case runtime.Tensor:
-		b, ok := v.Buf.(*buffer)
+		b, ok := v.Buf.(*Buffer)
 		if !ok {
 			return nil, fmt.Errorf("tensor on a buffer %T of another backend", v.Buf)
 		}
-		return le.AppendUint64(nil, b.ptr+uint64(v.Offset)), nil
+		return le.AppendUint64(nil, b.Ptr+uint64(v.Offset)), nil
 	case []byte: // a struct passed by value, laid out by the caller
 		return append([]byte(nil), v...), nil
 	}
@@ -108,8 +108,8 @@ func kernelArg(a any) ([]byte, error) {
 // args passed by value: int32, uint32, int64, uint64, int, float32,
 // float64, a runtime.Buffer or runtime.Tensor (its device address), or
 // []byte holding a struct laid out as the kernel declares it.
-func (d *gpuDevice) LaunchFunction(f *Function, grid, block Dim3, sharedBytes uint32, rs runtime.Stream, args ...any) error {
-	s, err := d.stream(rs)
+func (d *Device) LaunchFunction(f *Function, grid, block Dim3, sharedBytes uint32, rs runtime.Stream, args ...any) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
@@ -128,14 +128,14 @@ func (d *gpuDevice) LaunchFunction(f *Function, grid, block Dim3, sharedBytes ui
 		}
 		params[i] = unsafe.Pointer(&vals[i][0])
 	}
-	err = d.withCtx(func() error {
-		return d.drv.LaunchKernel.Call11(f.h,
+	err = d.WithCtx(func() error {
+		return d.Drv.LaunchKernel.Call11(f.H,
 			uintptr(grid.X), uintptr(max(grid.Y, 1)), uintptr(max(grid.Z, 1)),
 			uintptr(block.X), uintptr(max(block.Y, 1)), uintptr(max(block.Z, 1)),
-			uintptr(sharedBytes), s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+			uintptr(sharedBytes), s.H, uintptr(unsafe.Pointer(&params[0])), 0)
 	})
 	if err != nil {
-		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.opts.Rank, f.Name, err)
+		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.Opts.Rank, f.Name, err)
 	}
 	return nil
 }

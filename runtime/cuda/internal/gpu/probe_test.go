@@ -1,23 +1,21 @@
-package cuda
+package gpu
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	goruntime "runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/internal/dl"
 )
 
 func TestProbeWithoutDriverSaysWhy(t *testing.T) {
-	_, err := openDriver("/nonexistent/libcuda.so.1")
+	_, err := OpenDriver("/nonexistent/libcuda.so.1")
 	require.Error(t, err, "a missing library loaded")
-	msg := ProbeResult{Reason: noDriverReason(err), Advice: runOnCPU}.Unavailable()
+	msg := ProbeResult{Reason: NoDriverReason(err), Advice: RunOnCPU}.Unavailable()
 	want := []string{"/nonexistent/libcuda.so.1", "no usable NVIDIA driver", "--backend sim"}
 	if goruntime.GOOS != "linux" {
 		want = []string{"the cuda backend needs linux", "--backend sim"}
@@ -31,21 +29,13 @@ func TestProbeWithoutDriverSaysWhy(t *testing.T) {
 func TestProbeOffLinuxSaysItNeedsLinux(t *testing.T) {
 	err := fmt.Errorf("cannot load libcuda.so.1: %w", dl.ErrNeedsLinux)
 	assert.Equal(t, "the cuda backend needs linux (this hirrun is built for "+goruntime.GOOS+"/"+goruntime.GOARCH+
-		")", noDriverReason(err))
+		")", NoDriverReason(err))
 	if goruntime.GOOS != "linux" {
-		assert.Equal(t, noDriverReason(err), Probe().Reason, "Probe")
+		assert.Equal(t, NoDriverReason(err), Probe().Reason, "Probe")
 	}
 }
 
 // On a machine without a GPU, opening the backend is a plain error.
-func TestOpenWithoutGPUIsAClearError(t *testing.T) {
-	if p := Probe(); p.Available {
-		t.Skip("this machine has a usable GPU")
-	}
-	_, err := runtime.Open("cuda", runtime.Config{WorldSize: 2, Rank: -1})
-	require.ErrorContains(t, err, "cuda backend unavailable: ", "Open")
-}
-
 type fakeDriver struct {
 	initErr error
 	devices int
@@ -53,29 +43,29 @@ type fakeDriver struct {
 }
 
 func (f *fakeDriver) init() error                      { return f.initErr }
-func (f *fakeDriver) driverVersion() (int, error)      { return 13000, nil }
+func (f *fakeDriver) DriverVersion() (int, error)      { return 13000, nil }
 func (f *fakeDriver) deviceCount() (int, error)        { return f.devices, nil }
-func (f *fakeDriver) deviceGet(o int) (int32, error)   { return int32(o), nil }
+func (f *fakeDriver) GetDevice(o int) (int32, error)   { return int32(o), nil }
 func (f *fakeDriver) deviceName(int32) (string, error) { return "Fake GPU", nil }
 func (f *fakeDriver) totalMem(int32) (uint64, error)   { return 80 << 30, nil }
 func (f *fakeDriver) attribute(a int, _ int32) (int, error) {
 	v, ok := f.attrs[a]
 	if !ok {
-		return 0, &Error{Call: "cuDeviceGetAttribute", Code: errInvalidValue, Name: "CUDA_ERROR_INVALID_VALUE"}
+		return 0, &Error{Call: "cuDeviceGetAttribute", Code: ErrInvalidValue, Name: "CUDA_ERROR_INVALID_VALUE"}
 	}
 	return v, nil
 }
 
 func goodAttrs() map[int]int {
-	return map[int]int{attrComputeCapabilityMajor: 9, attrComputeCapabilityMinor: 0, attrMultiprocessorCount: 132,
-		attrUnifiedAddressing: 1, attrVirtualMemoryManagement: 1, attrHandleTypePosixFD: 1, attrHandleTypeFabric: 1}
+	return map[int]int{AttrComputeCapabilityMajor: 9, AttrComputeCapabilityMinor: 0, AttrMultiprocessorCount: 132,
+		AttrUnifiedAddressing: 1, AttrVirtualMemoryManagement: 1, AttrHandleTypePosixFD: 1, AttrHandleTypeFabric: 1}
 }
 
 func TestProbeMessages(t *testing.T) {
 	noVMM, noFD, noFabric := goodAttrs(), goodAttrs(), goodAttrs()
-	noVMM[attrVirtualMemoryManagement] = 0
-	noFD[attrHandleTypePosixFD] = 0
-	delete(noFabric, attrHandleTypeFabric) // an old driver that does not know the attribute
+	noVMM[AttrVirtualMemoryManagement] = 0
+	noFD[AttrHandleTypePosixFD] = 0
+	delete(noFabric, AttrHandleTypeFabric) // an old driver that does not know the attribute
 	cases := []struct {
 		name string
 		drv  *fakeDriver
@@ -83,7 +73,7 @@ func TestProbeMessages(t *testing.T) {
 	}{
 		{"good", &fakeDriver{devices: 2, attrs: goodAttrs()}, ""},
 		{"old driver without fabric", &fakeDriver{devices: 1, attrs: noFabric}, ""},
-		{"no device", &fakeDriver{initErr: &Error{Call: "cuInit", Code: errNoDevice, Name: "CUDA_ERROR_NO_DEVICE"}}, "sees no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE"},
+		{"no device", &fakeDriver{initErr: &Error{Call: "cuInit", Code: ErrNoDevice, Name: "CUDA_ERROR_NO_DEVICE"}}, "sees no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE"},
 		{"init fails", &fakeDriver{initErr: errors.New("boom")}, "did not initialise: boom"},
 		{"zero devices", &fakeDriver{devices: 0}, "sees no CUDA device"},
 		{"no VMM", &fakeDriver{devices: 1, attrs: noVMM}, "device 0 (Fake GPU) does not support virtual memory management"},
@@ -91,7 +81,7 @@ func TestProbeMessages(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := probeWith(c.drv, "fake")
+			res := ProbeWith(c.drv, "fake")
 			if c.want == "" {
 				require.True(t, res.Available, "want available with %d devices, got %+v", c.drv.devices, res)
 				require.Len(t, res.Devices, c.drv.devices, "want available with %d devices, got %+v", c.drv.devices, res)
@@ -101,25 +91,4 @@ func TestProbeMessages(t *testing.T) {
 			require.Contains(t, res.Reason, c.want, "reason")
 		})
 	}
-}
-
-func TestOptionsFromEnv(t *testing.T) {
-	for _, v := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "HIR_LAUNCHED", "HIR_STORE_TOKEN", "SLURM_PROCID"} {
-		t.Setenv(v, "")
-		os.Unsetenv(v)
-	}
-	_, _, err := optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1})
-	assert.ErrorContains(t, err, "one rank per process", "two ranks with no launcher")
-	o, rv, err := optionsFromEnv(runtime.Config{WorldSize: 1, Rank: -1, Devices: []int{3}})
-	assert.NoError(t, err, "single process")
-	assert.Nil(t, rv, "single process")
-	assert.Equal(t, 0, o.Rank, "single process: %+v", o)
-	assert.Equal(t, 1, o.WorldSize, "single process: %+v", o)
-	assert.Equal(t, 3, o.Device, "single process: %+v", o)
-	t.Setenv("RANK", "1")
-	t.Setenv("WORLD_SIZE", "4")
-	t.Setenv("MASTER_ADDR", "127.0.0.1")
-	t.Setenv("MASTER_PORT", "1")
-	_, _, err = optionsFromEnv(runtime.Config{WorldSize: 2, Rank: -1})
-	assert.ErrorContains(t, err, "mesh has 2 ranks but the launcher started 4", "mesh/world mismatch")
 }

@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"github.com/hirlab/hir/runtime"
 )
 
-var _ runtime.EventTimer = (*gpuDevice)(nil)
+var _ runtime.EventTimer = (*Device)(nil)
 
 // Elapsed is the GPU time between two completed events of this device
 // (cuEventElapsedTime: about half a microsecond of resolution).
-func (d *gpuDevice) Elapsed(start, end runtime.Event) (time.Duration, error) {
+func (d *Device) Elapsed(start, end runtime.Event) (time.Duration, error) {
 	ms, err := ElapsedMillis(start, end)
 	if err != nil {
-		return 0, fmt.Errorf("cuda: rank %d: elapsed: %w", d.opts.Rank, err)
+		return 0, fmt.Errorf("cuda: rank %d: elapsed: %w", d.Opts.Rank, err)
 	}
 	return time.Duration(float64(ms) * 1e6), nil
 }

@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"encoding/binary"
@@ -18,9 +18,9 @@ type copyKernels struct {
 	fn  map[int]*Function // by element size
 }
 
-func (d *gpuDevice) stridedKernels() (*copyKernels, error) {
+func (d *Device) stridedKernels() (*copyKernels, error) {
 	d.copyOnce.Do(func() {
-		cubin, err := CompileCUDA(kernels.StridedCopy, "hir_strided_copy.cu", d.info.ComputeCapability)
+		cubin, err := CompileCUDA(kernels.StridedCopy, "hir_strided_copy.cu", d.Props.ComputeCapability)
 		if err != nil {
 			d.copyErr = err
 			return
@@ -47,23 +47,23 @@ func (d *gpuDevice) stridedKernels() (*copyKernels, error) {
 
 // span checks that t lies inside its buffer and returns its base address;
 // what names t in an error.
-func (d *gpuDevice) span(t runtime.Tensor, what string) (uint64, error) {
-	return d.spanOf(t, func() string { return what })
+func (d *Device) Span(t runtime.Tensor, what string) (uint64, error) {
+	return d.SpanOf(t, func() string { return what })
 }
 
 // spanOf is span with the name made only for an error (a launch names its
 // arguments by kernel and index: no formatting on the hot path).
-func (d *gpuDevice) spanOf(t runtime.Tensor, what func() string) (uint64, error) {
-	b, err := d.own(t.Buf)
+func (d *Device) SpanOf(t runtime.Tensor, what func() string) (uint64, error) {
+	b, err := d.Own(t.Buf)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what(), err)
 	}
 	if len(t.Strides) != 0 && len(t.Strides) != len(t.Shape) {
-		return 0, fmt.Errorf("cuda: rank %d: %s: %d strides for %d dimensions", d.opts.Rank, what(), len(t.Strides), len(t.Shape))
+		return 0, fmt.Errorf("cuda: rank %d: %s: %d strides for %d dimensions", d.Opts.Rank, what(), len(t.Strides), len(t.Shape))
 	}
 	es := int64(t.DType.Size())
 	if es == 0 {
-		return 0, fmt.Errorf("cuda: rank %d: %s: dtype %v has no size", d.opts.Rank, what(), t.DType)
+		return 0, fmt.Errorf("cuda: rank %d: %s: dtype %v has no size", d.Opts.Rank, what(), t.DType)
 	}
 	lo, hi := t.Offset, t.Offset+es
 	switch n := t.NumElements(); {
@@ -81,88 +81,88 @@ func (d *gpuDevice) spanOf(t runtime.Tensor, what func() string) (uint64, error)
 			}
 		}
 	}
-	if lo < 0 || hi > b.size {
+	if lo < 0 || hi > b.Bytes {
 		return 0, fmt.Errorf("cuda: rank %d: %s: tensor %v%v at offset %d reaches bytes [%d, %d) of a %d-byte buffer",
-			d.opts.Rank, what(), t.DType, t.Shape, t.Offset, lo, hi, b.size)
+			d.Opts.Rank, what(), t.DType, t.Shape, t.Offset, lo, hi, b.Bytes)
 	}
-	return b.ptr + uint64(t.Offset), nil
+	return b.Ptr + uint64(t.Offset), nil
 }
 
 // CopyFromHost copies src into dst, ordered on s. For a strided dst the
 // bytes go through a stream-ordered staging buffer.
-func (d *gpuDevice) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream) error {
-	s, err := d.stream(rs)
+func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
-	ptr, err := d.span(dst, "copy from host")
+	ptr, err := d.Span(dst, "copy from host")
 	if err != nil {
 		return err
 	}
 	if int64(len(src)) != dst.Bytes() {
-		return fmt.Errorf("cuda: rank %d: copy from host: %d bytes for a tensor of %d", d.opts.Rank, len(src), dst.Bytes())
+		return fmt.Errorf("cuda: rank %d: copy from host: %d bytes for a tensor of %d", d.Opts.Rank, len(src), dst.Bytes())
 	}
 	if len(src) == 0 {
 		return nil
 	}
 	if dst.IsContiguous() {
-		return d.withCtx(func() error {
-			return d.drv.MemcpyHtoDAsync.Call4(uintptr(ptr), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h)
+		return d.WithCtx(func() error {
+			return d.Drv.MemcpyHtoDAsync.Call4(uintptr(ptr), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.H)
 		})
 	}
-	return d.staged(len(src), s, func(tmp uint64) error {
-		if err := d.drv.MemcpyHtoDAsync.Call4(uintptr(tmp), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h); err != nil {
+	return d.Staged(len(src), s, func(tmp uint64) error {
+		if err := d.Drv.MemcpyHtoDAsync.Call4(uintptr(tmp), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.H); err != nil {
 			return err
 		}
-		return d.stridedCopy(ptr, dst.EffectiveStrides(), tmp, runtime.ContiguousStrides(dst.Shape), dst, s)
+		return d.StridedCopy(ptr, dst.EffectiveStrides(), tmp, runtime.ContiguousStrides(dst.Shape), dst, s)
 	})
 }
 
 // CopyToHost copies src into dst, ordered on s.
-func (d *gpuDevice) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) error {
-	s, err := d.stream(rs)
+func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
-	ptr, err := d.span(src, "copy to host")
+	ptr, err := d.Span(src, "copy to host")
 	if err != nil {
 		return err
 	}
 	if int64(len(dst)) != src.Bytes() {
-		return fmt.Errorf("cuda: rank %d: copy to host: %d bytes for a tensor of %d", d.opts.Rank, len(dst), src.Bytes())
+		return fmt.Errorf("cuda: rank %d: copy to host: %d bytes for a tensor of %d", d.Opts.Rank, len(dst), src.Bytes())
 	}
 	if len(dst) == 0 {
 		return nil
 	}
 	if src.IsContiguous() {
-		return d.withCtx(func() error {
-			return d.drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Pointer(&dst[0])), uintptr(ptr), uintptr(len(dst)), s.h)
+		return d.WithCtx(func() error {
+			return d.Drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Pointer(&dst[0])), uintptr(ptr), uintptr(len(dst)), s.H)
 		})
 	}
-	return d.staged(len(dst), s, func(tmp uint64) error {
-		if err := d.stridedCopy(tmp, runtime.ContiguousStrides(src.Shape), ptr, src.EffectiveStrides(), src, s); err != nil {
+	return d.Staged(len(dst), s, func(tmp uint64) error {
+		if err := d.StridedCopy(tmp, runtime.ContiguousStrides(src.Shape), ptr, src.EffectiveStrides(), src, s); err != nil {
 			return err
 		}
-		return d.drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Pointer(&dst[0])), uintptr(tmp), uintptr(len(dst)), s.h)
+		return d.Drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Pointer(&dst[0])), uintptr(tmp), uintptr(len(dst)), s.H)
 	})
 }
 
 // Copy copies src into dst elementwise, ordered on s. Either may be a
 // peer's shard or the contiguous view: all are addresses in this process.
-func (d *gpuDevice) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
-	s, err := d.stream(rs)
+func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
 	if dst.DType != src.DType || dst.NumElements() != src.NumElements() {
 		return fmt.Errorf("cuda: rank %d: copy of %v%v into %v%v: dtype and element count must match",
-			d.opts.Rank, src.DType, src.Shape, dst.DType, dst.Shape)
+			d.Opts.Rank, src.DType, src.Shape, dst.DType, dst.Shape)
 	}
-	dp, err := d.span(dst, "copy destination")
+	dp, err := d.Span(dst, "copy destination")
 	if err != nil {
 		return err
 	}
-	sp, err := d.span(src, "copy source")
+	sp, err := d.Span(src, "copy source")
 	if err != nil {
 		return err
 	}
@@ -171,8 +171,8 @@ func (d *gpuDevice) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 		return nil
 	}
 	if dst.IsContiguous() && src.IsContiguous() {
-		return d.withCtx(func() error {
-			return d.drv.MemcpyAsync.Call4(uintptr(dp), uintptr(sp), uintptr(n), s.h)
+		return d.WithCtx(func() error {
+			return d.Drv.MemcpyAsync.Call4(uintptr(dp), uintptr(sp), uintptr(n), s.H)
 		})
 	}
 	// Different shapes with equal counts: copy in dst's index order over
@@ -180,22 +180,22 @@ func (d *gpuDevice) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 	srcStrides := src.EffectiveStrides()
 	if !slices.Equal(dst.Shape, src.Shape) {
 		if !src.IsContiguous() {
-			return fmt.Errorf("cuda: rank %d: strided copy between shapes %v and %v", d.opts.Rank, src.Shape, dst.Shape)
+			return fmt.Errorf("cuda: rank %d: strided copy between shapes %v and %v", d.Opts.Rank, src.Shape, dst.Shape)
 		}
 		srcStrides = runtime.ContiguousStrides(dst.Shape)
 	}
-	return d.withCtx(func() error { return d.stridedCopy(dp, dst.EffectiveStrides(), sp, srcStrides, dst, s) })
+	return d.WithCtx(func() error { return d.StridedCopy(dp, dst.EffectiveStrides(), sp, srcStrides, dst, s) })
 }
 
 // staged runs f with a stream-ordered temporary of n bytes (under withCtx).
-func (d *gpuDevice) staged(n int, s *stream, f func(tmp uint64) error) error {
-	return d.withCtx(func() error {
+func (d *Device) Staged(n int, s *Stream, f func(tmp uint64) error) error {
+	return d.WithCtx(func() error {
 		var tmp uint64
-		if err := d.drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(&tmp)), uintptr(n), s.h); err != nil {
-			return d.tooLarge("staging buffer", int64(n), err)
+		if err := d.Drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(&tmp)), uintptr(n), s.H); err != nil {
+			return d.TooLarge("staging buffer", int64(n), err)
 		}
 		ferr := f(tmp)
-		if err := d.drv.MemFreeAsync.Call2(uintptr(tmp), s.h); ferr == nil {
+		if err := d.Drv.MemFreeAsync.Call2(uintptr(tmp), s.H); ferr == nil {
 			ferr = err
 		}
 		return ferr
@@ -204,13 +204,13 @@ func (d *gpuDevice) staged(n int, s *stream, f func(tmp uint64) error) error {
 
 // stridedCopy launches the strided-copy kernel for shape t.Shape (under
 // withCtx: the caller holds the thread and context).
-func (d *gpuDevice) stridedCopy(dst uint64, dstStrides []int64, src uint64, srcStrides []int64, t runtime.Tensor, s *stream) error {
+func (d *Device) StridedCopy(dst uint64, dstStrides []int64, src uint64, srcStrides []int64, t runtime.Tensor, s *Stream) error {
 	es := t.DType.Size()
 	if len(t.Shape) > maxCopyDims {
-		return fmt.Errorf("cuda: rank %d: strided copy of %d dimensions (at most %d)", d.opts.Rank, len(t.Shape), maxCopyDims)
+		return fmt.Errorf("cuda: rank %d: strided copy of %d dimensions (at most %d)", d.Opts.Rank, len(t.Shape), maxCopyDims)
 	}
 	if dst%uint64(es) != 0 || src%uint64(es) != 0 {
-		return fmt.Errorf("cuda: rank %d: strided copy of %d-byte elements at misaligned addresses", d.opts.Rank, es)
+		return fmt.Errorf("cuda: rank %d: strided copy of %d-byte elements at misaligned addresses", d.Opts.Rank, es)
 	}
 	k, err := d.stridedKernels()
 	if err != nil {
@@ -218,7 +218,7 @@ func (d *gpuDevice) stridedCopy(dst uint64, dstStrides []int64, src uint64, srcS
 	}
 	f := k.fn[es]
 	if f == nil {
-		return fmt.Errorf("cuda: rank %d: no strided copy for %d-byte elements", d.opts.Rank, es)
+		return fmt.Errorf("cuda: rank %d: no strided copy for %d-byte elements", d.Opts.Rank, es)
 	}
 	n := t.NumElements()
 	layout := make([]byte, 0, 16+3*8*maxCopyDims)
@@ -237,8 +237,8 @@ func (d *gpuDevice) stridedCopy(dst uint64, dstStrides []int64, src uint64, srcS
 	}
 	const block = 256
 	grid := (n + block - 1) / block
-	grid = min(grid, int64(max(d.info.Multiprocessors, 1))*16)
+	grid = min(grid, int64(max(d.Props.Multiprocessors, 1))*16)
 	vals := [][]byte{le.AppendUint64(nil, dst), le.AppendUint64(nil, src), layout}
 	params := []unsafe.Pointer{unsafe.Pointer(&vals[0][0]), unsafe.Pointer(&vals[1][0]), unsafe.Pointer(&vals[2][0])}
-	return d.drv.LaunchKernel.Call11(f.h, uintptr(grid), 1, 1, block, 1, 1, 0, s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+	return d.Drv.LaunchKernel.Call11(f.H, uintptr(grid), 1, 1, block, 1, 1, 0, s.H, uintptr(unsafe.Pointer(&params[0])), 0)
 }

@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"os"
@@ -28,18 +28,18 @@ var (
 )
 
 // loadDriver opens the process's driver once.
-func loadDriver() (*driver, error) {
+func LoadDriver() (*driver, error) {
 	defaultDriverOnce.Do(func() {
 		path := DriverLibrary
 		if p := os.Getenv("HIR_CUDA_LIBCUDA"); p != "" {
 			path = p
 		}
-		defaultDriver, defaultDriverErr = openDriver(path)
+		defaultDriver, defaultDriverErr = OpenDriver(path)
 	})
 	return defaultDriver, defaultDriverErr
 }
 
-func openDriver(path string) (*driver, error) {
+func OpenDriver(path string) (*driver, error) {
 	d, err := cu.OpenDriver(path)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func openDriver(path string) (*driver, error) {
 
 func (d *driver) init() error { return d.Init.Call1(0) }
 
-func (d *driver) driverVersion() (int, error) {
+func (d *driver) DriverVersion() (int, error) {
 	var v int32
 	err := d.DriverGetVersion.Call1(uintptr(unsafe.Pointer(&v)))
 	return int(v), err
@@ -63,7 +63,7 @@ func (d *driver) deviceCount() (int, error) {
 	return int(n), err
 }
 
-func (d *driver) deviceGet(ordinal int) (int32, error) {
+func (d *driver) GetDevice(ordinal int) (int32, error) {
 	var dev int32
 	err := d.DeviceGet.Call2(uintptr(unsafe.Pointer(&dev)), uintptr(ordinal))
 	return dev, err
@@ -94,70 +94,70 @@ func (d *driver) memGetInfo() (free, total uint64, err error) {
 	return
 }
 
-func (d *driver) setCurrent(ctx uintptr) error { return d.CtxSetCurrent.Call1(ctx) }
+func (d *driver) SetCurrent(ctx uintptr) error { return d.CtxSetCurrent.Call1(ctx) }
 
-func (d *driver) ctxSynchronize() error { return d.CtxSynchronize.Call() }
+func (d *driver) SyncCtx() error { return d.CtxSynchronize.Call() }
 
-func (d *driver) memCreate(size uint64, prop *memAllocationProp) (uint64, error) {
+func (d *driver) CreateMem(size uint64, prop *MemAllocationProp) (uint64, error) {
 	var h uint64
 	err := d.MemCreate.Call4(uintptr(unsafe.Pointer(&h)), uintptr(size), uintptr(unsafe.Pointer(prop)), 0)
 	return h, err
 }
 
-func (d *driver) memRelease(h uint64) error { return d.MemRelease.Call1(uintptr(h)) }
+func (d *driver) ReleaseMem(h uint64) error { return d.MemRelease.Call1(uintptr(h)) }
 
-func (d *driver) granularity(prop *memAllocationProp, option int) (uint64, error) {
+func (d *driver) granularity(prop *MemAllocationProp, option int) (uint64, error) {
 	var g uint64
 	err := d.MemGetAllocationGranularity.Call3(uintptr(unsafe.Pointer(&g)), uintptr(unsafe.Pointer(prop)), uintptr(option))
 	return g, err
 }
 
-func (d *driver) exportPosixFD(h uint64) (int, error) {
+func (d *driver) ExportPosixFD(h uint64) (int, error) {
 	var fd int32 = -1
-	err := d.MemExportToShareableHandle.Call4(uintptr(unsafe.Pointer(&fd)), uintptr(h), handleTypePosix, 0)
+	err := d.MemExportToShareableHandle.Call4(uintptr(unsafe.Pointer(&fd)), uintptr(h), HandleTypePosix, 0)
 	return int(fd), err
 }
 
-func (d *driver) exportFabric(h uint64) (memFabricHandle, error) {
-	var fh memFabricHandle
-	err := d.MemExportToShareableHandle.Call4(uintptr(unsafe.Pointer(&fh)), uintptr(h), handleTypeFabric, 0)
+func (d *driver) exportFabric(h uint64) (MemFabricHandle, error) {
+	var fh MemFabricHandle
+	err := d.MemExportToShareableHandle.Call4(uintptr(unsafe.Pointer(&fh)), uintptr(h), HandleTypeFabric, 0)
 	return fh, err
 }
 
 // importPosixFD imports an exported allocation; the fd stays the caller's
 // to close (the driver keeps its own reference).
-func (d *driver) importPosixFD(fd int) (uint64, error) {
+func (d *driver) ImportPosixFD(fd int) (uint64, error) {
 	var h uint64
 	// The POSIX fd travels in the void* argument by value.
-	err := d.MemImportFromShareableHandle.Call3(uintptr(unsafe.Pointer(&h)), uintptr(fd), handleTypePosix)
+	err := d.MemImportFromShareableHandle.Call3(uintptr(unsafe.Pointer(&h)), uintptr(fd), HandleTypePosix)
 	return h, err
 }
 
-func (d *driver) importFabric(fh *memFabricHandle) (uint64, error) {
+func (d *driver) importFabric(fh *MemFabricHandle) (uint64, error) {
 	var h uint64
-	err := d.MemImportFromShareableHandle.Call3(uintptr(unsafe.Pointer(&h)), uintptr(unsafe.Pointer(fh)), handleTypeFabric)
+	err := d.MemImportFromShareableHandle.Call3(uintptr(unsafe.Pointer(&h)), uintptr(unsafe.Pointer(fh)), HandleTypeFabric)
 	return h, err
 }
 
-func (d *driver) addressReserve(size, align uint64) (uint64, error) {
+func (d *driver) AddressReserve(size, align uint64) (uint64, error) {
 	var p uint64
 	err := d.MemAddressReserve.Call(uintptr(unsafe.Pointer(&p)), uintptr(size), uintptr(align), 0, 0)
 	return p, err
 }
 
-func (d *driver) addressFree(p, size uint64) error {
+func (d *driver) AddressFree(p, size uint64) error {
 	return d.MemAddressFree.Call2(uintptr(p), uintptr(size))
 }
 
-func (d *driver) memMap(p, size uint64, h uint64) error {
+func (d *driver) MapMem(p, size uint64, h uint64) error {
 	return d.MemMap.Call(uintptr(p), uintptr(size), 0, uintptr(h), 0)
 }
 
-func (d *driver) memUnmap(p, size uint64) error {
+func (d *driver) UnmapMem(p, size uint64) error {
 	return d.MemUnmap.Call2(uintptr(p), uintptr(size))
 }
 
-func (d *driver) setAccess(p, size uint64, device int32) error {
-	desc := memAccessDesc{Location: memLocation{Type: memLocationTypeDevice, ID: device}, Flags: memAccessFlagsProtReadWrite}
+func (d *driver) SetAccess(p, size uint64, device int32) error {
+	desc := MemAccessDesc{Location: MemLocation{Type: memLocationTypeDevice, ID: device}, Flags: memAccessFlagsProtReadWrite}
 	return d.MemSetAccess.Call4(uintptr(p), uintptr(size), uintptr(unsafe.Pointer(&desc)), 1)
 }

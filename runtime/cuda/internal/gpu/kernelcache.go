@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ var images = struct {
 
 // KernelCache reports the process's kernel-cache counters.
 func KernelCache() KernelCacheStats {
-	dir, _ := kernelCacheDir()
+	dir, _ := KernelCacheDir()
 	return KernelCacheStats{
 		Compiles: images.compiles.Load(), MemoryHits: images.memHits.Load(), DiskHits: images.diskHits.Load(),
 		DiskWrites: images.diskWrites.Load(), DiskErrors: images.diskErrors.Load(),
@@ -62,7 +62,7 @@ func KernelCache() KernelCacheStats {
 }
 
 // kernelCacheDir is the disk cache's directory, and false when it is off.
-func kernelCacheDir() (string, bool) {
+func KernelCacheDir() (string, bool) {
 	v := os.Getenv(EnvKernelCache)
 	switch strings.ToLower(v) {
 	case "off", "0", "none", "false":
@@ -78,14 +78,14 @@ func kernelCacheDir() (string, bool) {
 }
 
 // imageKey identifies a compiled image.
-func imageKey(src string, cc [2]int, opts []string, nvrtc string) string {
+func ImageKey(src string, cc [2]int, opts []string, nvrtc string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "hir-kernel-v1\x00sm_%d%d\x00%s\x00%s\x00", cc[0], cc[1], strings.Join(opts, " "), nvrtc)
 	h.Write([]byte(src))
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-var nvrtcVersionOnce = sync.OnceValue(func() string {
+var NvrtcVersionOnce = sync.OnceValue(func() string {
 	major, minor, err := NVRTCVersion()
 	if err != nil {
 		return "nvrtc-unknown"
@@ -94,12 +94,12 @@ var nvrtcVersionOnce = sync.OnceValue(func() string {
 })
 
 // elfMagic starts every cubin.
-var elfMagic = []byte{0x7f, 'E', 'L', 'F'}
+var ElfMagic = []byte{0x7f, 'E', 'L', 'F'}
 
 // cachedImage returns the cubin of src for cc: from memory, the disk, or
 // NVRTC. from says which ("memory", "disk", "nvrtc"). skipDisk ignores a
 // disk entry (after it failed to load).
-func cachedImage(key, src, name string, cc [2]int, opts []string, skipDisk bool) (img []byte, from string, err error) {
+func CachedImage(key, src, name string, cc [2]int, opts []string, skipDisk bool) (img []byte, from string, err error) {
 	images.mu.Lock()
 	img, ok := images.m[key]
 	images.mu.Unlock()
@@ -107,11 +107,11 @@ func cachedImage(key, src, name string, cc [2]int, opts []string, skipDisk bool)
 		images.memHits.Add(1)
 		return img, "memory", nil
 	}
-	dir, disk := kernelCacheDir()
+	dir, disk := KernelCacheDir()
 	path := filepath.Join(dir, key+".cubin")
 	if disk && !skipDisk {
 		if b, err := os.ReadFile(path); err == nil {
-			if bytes.HasPrefix(b, elfMagic) {
+			if bytes.HasPrefix(b, ElfMagic) {
 				images.diskHits.Add(1)
 				images.mu.Lock()
 				images.m[key] = b
@@ -134,7 +134,7 @@ func cachedImage(key, src, name string, cc [2]int, opts []string, skipDisk bool)
 	images.m[key] = img
 	images.mu.Unlock()
 	if disk {
-		if err := writeAtomic(dir, path, img); err != nil {
+		if err := WriteAtomic(dir, path, img); err != nil {
 			images.diskErrors.Add(1)
 		} else {
 			images.diskWrites.Add(1)
@@ -144,11 +144,11 @@ func cachedImage(key, src, name string, cc [2]int, opts []string, skipDisk bool)
 }
 
 // forgetImage drops a key from memory and disk (its image did not load).
-func forgetImage(key string) {
+func ForgetImage(key string) {
 	images.mu.Lock()
 	delete(images.m, key)
 	images.mu.Unlock()
-	if dir, ok := kernelCacheDir(); ok {
+	if dir, ok := KernelCacheDir(); ok {
 		os.Remove(filepath.Join(dir, key+".cubin"))
 	}
 }
@@ -156,7 +156,7 @@ func forgetImage(key string) {
 // writeAtomic writes data to path through a temporary file and a rename,
 // so a reader never sees half a file (two processes may race to write it).
 // The directory is private to the user: it holds code the GPU runs.
-func writeAtomic(dir, path string, data []byte) error {
+func WriteAtomic(dir, path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (e *SourceError) Error() string {
 func (e *SourceError) Unwrap() error { return e.Err }
 
 // saveSource writes a failed kernel's source to a temporary file.
-func saveSource(name, src string) string {
+func SaveSource(name, src string) string {
 	f, err := os.CreateTemp("", "hir-"+name+"-*.cu")
 	if err != nil {
 		return ""
@@ -211,8 +211,8 @@ func saveSource(name, src string) string {
 
 // loadedKernel is a function loaded on one device.
 type loadedKernel struct {
-	fn   *Function
-	from string // where its image came from: memory, disk or nvrtc
+	Fn   *Function
+	From string // where its image came from: memory, disk or nvrtc
 }
 
 // kernelTable is the kernels loaded on a device (loadKernel), compute's
@@ -226,7 +226,7 @@ type kernelTable struct {
 
 // closeKernels unloads the table's modules (from close, with the context
 // still held).
-func (d *gpuDevice) closeKernels() error {
+func (d *Device) closeKernels() error {
 	c := &d.kernels
 	c.mu.Lock()
 	mods := c.modules
@@ -242,15 +242,15 @@ func (d *gpuDevice) closeKernels() error {
 // loadKernel returns src's kernel name, loaded on d: from the device's
 // table, else from an image of the cache (compiled when needed). opts are
 // NVRTC options besides the architecture.
-func (d *gpuDevice) loadKernel(src, name string, opts []string) (*loadedKernel, error) {
-	cc := d.info.ComputeCapability
-	opts = nvrtcOptions(opts)
-	key := imageKey(src, cc, opts, nvrtcVersionOnce())
+func (d *Device) LoadKernel(src, name string, opts []string) (*loadedKernel, error) {
+	cc := d.Props.ComputeCapability
+	opts = NvrtcOptions(opts)
+	key := ImageKey(src, cc, opts, NvrtcVersionOnce())
 	c := &d.kernels
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, fmt.Errorf("cuda: rank %d: runtime closed", d.opts.Rank)
+		return nil, fmt.Errorf("cuda: rank %d: runtime closed", d.Opts.Rank)
 	}
 	if lk := c.loaded[key+"|"+name]; lk != nil {
 		return lk, nil
@@ -258,9 +258,9 @@ func (d *gpuDevice) loadKernel(src, name string, opts []string) (*loadedKernel, 
 	var mod *Module
 	var from string
 	for attempt := 0; ; attempt++ {
-		img, src2, err := cachedImage(key, src, name+".cu", cc, opts, attempt > 0)
+		img, src2, err := CachedImage(key, src, name+".cu", cc, opts, attempt > 0)
 		if err != nil {
-			return nil, &SourceError{Kernel: name, SourcePath: saveSource(name, src), Err: err}
+			return nil, &SourceError{Kernel: name, SourcePath: SaveSource(name, src), Err: err}
 		}
 		from = src2
 		mod, err = d.LoadModule(img)
@@ -272,7 +272,7 @@ func (d *gpuDevice) loadKernel(src, name string, opts []string) (*loadedKernel, 
 		}
 		// A cached image the driver refuses (a damaged file): compile anew.
 		images.diskErrors.Add(1)
-		forgetImage(key)
+		ForgetImage(key)
 	}
 	fn, err := mod.Function(name)
 	if err != nil {
@@ -280,7 +280,7 @@ func (d *gpuDevice) loadKernel(src, name string, opts []string) (*loadedKernel, 
 		return nil, err
 	}
 	c.modules = append(c.modules, mod)
-	lk := &loadedKernel{fn: fn, from: from}
+	lk := &loadedKernel{Fn: fn, From: from}
 	if c.loaded == nil {
 		c.loaded = map[string]*loadedKernel{}
 	}
@@ -290,7 +290,7 @@ func (d *gpuDevice) loadKernel(src, name string, opts []string) (*loadedKernel, 
 
 // nvrtcOptions drops what CompileCUDA sets itself (the architecture and
 // the language standard), so no option is given twice.
-func nvrtcOptions(opts []string) []string {
+func NvrtcOptions(opts []string) []string {
 	var out []string
 	for _, o := range opts {
 		if strings.HasPrefix(o, "--std=") || strings.HasPrefix(o, "-std=") || strings.HasPrefix(o, "--gpu-architecture") || strings.HasPrefix(o, "-arch") {

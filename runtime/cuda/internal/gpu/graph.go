@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"errors"
@@ -27,69 +27,69 @@ const (
 	captureStatusActive = 1 // CU_STREAM_CAPTURE_STATUS_ACTIVE
 )
 
-var _ runtime.Capturer = (*gpuDevice)(nil)
+var _ runtime.Capturer = (*Device)(nil)
 
 // captureState is the device's open capture, if any (under Device.mu).
 type captureState struct {
-	origin   *stream
+	origin   *Stream
 	err      error     // the first refused call: the capture fails with it
 	loop     *openLoop // the loop body being captured (graph_loop.go)
 	counters []uintptr // device loops' trip counts: the graph frees them
 }
 
 // BeginCapture starts capturing the work enqueued on rs.
-func (d *gpuDevice) BeginCapture(rs runtime.Stream) error {
-	s, err := d.stream(rs)
+func (d *Device) BeginCapture(rs runtime.Stream) error {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	if d.capture != nil {
-		d.mu.Unlock()
-		return fmt.Errorf("cuda: rank %d: begin capture: a capture is already open on this rank", d.opts.Rank)
+	d.Mu.Lock()
+	if d.Capture != nil {
+		d.Mu.Unlock()
+		return fmt.Errorf("cuda: rank %d: begin capture: a capture is already open on this rank", d.Opts.Rank)
 	}
-	d.capture = &captureState{origin: s}
-	d.mu.Unlock()
-	if err := d.withCtx(func() error { return d.drv.StreamBeginCapture.Call2(s.h, captureModeRelaxed) }); err != nil {
-		d.mu.Lock()
-		d.capture = nil
-		d.mu.Unlock()
-		return fmt.Errorf("cuda: rank %d: begin capture: %w", d.opts.Rank, err)
+	d.Capture = &captureState{origin: s}
+	d.Mu.Unlock()
+	if err := d.WithCtx(func() error { return d.Drv.StreamBeginCapture.Call2(s.H, captureModeRelaxed) }); err != nil {
+		d.Mu.Lock()
+		d.Capture = nil
+		d.Mu.Unlock()
+		return fmt.Errorf("cuda: rank %d: begin capture: %w", d.Opts.Rank, err)
 	}
 	return nil
 }
 
 // EndCapture ends the capture begun on rs and instantiates its graph.
-func (d *gpuDevice) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
-	s, err := d.stream(rs)
+func (d *Device) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	c := d.capture
+	d.Mu.Lock()
+	c := d.Capture
 	if c == nil || c.origin != s {
-		d.mu.Unlock()
-		return nil, fmt.Errorf("cuda: rank %d: end capture: no capture was begun on this stream", d.opts.Rank)
+		d.Mu.Unlock()
+		return nil, fmt.Errorf("cuda: rank %d: end capture: no capture was begun on this stream", d.Opts.Rank)
 	}
-	d.capture = nil
-	d.mu.Unlock()
+	d.Capture = nil
+	d.Mu.Unlock()
 	g := &graph{dev: d, counters: c.counters}
 	if c.loop != nil {
 		d.abandonLoop(c)
 		if c.err == nil {
-			c.err = fmt.Errorf("cuda: rank %d: end capture: a loop body begun in it was not ended (EndLoop)", d.opts.Rank)
+			c.err = fmt.Errorf("cuda: rank %d: end capture: a loop body begun in it was not ended (EndLoop)", d.Opts.Rank)
 		}
 	}
-	err = d.withCtx(func() error {
-		endErr := d.drv.StreamEndCapture.Call2(s.h, uintptr(unsafe.Pointer(&g.graph)))
+	err = d.WithCtx(func() error {
+		endErr := d.Drv.StreamEndCapture.Call2(s.H, uintptr(unsafe.Pointer(&g.graph)))
 		if endErr != nil || c.err != nil {
 			return errors.Join(c.err, endErr)
 		}
-		if err := d.drv.GraphInstantiateWithFlags.Call3(uintptr(unsafe.Pointer(&g.exec)), g.graph, 0); err != nil {
+		if err := d.Drv.GraphInstantiateWithFlags.Call3(uintptr(unsafe.Pointer(&g.exec)), g.graph, 0); err != nil {
 			return err
 		}
 		var n uintptr
-		if err := d.drv.GraphGetNodes.Call3(g.graph, 0, uintptr(unsafe.Pointer(&n))); err != nil {
+		if err := d.Drv.GraphGetNodes.Call3(g.graph, 0, uintptr(unsafe.Pointer(&n))); err != nil {
 			return err
 		}
 		g.nodes = int(n)
@@ -100,33 +100,33 @@ func (d *gpuDevice) EndCapture(rs runtime.Stream) (runtime.Graph, error) {
 		if c.err != nil {
 			return nil, c.err
 		}
-		return nil, fmt.Errorf("cuda: rank %d: end capture: %w", d.opts.Rank, err)
+		return nil, fmt.Errorf("cuda: rank %d: end capture: %w", d.Opts.Rank, err)
 	}
 	d.liveGraphs.Add(1)
 	return g, nil
 }
 
 // IsCapturing reports whether rs records into an open capture.
-func (d *gpuDevice) IsCapturing(rs runtime.Stream) (bool, error) {
-	s, err := d.stream(rs)
+func (d *Device) IsCapturing(rs runtime.Stream) (bool, error) {
+	s, err := d.Stream(rs)
 	if err != nil {
 		return false, err
 	}
 	var status int32
-	err = d.withCtx(func() error { return d.drv.StreamIsCapturing.Call2(s.h, uintptr(unsafe.Pointer(&status))) })
+	err = d.WithCtx(func() error { return d.Drv.StreamIsCapturing.Call2(s.H, uintptr(unsafe.Pointer(&status))) })
 	return status == captureStatusActive, err
 }
 
 // refuseInCapture fails call while a capture is open on this device, and
 // makes the capture fail with the same error.
-func (d *gpuDevice) refuseInCapture(call, why string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := d.capture
+func (d *Device) RefuseInCapture(call, why string) error {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	c := d.Capture
 	if c == nil {
 		return nil
 	}
-	err := &runtime.CaptureError{Rank: d.opts.Rank, Call: call, Why: why}
+	err := &runtime.CaptureError{Rank: d.Opts.Rank, Call: call, Why: why}
 	if c.err == nil {
 		c.err = err
 	}
@@ -134,13 +134,13 @@ func (d *gpuDevice) refuseInCapture(call, why string) error {
 }
 
 const (
-	whyHost  = "it runs on the host, not on a stream"
+	WhyHost  = "it runs on the host, not on a stream"
 	whyWaits = "the captured work runs only when the graph is launched"
 )
 
 // graph is an instantiated capture.
 type graph struct {
-	dev         *gpuDevice
+	dev         *Device
 	graph, exec uintptr
 	nodes       int
 	closed      bool
@@ -152,15 +152,15 @@ var _ runtime.Graph = (*graph)(nil)
 // Launch replays the graph on rs.
 func (g *graph) Launch(rs runtime.Stream) error {
 	d := g.dev
-	s, err := d.stream(rs)
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
 	if g.closed {
-		return fmt.Errorf("cuda: rank %d: graph launch: the graph is closed", d.opts.Rank)
+		return fmt.Errorf("cuda: rank %d: graph launch: the graph is closed", d.Opts.Rank)
 	}
-	if err := d.withCtx(func() error { return d.drv.GraphLaunch.Call2(g.exec, s.h) }); err != nil {
-		return fmt.Errorf("cuda: rank %d: graph launch: %w", d.opts.Rank, err)
+	if err := d.WithCtx(func() error { return d.Drv.GraphLaunch.Call2(g.exec, s.H) }); err != nil {
+		return fmt.Errorf("cuda: rank %d: graph launch: %w", d.Opts.Rank, err)
 	}
 	return nil
 }
@@ -182,18 +182,18 @@ func (g *graph) Close() error {
 
 func (g *graph) destroy() error {
 	d := g.dev
-	return d.withCtx(func() error {
+	return d.WithCtx(func() error {
 		var errs []error
 		if g.exec != 0 {
-			errs = append(errs, d.drv.GraphExecDestroy.Call1(g.exec))
+			errs = append(errs, d.Drv.GraphExecDestroy.Call1(g.exec))
 			g.exec = 0
 		}
 		if g.graph != 0 {
-			errs = append(errs, d.drv.GraphDestroy.Call1(g.graph))
+			errs = append(errs, d.Drv.GraphDestroy.Call1(g.graph))
 			g.graph = 0
 		}
 		for _, p := range g.counters {
-			errs = append(errs, d.drv.MemFree.Call1(p))
+			errs = append(errs, d.Drv.MemFree.Call1(p))
 		}
 		g.counters = nil
 		return errors.Join(errs...)

@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 // Layouts and constants of cuda.h that this package passes to the driver.
 // The structs are built by hand; types_test.go checks their sizes and
@@ -6,13 +6,13 @@ package cuda
 
 // CUdevice_attribute values.
 const (
-	attrMultiprocessorCount        = 16
-	attrUnifiedAddressing          = 41
-	attrComputeCapabilityMajor     = 75
-	attrComputeCapabilityMinor     = 76
-	attrVirtualMemoryManagement    = 102
-	attrHandleTypePosixFD          = 103
-	attrHandleTypeFabric           = 128
+	AttrMultiprocessorCount        = 16
+	AttrUnifiedAddressing          = 41
+	AttrComputeCapabilityMajor     = 75
+	AttrComputeCapabilityMinor     = 76
+	AttrVirtualMemoryManagement    = 102
+	AttrHandleTypePosixFD          = 103
+	AttrHandleTypeFabric           = 128
 	ctxSchedBlockingSync           = 0x4
 	memHostAllocPortable           = 0x1
 	memHostAllocDeviceMap          = 0x2
@@ -28,21 +28,21 @@ const (
 // CUmemAllocationHandleType values (a bit mask in requestedHandleTypes).
 const (
 	handleTypeNone   = 0x0
-	handleTypePosix  = 0x1 // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	handleTypeFabric = 0x8 // CU_MEM_HANDLE_TYPE_FABRIC
+	HandleTypePosix  = 0x1 // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+	HandleTypeFabric = 0x8 // CU_MEM_HANDLE_TYPE_FABRIC
 )
 
 // memLocation is CUmemLocation.
-type memLocation struct {
+type MemLocation struct {
 	Type int32 // CUmemLocationType
 	ID   int32
 }
 
 // memAllocationProp is CUmemAllocationProp.
-type memAllocationProp struct {
+type MemAllocationProp struct {
 	Type                 int32 // CUmemAllocationType
 	RequestedHandleTypes int32 // CUmemAllocationHandleType
-	Location             memLocation
+	Location             MemLocation
 	Win32HandleMetaData  uintptr // void*
 	// allocFlags
 	CompressionType      uint8
@@ -52,13 +52,13 @@ type memAllocationProp struct {
 }
 
 // memAccessDesc is CUmemAccessDesc.
-type memAccessDesc struct {
-	Location memLocation
+type MemAccessDesc struct {
+	Location MemLocation
 	Flags    int32 // CUmemAccess_flags
 }
 
 // memFabricHandle is CUmemFabricHandle: an opaque 64-byte handle that can
 // travel as plain bytes (through the store), unlike a file descriptor.
-type memFabricHandle struct {
+type MemFabricHandle struct {
 	Data [64]byte
 }
