@@ -259,7 +259,7 @@ func BenchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buff
 
 // AutoTableNote says which auto table this device's collectives follow
 // (after its first collective), or why none.
-func (d *Device) AutoTableNote() string {
+func (d *Comm) AutoTableNote() string {
 	d.comm.mu.Lock()
 	defer d.comm.mu.Unlock()
 	if !d.comm.ready {

@@ -18,7 +18,7 @@ import (
 // ranks exchange it through the job's store.
 
 // ncclComm returns the device's communicator, making it on first use.
-func (d *Device) ncclComm() (*nccl.Comm, error) {
+func (d *Comm) ncclComm() (*nccl.Comm, error) {
 	c := &d.comm
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -30,7 +30,7 @@ func (d *Device) ncclComm() (*nccl.Comm, error) {
 	return c.ncclComm, c.ncclErr
 }
 
-func (d *Device) initNCCL() (*nccl.Comm, error) {
+func (d *Comm) initNCCL() (*nccl.Comm, error) {
 	world, rank := d.Opts.WorldSize, d.Opts.Rank
 	lib, loadErr := nccl.Load()
 	// Every rank says whether it could load NCCL; rank 0 adds the id.
@@ -94,7 +94,7 @@ func NCCLVersion() (string, error) {
 // runNCCL runs p through NCCL on stream s. NCCL moves contiguous blocks,
 // so blocks along an axis other than the outermost are packed into (or
 // unpacked from) a stream-ordered temporary with the strided copy.
-func (d *Device) runNCCL(p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runNCCL(p *collPlan, s *gpu.Stream) error {
 	comm, err := d.ncclComm()
 	if err != nil {
 		return err

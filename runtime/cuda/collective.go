@@ -54,7 +54,7 @@ func blockLayout(full []int64, axis int, ext int64) (off1 int64, l lay) {
 
 // Collective runs c on stream s: the symmetric-memory kernels of
 // docs/COLLECTIVES.md, or NCCL for algo=nccl.
-func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
+func (d *Comm) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	if c == nil {
 		return fmt.Errorf("cuda: rank %d: collective: nil call", d.Opts.Rank)
 	}
@@ -153,7 +153,7 @@ func (d *Device) collective(c *runtime.CollectiveCall, rs runtime.Stream) error 
 }
 
 // preloadKernels loads the modules p's algorithm launches.
-func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
+func (d *Comm) preloadKernels(cs *commState, p *collPlan) error {
 	if p.impl == ir.AlgoNCCL || d.Opts.WorldSize == 1 {
 		return nil
 	}
@@ -175,7 +175,7 @@ func (d *Device) preloadKernels(cs *commState, p *collPlan) error {
 // peerPtrs is where tensor t (in this rank's shard b) lies in every
 // rank's shard, as mapped here; for a tensor not touched remotely only
 // this rank's entry is set.
-func (d *Device) peerPtrs(b *gpu.Buffer, t runtime.Tensor, remote bool) (out [maxRanks]uint64) {
+func (d *Comm) peerPtrs(b *gpu.Buffer, t runtime.Tensor, remote bool) (out [maxRanks]uint64) {
 	if !remote {
 		out[d.Opts.Rank] = b.Ptr + uint64(t.Offset)
 		return out
@@ -186,7 +186,7 @@ func (d *Device) peerPtrs(b *gpu.Buffer, t runtime.Tensor, remote bool) (out [ma
 	return out
 }
 
-func (d *Device) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs {
+func (d *Comm) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs {
 	return collArgs{Pad: cs.padsFor(ch), Status: cs.status.Ptr, Base: base, TimeoutNS: uint64(d.Opts.Timeout.Nanoseconds()),
 		Epochs: cs.epochs.Ptr + uint64(ch.idx*epochWords*8),
 		Rank:   int32(d.Opts.Rank), World: int32(d.Opts.WorldSize), Channel: int32(ch.idx)}
@@ -194,7 +194,7 @@ func (d *Device) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs 
 
 // launchColl launches collective kernel name (compiled on first use, in
 // the module whose source defines it) with a.
-func (d *Device) launchColl(cs *commState, name string, grid uint32, a *collArgs, s *gpu.Stream) error {
+func (d *Comm) launchColl(cs *commState, name string, grid uint32, a *collArgs, s *gpu.Stream) error {
 	f, err := d.commFunction(&cs.mods, name)
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func (d *Device) launchColl(cs *commState, name string, grid uint32, a *collArgs
 // launchArgs launches f with a (passed by value) on s: LaunchFunction
 // without its per-argument conversions and copies, since collectives are
 // issued at a rate where the host's microseconds show.
-func (d *Device) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a *collArgs) error {
+func (d *Comm) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a *collArgs) error {
 	arg := new(collArgs)
 	*arg = *a
 	params := []unsafe.Pointer{unsafe.Pointer(arg)}
@@ -223,7 +223,7 @@ func (d *Device) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, 
 	return nil
 }
 
-func (d *Device) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *gpu.Stream) error {
+func (d *Comm) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *gpu.Stream) error {
 	dt := p.dt
 	return d.launchColl(cs, reduceKernelName(dt, p.reduce, vec), grid, a, s)
 }
@@ -237,7 +237,7 @@ func overlaps(a runtime.Tensor, ab *gpu.Buffer, b runtime.Tensor, bb *gpu.Buffer
 }
 
 // barrierKernel meets every rank on stream s (one block).
-func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *gpu.Stream) error {
+func (d *Comm) barrierKernel(cs *commState, ch *commChannel, what string, s *gpu.Stream) error {
 	a := d.baseArgs(cs, ch, 0)
 	cs.mu.Lock()
 	ch.take(&a, 1, what)
@@ -247,6 +247,6 @@ func (d *Device) barrierKernel(cs *commState, ch *commChannel, what string, s *g
 
 // tempBuffer wraps a stream-ordered temporary (cuMemAllocAsync) as a
 // buffer Copy accepts; it is not tracked (staged frees it).
-func (d *Device) tempBuffer(ptr uint64, size int64) *gpu.Buffer {
+func (d *Comm) tempBuffer(ptr uint64, size int64) *gpu.Buffer {
 	return &gpu.Buffer{Dev: d.Device, Bytes: size, MemType: ir.Global, Kind: gpu.KindGlobal, Ptr: ptr, Owner: d.Opts.Rank}
 }

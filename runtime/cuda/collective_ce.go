@@ -19,7 +19,7 @@ import (
 // shard runs on a second stream, forked after the first barrier and
 // joined before the second, so it overlaps the copies over NVLink
 // instead of adding to them.
-func (d *Device) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	view, err := d.ContiguousView(p.inB)
 	if err != nil {
 		return err
@@ -81,7 +81,7 @@ func (d *Device) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *g
 
 // ceSide makes ch's second stream and its fork and join events on first
 // use (local: nothing here is collective).
-func (d *Device) ceSide(ch *commChannel) error {
+func (d *Comm) ceSide(ch *commChannel) error {
 	if ch.side != nil {
 		return nil
 	}

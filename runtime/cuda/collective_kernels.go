@@ -269,7 +269,7 @@ type commModules struct {
 
 // commFunction returns collective kernel name, compiling its module (the
 // one whose source defines it: commKernels) on first use.
-func (d *Device) commFunction(cm *commModules, name string) (*gpu.Function, error) {
+func (d *Comm) commFunction(cm *commModules, name string) (*gpu.Function, error) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	if f, ok := cm.fns[name]; ok {
@@ -315,7 +315,7 @@ var collNVRTCOptions = []string{"--fmad=false", "--prec-div=true", "--prec-sqrt=
 // (kernelcache.go: memory, then disk, then NVRTC), so the ranks of a job
 // and later runs do not compile again; a cached image the driver refuses
 // is compiled anew.
-func (d *Device) loadCached(src, name string) (*gpu.Module, error) {
+func (d *Comm) loadCached(src, name string) (*gpu.Module, error) {
 	cc := d.Props.ComputeCapability
 	key := gpu.ImageKey(src, cc, collNVRTCOptions, gpu.NvrtcVersionOnce())
 	for attempt := 0; ; attempt++ {

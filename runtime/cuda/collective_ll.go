@@ -18,7 +18,7 @@ import (
 
 // llStage is every rank's LL staging of channel ch (symmetric: made,
 // collectively, on the channel's first LL launch).
-func (d *Device) llStage(ch *commChannel) ([maxRanks]uint64, error) {
+func (d *Comm) llStage(ch *commChannel) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
 	if ch.ll == nil {
 		b, err := d.AllocSymmetric(int64(2 * d.Opts.WorldSize * llSeg))
@@ -44,7 +44,7 @@ func llFast(base uint64, l lay) bool {
 // (other than all_reduce's in place, which the kernel handles: each
 // thread reads its lines before it writes them) reads a stream-ordered
 // copy of the input instead.
-func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runLL(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	stage, err := d.llStage(ch)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func (d *Device) runLL(cs *commState, ch *commChannel, p *collPlan, s *gpu.Strea
 }
 
 // launchLL launches p's LL kernel reading the input at in.
-func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, stage [maxRanks]uint64, s *gpu.Stream) error {
+func (d *Comm) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, stage [maxRanks]uint64, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	a := d.baseArgs(cs, ch, 0)
@@ -189,6 +189,6 @@ func (d *Device) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64
 
 // llTwoShot says whether an LL all_reduce of n bytes runs in two hops
 // (Tuning.LLTwoShotMin): on two ranks one hop moves the same bytes.
-func (d *Device) llTwoShot(n int64) bool {
+func (d *Comm) llTwoShot(n int64) bool {
 	return d.Opts.WorldSize > 2 && d.tune.LLTwoShotMin >= 0 && n > d.tune.LLTwoShotMin
 }

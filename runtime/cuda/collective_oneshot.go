@@ -26,7 +26,7 @@ type reduceSpec struct {
 
 // runReduce launches the reduce kernel for spec: the 16-byte vector
 // instance where every address and layout allows it, else the scalar one.
-func (d *Device) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, s *gpu.Stream) error {
+func (d *Comm) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, s *gpu.Stream) error {
 	D := d.Opts.WorldSize
 	es := p.es
 	V := 16 / es
@@ -84,7 +84,7 @@ type copySpec struct {
 	n        int64
 }
 
-func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec, gridN int64, s *gpu.Stream) error {
+func (d *Comm) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec, gridN int64, s *gpu.Stream) error {
 	es := p.es
 	vec := true
 	for i := range sp.src {
@@ -119,7 +119,7 @@ func (d *Device) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpe
 }
 
 // runSymmetric runs the one_shot and two_shot algorithms.
-func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	ins := d.peerPtrs(p.inB, p.in, p.access.ReadsInput)
@@ -215,7 +215,7 @@ func (d *Device) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gp
 // and a barrier kernel waits until every rank's pushes are done. The
 // link carries the same bytes, but the copy engines write over NVLink
 // faster than SM stores do.
-func (d *Device) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, lo int64, s *gpu.Stream) error {
+func (d *Comm) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, lo int64, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	sp.dst = []uint64{p.outPtr + uint64(lo*p.es)}
 	if err := d.runReduce(cs, ch, p, sp, s); err != nil {

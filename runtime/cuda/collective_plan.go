@@ -54,7 +54,7 @@ type collPlan struct {
 // 4.1 at 64 KiB, 5.5 at 256 KiB, against 8.2, 10.5 and 10.9 µs for
 // two_shot.
 
-func (d *Device) planCollective(c *runtime.CollectiveCall, graph bool) (*collPlan, error) {
+func (d *Comm) planCollective(c *runtime.CollectiveCall, graph bool) (*collPlan, error) {
 	D := d.Opts.WorldSize
 	algo := c.Algo
 	p := &collPlan{op: c.Op, algo: algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: c.In, out: c.Out}
@@ -159,7 +159,7 @@ func kindName(k gpu.BufKind) string {
 // world size, dtype class and size — replayed from a graph where the call
 // is being captured (graph) — whose symmetric-heap needs the operands
 // meet, else the compiled-in choice (defaultAlgo).
-func (d *Device) resolveAlgo(p *collPlan, graph bool) ir.Algo {
+func (d *Comm) resolveAlgo(p *collPlan, graph bool) ir.Algo {
 	if p.algo != ir.AlgoAuto {
 		return p.algo
 	}
@@ -178,7 +178,7 @@ func (d *Device) resolveAlgo(p *collPlan, graph bool) ir.Algo {
 // Tuning.AutoOneShotMax with a symmetric output, which runs two_shot (same
 // rank-order result, 1/D of the loads), and all_gather of a symmetric
 // input from Tuning.AutoCEMin bytes of output, which runs copy_engine.
-func (d *Device) defaultAlgo(p *collPlan) ir.Algo {
+func (d *Comm) defaultAlgo(p *collPlan) ir.Algo {
 	if d.fits(p, ir.AlgoLL) {
 		return ir.AlgoLL
 	}
@@ -213,7 +213,7 @@ func (d *Device) defaultAlgo(p *collPlan) ir.Algo {
 // fits says whether algorithm algo can run p as auto's choice: op has it,
 // the operands are symmetric where it touches them remotely, and NCCL
 // loads where it is NCCL.
-func (d *Device) fits(p *collPlan, algo ir.Algo) bool {
+func (d *Comm) fits(p *collPlan, algo ir.Algo) bool {
 	if _, ok := ir.LookupRule(p.op, algo); !ok || algo == ir.AlgoAuto {
 		return false
 	}
@@ -285,7 +285,7 @@ func planKeyOf(c *runtime.CollectiveCall, s *gpu.Stream, graph bool) (k planKey,
 // the descriptors travel through the job's store. A rank that does not
 // come is named after the timeout. Later calls of the same descriptor
 // trust the check and only meet in the kernels.
-func (d *Device) agree(cs *commState, p *collPlan) error {
+func (d *Comm) agree(cs *commState, p *collPlan) error {
 	world, rank := d.Opts.WorldSize, d.Opts.Rank
 	if world == 1 {
 		return nil

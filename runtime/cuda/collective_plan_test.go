@@ -16,7 +16,7 @@ import (
 // hand-made buffers (addresses only; nothing is dereferenced).
 
 func fakeDevice(rank, world int) *Device {
-	return &Device{Device: &gpu.Device{Opts: gpu.Options{Rank: rank, WorldSize: world, Timeout: time.Second}, Live: map[uint64]*gpu.Buffer{}}, tune: TuningFromEnv()}
+	return &Device{Comm: &Comm{Device: &gpu.Device{Opts: gpu.Options{Rank: rank, WorldSize: world, Timeout: time.Second}, Live: map[uint64]*gpu.Buffer{}}, tune: TuningFromEnv()}}
 }
 
 func fakeBuf(d *Device, size int64, mem ir.MemoryType) *gpu.Buffer {

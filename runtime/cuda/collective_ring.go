@@ -14,7 +14,7 @@ import (
 
 // runAllGatherRing: blocks travel round the ring, written straight into
 // the right neighbour's (symmetric) output.
-func (d *Device) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	D := d.Opts.WorldSize
 	es := p.es
 	outs := d.peerPtrs(p.outB, p.out, true)
@@ -104,7 +104,7 @@ const ringMinBlockBytes = 32 << 10
 // ringStage is ch's ring staging (symmetric: made, collectively, on the
 // channel's first ring, for geometry g; every rank runs the same rings
 // on the channel in the same order, with the same geometry).
-func (d *Device) ringStage(ch *commChannel, g ringGeom) ([maxRanks]uint64, error) {
+func (d *Comm) ringStage(ch *commChannel, g ringGeom) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
 	if ch.stage == nil {
 		b, err := d.AllocSymmetric(g.stagingBytes())
@@ -141,7 +141,7 @@ func (cs *commState) ringLaunch(g ringGeom, chunk []int64, es int64) (grid uint3
 // the output, and only the neighbours' staging is touched remotely.
 // reduce_scatter whose blocks along the axis are strided, or whose output
 // overlaps its input, runs on a packed copy of the input in a temporary.
-func (d *Device) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	g := p.ring

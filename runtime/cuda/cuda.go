@@ -157,7 +157,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = runtime.DefaultTimeout
 	}
-	d := &Device{Device: gpu.New(opts.gpu(), p.Devices[opts.Device])}
+	d := &Device{Comm: &Comm{Device: gpu.New(opts.gpu(), p.Devices[opts.Device])}}
 	if opts.Tuning != nil {
 		d.tune = *opts.Tuning
 	} else {
@@ -199,10 +199,8 @@ func (rt *Runtime) Close() error {
 // Device is one rank's GPU: the context, memory, streams, kernels and
 // graphs (gpuDevice), with the compute kernels and the collectives.
 type Device struct {
-	*gpu.Device
-	tune    Tuning       // the knobs: Options.Tuning, else the environment's (knobs.go)
+	*Comm                // the collectives, over the device layer (*gpu.Device)
 	compute computeState // compiled compute kernels and the BLAS handle (compute.go)
-	comm    commState    // collectives: signal pads, kernels, NCCL, p2p inboxes (signal.go)
 }
 
 var _ runtime.Device = (*Device)(nil)

@@ -45,7 +45,7 @@ func TestKernelParamsMatchPackArgs(t *testing.T) {
 // contiguous tensor (spanOf, byteSpan) allocate nothing and give the
 // bytes it spans; a strided one spans its extremes.
 func TestLaunchSpansAllocateNothing(t *testing.T) {
-	d := &Device{Device: &gpu.Device{}}
+	d := &Device{Comm: &Comm{Device: &gpu.Device{}}}
 	b := &gpu.Buffer{Dev: d.Device, Bytes: 4096, Ptr: 0x10000}
 	tens := runtime.Tensor{Buf: b, Offset: 64, DType: ir.F32, Shape: []int64{4, 8}}
 	what := func() string { return "test" }

@@ -43,7 +43,7 @@ type p2pMapping struct {
 
 // pair returns the pair with peer; sending says the peer's inbox must be
 // mapped. The first call of the rank makes every inbox (see above).
-func (d *Device) pair(peer int, sending bool) (*p2pPair, error) {
+func (d *Comm) pair(peer int, sending bool) (*p2pPair, error) {
 	c := &d.comm
 	c.p2pMu.Lock()
 	defer c.p2pMu.Unlock()
@@ -80,14 +80,14 @@ func (d *Device) pair(peer int, sending bool) (*p2pPair, error) {
 	return p, nil
 }
 
-func (d *Device) inboxSize() uint64 {
+func (d *Comm) inboxSize() uint64 {
 	g := d.Granularity
 	return (uint64(p2pInboxSize) + g - 1) / g * g
 }
 
 // makeInbox creates, zeroes and maps this rank's inbox for p.peer and
 // sends its fd to the peer.
-func (d *Device) makeInbox(p *p2pPair) error {
+func (d *Comm) makeInbox(p *p2pPair) error {
 	size := d.inboxSize()
 	fd := -1
 	err := d.WithCtx(func() error {
@@ -127,7 +127,7 @@ func (d *Device) makeInbox(p *p2pPair) error {
 }
 
 // mapPeerInbox imports the peer's inbox for this rank and maps it.
-func (d *Device) mapPeerInbox(p *p2pPair) error {
+func (d *Comm) mapPeerInbox(p *p2pPair) error {
 	fd, err := d.Fdx.Recv(p.peer, p2pKey, d.Opts.Timeout, fmt.Sprintf("the first transfer with rank %d", p.peer))
 	if err != nil {
 		return err
@@ -148,7 +148,7 @@ func (d *Device) mapPeerInbox(p *p2pPair) error {
 
 // mapLocal reserves a range, maps h there and opens it to this device.
 // Runs under withCtx.
-func (d *Device) mapLocal(h, size uint64) (gpu.Mapping, error) {
+func (d *Comm) mapLocal(h, size uint64) (gpu.Mapping, error) {
 	ptr, err := d.Drv.AddressReserve(size, d.Granularity)
 	if err != nil {
 		return gpu.Mapping{}, err
@@ -168,7 +168,7 @@ func (d *Device) mapLocal(h, size uint64) (gpu.Mapping, error) {
 	return m, nil
 }
 
-func (d *Device) unmap(m gpu.Mapping) error {
+func (d *Comm) unmap(m gpu.Mapping) error {
 	if m.Ptr == 0 {
 		return nil
 	}
@@ -178,7 +178,7 @@ func (d *Device) unmap(m gpu.Mapping) error {
 	return err
 }
 
-func (d *Device) unmapPair(p *p2pPair) error {
+func (d *Comm) unmapPair(p *p2pPair) error {
 	var errs []error
 	errs = append(errs, d.WithCtx(func() error {
 		var errs []error
@@ -197,7 +197,7 @@ func (d *Device) unmapPair(p *p2pPair) error {
 
 // releaseP2P unmaps every pair (the device's work has finished: callers
 // synchronise first).
-func (d *Device) releaseP2P() error {
+func (d *Comm) releaseP2P() error {
 	c := &d.comm
 	c.p2pMu.Lock()
 	defer c.p2pMu.Unlock()
@@ -217,7 +217,7 @@ func (d *Device) releaseP2P() error {
 }
 
 // p2pTransfer enqueues a send of t to peer, or a recv of t from it, on s.
-func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, sending bool) error {
+func (d *Comm) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, sending bool) error {
 	verb := "recv from"
 	if sending {
 		verb = "send to"
@@ -263,7 +263,7 @@ func (d *Device) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, send
 	return d.launchP2P(p, ptr, bytes, s, sending)
 }
 
-func (d *Device) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *gpu.Stream, sending bool) error {
+func (d *Comm) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *gpu.Stream, sending bool) error {
 	c := &d.comm
 	chunks := max(1, (bytes+p2pChunk-1)/p2pChunk)
 	// The kernel takes the pair's transfer count from the device (the

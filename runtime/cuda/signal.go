@@ -17,6 +17,14 @@ import (
 	"github.com/hirlab/hir/runtime/store"
 )
 
+// Comm is one rank's collectives over its device: the knobs, and what
+// they keep (signal pads, kernels, NCCL, p2p inboxes).
+type Comm struct {
+	*gpu.Device
+	tune Tuning    // the knobs: Options.Tuning, else the environment's (knobs.go)
+	comm commState // signal pads, kernels, NCCL, p2p inboxes
+}
+
 // commState is what a device keeps for collectives: the signal pads (one
 // symmetric allocation, made at the first collective, which every rank
 // reaches at the same point), the host-mapped status words kernels report
@@ -97,7 +105,7 @@ const launchLogSize = 512
 
 // commReady makes the comm state on first use: collective (every rank
 // calls it at its first collective).
-func (d *Device) commReady() (*commState, error) {
+func (d *Comm) commReady() (*commState, error) {
 	c := &d.comm
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -141,7 +149,7 @@ func (d *Device) commReady() (*commState, error) {
 // the grid (the smallest of the ranks' collBlocks, since block b meets
 // block b) and the auto table (used only where every rank loaded the
 // same one). Called with c.mu held, at the first collective.
-func (d *Device) commSetup(c *commState) error {
+func (d *Comm) commSetup(c *commState) error {
 	blocks := collBlocks(d.Props.Multiprocessors, d.tune.Blocks)
 	table, digest, note := loadAutoTableFor(d.Props.Name)
 	if w := d.Opts.WorldSize; w > 1 {
@@ -169,13 +177,13 @@ func (d *Device) commSetup(c *commState) error {
 
 // ensureStatus makes, locally, what point-to-point transfers need too:
 // the status words kernels report in and the kernel table.
-func (d *Device) ensureStatus() error {
+func (d *Comm) ensureStatus() error {
 	d.comm.mu.Lock()
 	defer d.comm.mu.Unlock()
 	return d.ensureStatusLocked()
 }
 
-func (d *Device) ensureStatusLocked() error {
+func (d *Comm) ensureStatusLocked() error {
 	c := &d.comm
 	if c.status != nil {
 		return nil
@@ -273,7 +281,7 @@ func (ch *commChannel) reserve(k uint64, what string) uint64 {
 // faultErr is the sticky error of this device's collectives, nil while
 // none failed. It reads the status words (host memory the kernels write
 // when a wait times out), so it costs a load when all is well.
-func (d *Device) faultErr() error {
+func (d *Comm) faultErr() error {
 	c := &d.comm
 	if p := c.fault.Load(); p != nil {
 		return *p
@@ -287,7 +295,7 @@ func (d *Device) faultErr() error {
 }
 
 // setFault makes err the sticky collective error (the first one wins).
-func (d *Device) setFault(err error) {
+func (d *Comm) setFault(err error) {
 	d.comm.fault.CompareAndSwap(nil, &err)
 }
 
@@ -297,7 +305,7 @@ var ErrCollectiveTimeout = errors.New("collective timed out")
 
 // describeFault names every wait that timed out: the collective, the
 // block and the rank that never signalled.
-func (d *Device) describeFault() error {
+func (d *Comm) describeFault() error {
 	c := &d.comm
 	type miss struct {
 		ch, blk, peer int
@@ -373,7 +381,7 @@ func (c *commState) launchFor(ch int, v uint64) string {
 
 // CommCheck decorates a stream or event synchronisation: when a
 // collective on this device timed out, that is the error to report.
-func (d *Device) CommCheck(err error) error {
+func (d *Comm) CommCheck(err error) error {
 	if ferr := d.faultErr(); ferr != nil {
 		if err == nil {
 			return ferr
@@ -387,14 +395,14 @@ func (d *Device) CommCheck(err error) error {
 // collective free: every rank calls it), the ring staging, the status
 // words, the point-to-point inboxes and the NCCL communicator. The next
 // collective makes them again. Tests call it before checking for leaks.
-func (d *Device) ReleaseComm() error {
+func (d *Comm) ReleaseComm() error {
 	return d.releaseComm(true)
 }
 
 // closeComm is ReleaseComm without the collective step (Runtime.Close).
-func (d *Device) closeComm() error { return d.releaseComm(false) }
+func (d *Comm) closeComm() error { return d.releaseComm(false) }
 
-func (d *Device) releaseComm(collective bool) error {
+func (d *Comm) releaseComm(collective bool) error {
 	c := &d.comm
 	c.mu.Lock()
 	defer c.mu.Unlock()
