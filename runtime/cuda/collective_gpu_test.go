@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"math"
 	"os"
 	"strconv"
@@ -84,7 +85,7 @@ func openColl(timeout time.Duration) (*Runtime, *Device, error) {
 	// bit one_shot's results; a measured table (hirrun bench) may pick
 	// ring or NCCL, whose float sums round otherwise. Its choosing is
 	// tested on the CPU (autotable_test.go).
-	os.Setenv(AutoTableEnv, "off")
+	os.Setenv(coll.AutoTableEnv, "off")
 	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
 	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: timeout})
 	if err != nil {
@@ -504,7 +505,7 @@ func collScenario() error {
 	}
 	defer rt.Close()
 	rank := d.Rank()
-	ver, nerr := NCCLVersion()
+	ver, nerr := coll.NCCLVersion()
 	if rank == 0 {
 		fmt.Printf("rank 0: NCCL: %s %v\n", ver, nerr)
 	}
@@ -526,7 +527,7 @@ func collScenario() error {
 			failed++
 			cnt[1]++
 			fmt.Printf("FAIL rank %d: %s: %v\n", rank, c, err)
-			if ferr := d.faultErr(); ferr != nil {
+			if ferr := d.FaultErr(); ferr != nil {
 				// A timed-out kernel leaves the pads out of step: stop here.
 				return fmt.Errorf("stopping after a collective fault: %v", ferr)
 			}

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	goruntime "runtime"
 	"slices"
@@ -150,9 +151,9 @@ func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (run
 		return fail(err)
 	}
 	k.mm.batch, k.mm.m, k.mm.k, k.mm.n, k.mm.bBatched = batch, m, kk, n, bBatched
-	mode := d.tune.Matmul
+	mode := d.Tune.Matmul
 	if mode == "tiled" {
-		k.note = envMatmul + "=tiled"
+		k.note = coll.EnvMatmul + "=tiled"
 	} else {
 		bh, err := d.blas()
 		switch {
@@ -165,7 +166,7 @@ func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (run
 			return k, nil
 		}
 		if mode == "cublas" {
-			return fail(fmt.Errorf("%s=cublas, but cuBLAS cannot run it: %s", envMatmul, k.note))
+			return fail(fmt.Errorf("%s=cublas, but cuBLAS cannot run it: %s", coll.EnvMatmul, k.note))
 		}
 	}
 	return d.finishGenerated(k, gen, ImplTiled)
@@ -245,7 +246,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 		} else {
 			err = d.launchCompute(k, la, s)
 		}
-		if err == nil && d.tune.CheckLaunches { // Tuning: a fault names the op that caused it
+		if err == nil && d.Tune.CheckLaunches { // Tuning: a fault names the op that caused it
 			err = d.Drv.StreamSynchronize.Call1(s.H)
 		}
 	}

@@ -405,9 +405,9 @@ func TestComputeAgainstCPU(t *testing.T) {
 				t.Skipf("%d elements: too many for the CPU reference", n)
 			}
 			if c.impl == "tiled" {
-				saved := d.tune.Matmul
-				d.tune.Matmul = "tiled"
-				t.Cleanup(func() { d.tune.Matmul = saved })
+				saved := d.Tune.Matmul
+				d.Tune.Matmul = "tiled"
+				t.Cleanup(func() { d.Tune.Matmul = saved })
 			}
 			inputs := inputsFor(c, uint64(1000+i))
 			want, _, err := runCase(ref, c, inputs, 0)

@@ -28,10 +28,7 @@ import (
 // CUBLASLibrary is the soname tried first.
 const CUBLASLibrary = "libcublas.so.13"
 
-const (
-	envLibCUBLAS = "HIR_CUDA_LIBCUBLAS" // a libcublas.so.N file, or a directory holding one
-	envMatmul    = "HIR_CUDA_MATMUL"    // "tiled": never cuBLAS; "cublas": fail rather than fall back
-)
+const envLibCUBLAS = "HIR_CUDA_LIBCUBLAS" // a libcublas.so.N file, or a directory holding one
 
 // BLASInfo says which cuBLAS this process loaded, or why none.
 type BLASInfo struct {
@@ -262,7 +259,7 @@ func (d *Device) blas() (*blasHandle, error) {
 			}
 			// Without memory for the workspace cuBLAS uses its own pool
 			// (as with HIR_CUBLAS_WORKSPACE=0), rather than fail matmul.
-			if ws := d.tune.BlasWorkspace; ws > 0 && d.Drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)) == nil {
+			if ws := d.Tune.BlasWorkspace; ws > 0 && d.Drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)) == nil {
 				bh.wsSize = uintptr(ws)
 			} else {
 				bh.ws = 0

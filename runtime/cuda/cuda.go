@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"sync"
@@ -35,7 +36,7 @@ type Options struct {
 	NoFabric bool
 	// Tuning is the rank's tuning knobs; nil: TuningFromEnv() when the
 	// device opens (knobs.go).
-	Tuning *Tuning
+	Tuning *coll.Tuning
 	// Stalled hears of a host barrier that has waited StallAfter for its
 	// peers (runtime.Config.Stalled; 0: runtime.DefaultStallAfter).
 	Stalled    func(runtime.Stall)
@@ -157,11 +158,11 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = runtime.DefaultTimeout
 	}
-	d := &Device{Comm: &Comm{Device: gpu.New(opts.gpu(), p.Devices[opts.Device])}}
+	d := &Device{Comm: &coll.Comm{Device: gpu.New(opts.gpu(), p.Devices[opts.Device])}}
 	if opts.Tuning != nil {
-		d.tune = *opts.Tuning
+		d.Tune = *opts.Tuning
 	} else {
-		d.tune = TuningFromEnv()
+		d.Tune = coll.TuningFromEnv()
 	}
 	d.Upper = d
 	if err := d.Open(); err != nil {
@@ -199,26 +200,26 @@ func (rt *Runtime) Close() error {
 // Device is one rank's GPU: the context, memory, streams, kernels and
 // graphs (gpuDevice), with the compute kernels and the collectives.
 type Device struct {
-	*Comm                // the collectives, over the device layer (*gpu.Device)
-	compute computeState // compiled compute kernels and the BLAS handle (compute.go)
+	*coll.Comm              // the collectives, over the device layer (*gpu.Device)
+	compute    computeState // compiled compute kernels and the BLAS handle (compute.go)
 }
 
 var _ runtime.Device = (*Device)(nil)
 
 // close tears the layers down: the collectives first, then the device,
 // the BLAS handle last before the context goes.
-func (d *Device) close() error { return d.Device.Close(d.closeComm, d.closeCompute) }
+func (d *Device) close() error { return d.Device.Close(d.CloseComm, d.closeCompute) }
 
 // StreamClosed gives back a closing stream's collective channel.
-func (d *Device) StreamClosed(s *gpu.Stream) { d.comm.releaseChannel(s) }
+func (d *Device) StreamClosed(s *gpu.Stream) { d.State.ReleaseChannel(s) }
 
 // Stats reports what is live; after every allocation is freed, Handles,
 // Mappings, Reservations and OpenFDs are zero.
 func (d *Device) Stats() gpu.Stats {
 	s := d.Device.Stats()
-	d.comm.mu.Lock()
-	s.Channels = len(d.comm.chans)
-	d.comm.mu.Unlock()
+	d.State.Mu.Lock()
+	s.Channels = len(d.State.Chans)
+	d.State.Mu.Unlock()
 	return s
 }
 

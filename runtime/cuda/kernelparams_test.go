@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"testing"
 	"unsafe"
@@ -45,7 +46,7 @@ func TestKernelParamsMatchPackArgs(t *testing.T) {
 // contiguous tensor (spanOf, byteSpan) allocate nothing and give the
 // bytes it spans; a strided one spans its extremes.
 func TestLaunchSpansAllocateNothing(t *testing.T) {
-	d := &Device{Comm: &Comm{Device: &gpu.Device{}}}
+	d := &Device{Comm: &coll.Comm{Device: &gpu.Device{}}}
 	b := &gpu.Buffer{Dev: d.Device, Bytes: 4096, Ptr: 0x10000}
 	tens := runtime.Tensor{Buf: b, Offset: 64, DType: ir.F32, Shape: []int64{4, 8}}
 	what := func() string { return "test" }

@@ -22,11 +22,6 @@ import (
 
 var _ runtime.OneSided = (*Device)(nil)
 
-const (
-	eventBlockingSync  = 0x1 // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize sleeps
-	eventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING: cheaper to record
-)
-
 // SymmetricAllocation returns the sequence number of the symmetric
 // allocation b is this rank's own shard of.
 func (d *Device) SymmetricAllocation(rb runtime.Buffer) (uint64, error) {
@@ -75,7 +70,7 @@ func (d *Device) NewHostWaitEvent() (runtime.Event, error) {
 	}
 	e := &gpu.Event{Dev: d.Device}
 	if err := d.WithCtx(func() error {
-		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), eventBlockingSync|eventDisableTiming)
+		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventBlockingSync|gpu.EventDisableTiming)
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}
@@ -159,7 +154,7 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 		return nil
 	}
 	return c.d.WithCtx(func() error {
-		if int64(c.n) <= c.d.tune.TransferSMMax {
+		if int64(c.n) <= c.d.Tune.TransferSMMax {
 			// Small, where asked (Tuning.TransferSMMax; off by default:
 			// it measured slower): a copy kernel's loads or stores
 			// through the peer mapping.

@@ -62,3 +62,9 @@ type MemAccessDesc struct {
 type MemFabricHandle struct {
 	Data [64]byte
 }
+
+// Event flags (cuEventCreate).
+const (
+	EventBlockingSync  = 0x1 // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize sleeps
+	EventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING: cheaper to record
+)

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"crypto/sha256"
@@ -184,7 +184,7 @@ func (t *AutoTable) RankedFor(op ir.Opcode, world int, dt ir.DType, bytes int64,
 // loadAutoTableFor loads the table for a device named device: the table
 // (nil when there is none to use), a digest of its bytes the ranks
 // compare ("none" without one), and what became of it, in words.
-func loadAutoTableFor(device string) (*AutoTable, string, string) {
+func LoadAutoTableFor(device string) (*AutoTable, string, string) {
 	path, err := AutoTablePath()
 	if err != nil {
 		return nil, "none", err.Error()
@@ -212,7 +212,7 @@ func loadAutoTableFor(device string) (*AutoTable, string, string) {
 
 // benchBytes is the size hirrun bench files a call under, as nccl-tests
 // counts it: all_gather's output, every other collective's input.
-func benchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
+func BenchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
 	if op.Info().Layout == ir.LayoutGather {
 		return out.Bytes()
 	}
@@ -260,10 +260,10 @@ func BenchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buff
 // AutoTableNote says which auto table this device's collectives follow
 // (after its first collective), or why none.
 func (d *Comm) AutoTableNote() string {
-	d.comm.mu.Lock()
-	defer d.comm.mu.Unlock()
-	if !d.comm.ready {
+	d.State.Mu.Lock()
+	defer d.State.Mu.Unlock()
+	if !d.State.ready {
 		return "not loaded yet (at the first collective)"
 	}
-	return d.comm.tableNote
+	return d.State.tableNote
 }

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"fmt"
@@ -14,11 +14,11 @@ import (
 
 // runAllGatherRing: blocks travel round the ring, written straight into
 // the right neighbour's (symmetric) output.
-func (d *Comm) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runAllGatherRing(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
 	D := d.Opts.WorldSize
 	es := p.es
 	outs := d.peerPtrs(p.outB, p.out, true)
-	run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+	run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
 	nIn := p.in.NumElements()
 	a := d.baseArgs(cs, ch, 0)
 	a.Src[0] = p.inPtr
@@ -44,9 +44,9 @@ func (d *Comm) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *
 		a.N, a.Ld = nIn, l
 	}
 	grid := cs.grid(max(nIn*es/16, 1))
-	cs.mu.Lock()
+	cs.Mu.Lock()
 	ch.take(&a, uint64(max(2, D)), p.what)
-	cs.mu.Unlock()
+	cs.Mu.Unlock()
 	return d.launchColl(cs, name, grid, &a, s)
 }
 
@@ -57,9 +57,9 @@ func (d *Comm) runAllGatherRing(cs *commState, ch *commChannel, p *collPlan, s *
 // part of the call's descriptor): HIR_COLL_RING_BLOCKS, HIR_COLL_RING_SEG
 // (bytes, a multiple of 16), HIR_COLL_RING_SLOTS (2 to 16; the fused
 // steps need 2) and HIR_COLL_RING_WAVE (1 or 0) set it.
-type ringGeom struct {
-	blocks, seg, slots int64
-	wave               bool
+type RingGeom struct {
+	Blocks, Seg, Slots int64
+	Wave               bool
 }
 
 // ringWaveSlots is the least number of slots per block the wave order
@@ -67,7 +67,7 @@ type ringGeom struct {
 // transfer is acked only in the next wave, so a block may have a wave's
 // sends and those before its own in the current one outstanding (one
 // fewer deadlocks in the model: TestRingWaveSlots).
-func ringWaveSlots(D int, gather bool) int {
+func RingWaveSlots(D int, gather bool) int {
 	if gather {
 		return 2 * D
 	}
@@ -75,27 +75,27 @@ func ringWaveSlots(D int, gather bool) int {
 }
 
 // useWave says whether a ring of D ranks runs in waves with g.
-func (g ringGeom) useWave(D int, gather bool) bool {
-	return g.wave && g.slots >= int64(ringWaveSlots(D, gather))
+func (g RingGeom) UseWave(D int, gather bool) bool {
+	return g.Wave && g.Slots >= int64(RingWaveSlots(D, gather))
 }
 
 // ringDefault: measured on 2 × H200 at 1 GiB bf16 (docs/COLLECTIVES.md):
 // all_reduce 359 GB/s bus bandwidth, reduce_scatter 324; 64 blocks or 128
 // KiB segments ran 10-20 % slower, 512 KiB segments gave reduce_scatter
 // 338 for twice the staging (128 MiB per rank and channel here).
-var ringDefault = ringGeom{blocks: 128, seg: 256 << 10, slots: 4, wave: true}
+var RingDefault = RingGeom{Blocks: 128, Seg: 256 << 10, Slots: 4, Wave: true}
 
-func (g ringGeom) String() string {
-	s := fmt.Sprintf("%dx%dx%d", g.blocks, g.seg, g.slots)
-	if g.wave {
+func (g RingGeom) String() string {
+	s := fmt.Sprintf("%dx%dx%d", g.Blocks, g.Seg, g.Slots)
+	if g.Wave {
 		s += "w"
 	}
 	return s
 }
 
 // stride is the bytes of one staging slot; stagingBytes a rank's staging.
-func (g ringGeom) stride() int64       { return g.seg + ringSlotPad }
-func (g ringGeom) stagingBytes() int64 { return g.blocks * g.slots * g.stride() }
+func (g RingGeom) Stride() int64       { return g.Seg + ringSlotPad }
+func (g RingGeom) stagingBytes() int64 { return g.Blocks * g.Slots * g.Stride() }
 
 // ringMinBlockBytes is the least of the widest chunk a ring block is
 // given: small tensors run on fewer blocks (fewer handshakes).
@@ -104,7 +104,7 @@ const ringMinBlockBytes = 32 << 10
 // ringStage is ch's ring staging (symmetric: made, collectively, on the
 // channel's first ring, for geometry g; every rank runs the same rings
 // on the channel in the same order, with the same geometry).
-func (d *Comm) ringStage(ch *commChannel, g ringGeom) ([maxRanks]uint64, error) {
+func (d *Comm) ringStage(ch *CommChannel, g RingGeom) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
 	if ch.stage == nil {
 		b, err := d.AllocSymmetric(g.stagingBytes())
@@ -124,14 +124,14 @@ func (d *Comm) ringStage(ch *commChannel, g ringGeom) ([maxRanks]uint64, error) 
 }
 
 // ringLaunch is a ring launch's shape: its grid and segments per block.
-func (cs *commState) ringLaunch(g ringGeom, chunk []int64, es int64) (grid uint32, seg, nseg int64) {
+func (cs *CommState) RingLaunch(g RingGeom, chunk []int64, es int64) (grid uint32, seg, nseg int64) {
 	D := len(chunk) - 1
 	var widest int64
 	for c := 0; c < D; c++ {
 		widest = max(widest, chunk[c+1]-chunk[c])
 	}
-	G := min(g.blocks, int64(max(cs.blocks, 1)), max(1, (widest*es+ringMinBlockBytes-1)/ringMinBlockBytes))
-	seg = g.seg / es
+	G := min(g.Blocks, int64(max(cs.Blocks, 1)), max(1, (widest*es+ringMinBlockBytes-1)/ringMinBlockBytes))
+	seg = g.Seg / es
 	part := (widest + G - 1) / G
 	return uint32(G), seg, max(1, (part+seg-1)/seg)
 }
@@ -141,7 +141,7 @@ func (cs *commState) ringLaunch(g ringGeom, chunk []int64, es int64) (grid uint3
 // the output, and only the neighbours' staging is touched remotely.
 // reduce_scatter whose blocks along the axis are strided, or whose output
 // overlaps its input, runs on a packed copy of the input in a temporary.
-func (d *Comm) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runRing(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	g := p.ring
@@ -151,8 +151,8 @@ func (d *Comm) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Strea
 	}
 	a := d.baseArgs(cs, ch, 0)
 	a.Stage = stage
-	a.N = g.stride()
-	a.NOut = int32(g.slots)
+	a.N = g.Stride()
+	a.NOut = int32(g.Slots)
 	var total int64
 	if p.op == ir.OpAllReduce {
 		total = p.in.NumElements()
@@ -167,9 +167,9 @@ func (d *Comm) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Strea
 			a.Chunk[c] = nOut * int64(c)
 		}
 	}
-	grid, seg, nseg := cs.ringLaunch(g, a.Chunk[:D+1], es)
+	grid, seg, nseg := cs.RingLaunch(g, a.Chunk[:D+1], es)
 	a.Seg, a.NSeg = seg, nseg
-	if g.useWave(D, a.Mode&modeAllGather != 0) {
+	if g.UseWave(D, a.Mode&modeAllGather != 0) {
 		a.Mode |= modeWave
 	}
 	transfers := uint64(nseg) * uint64(D-1)
@@ -182,10 +182,10 @@ func (d *Comm) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Strea
 		if src%16 == 0 && dst%16 == 0 {
 			a.Xtra = 1
 		}
-		cs.mu.Lock()
+		cs.Mu.Lock()
 		ch.take(&a, transfers+1, p.what)
-		cs.mu.Unlock()
-		return d.launchColl(cs, ringKernelName(dt, p.reduce), grid, &a, s)
+		cs.Mu.Unlock()
+		return d.launchColl(cs, RingKernelName(dt, p.reduce), grid, &a, s)
 	}
 	if p.op == ir.OpAllReduce {
 		// Each element is read from the input before the output's is
@@ -196,7 +196,7 @@ func (d *Comm) runRing(cs *commState, ch *commChannel, p *collPlan, s *gpu.Strea
 		return run(p.inPtr, p.outPtr)
 	}
 	nOut := p.out.NumElements()
-	runLen, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+	runLen, l := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
 	if l.Run == 0 && !overlaps(p.in, p.inB, p.out, p.outB) {
 		// Block c of the input is chunk c already; chunk r's element i
 		// goes to the output's i - chunk[r] (the address wraps below the

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 
 // llStage is every rank's LL staging of channel ch (symmetric: made,
 // collectively, on the channel's first LL launch).
-func (d *Comm) llStage(ch *commChannel) ([maxRanks]uint64, error) {
+func (d *Comm) llStage(ch *CommChannel) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
 	if ch.ll == nil {
 		b, err := d.AllocSymmetric(int64(2 * d.Opts.WorldSize * llSeg))
@@ -44,7 +44,7 @@ func llFast(base uint64, l lay) bool {
 // (other than all_reduce's in place, which the kernel handles: each
 // thread reads its lines before it writes them) reads a stream-ordered
 // copy of the input instead.
-func (d *Comm) runLL(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runLL(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
 	stage, err := d.llStage(ch)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func (d *Comm) runLL(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream)
 }
 
 // launchLL launches p's LL kernel reading the input at in.
-func (d *Comm) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, stage [maxRanks]uint64, s *gpu.Stream) error {
+func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, stage [maxRanks]uint64, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	a := d.baseArgs(cs, ch, 0)
@@ -82,7 +82,7 @@ func (d *Comm) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, 
 		lines = (n + perLine - 1) / perLine
 		fast := true
 		if p.op == ir.OpReduceScatter {
-			run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+			run, l := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
 			a.Ls = l
 			for q := 0; q < D; q++ {
 				a.Src[q] = in + uint64(int64(q)*run*es)
@@ -101,13 +101,13 @@ func (d *Comm) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, 
 		}
 		a.Dst[0] = p.outPtr
 		a.N, a.TailEnd = lines, n
-		name = llKernelName(p.dt, p.reduce)
+		name = LlKernelName(p.dt, p.reduce)
 		if p.op == ir.OpAllReduce && d.llTwoShot(p.in.Bytes()) {
 			// Two hops: chunk c of the lines is reduced on rank c.
 			for c := 0; c <= D; c++ {
 				a.Chunk[c] = lines * int64(c) / int64(D)
 			}
-			name = ll2KernelName(p.dt, p.reduce)
+			name = Ll2KernelName(p.dt, p.reduce)
 			lines = (lines + int64(D) - 1) / int64(D) // the widest chunk sizes the grid
 		}
 	default:
@@ -117,15 +117,15 @@ func (d *Comm) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, 
 		var bytes int64
 		switch p.op {
 		case ir.OpAllGather:
-			run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+			run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
 			bytes = p.in.Bytes()
 			a.Ld = lay{l.Run * es, l.Pitch * es}
 			for q := 0; q < D; q++ {
 				a.Src[q], a.Dst[q] = in, p.outPtr+uint64(int64(q)*run*es)
 			}
 		case ir.OpAllToAll:
-			runS, ls := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
-			runD, ld := blockLayout(p.out.Shape, p.concat, p.in.Shape[p.concat])
+			runS, ls := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+			runD, ld := BlockLayout(p.out.Shape, p.concat, p.in.Shape[p.concat])
 			bytes = p.in.Bytes() / int64(D)
 			a.Ls, a.Ld = lay{ls.Run * es, ls.Pitch * es}, lay{ld.Run * es, ld.Pitch * es}
 			for q := 0; q < D; q++ {
@@ -176,19 +176,19 @@ func (d *Comm) launchLL(cs *commState, ch *commChannel, p *collPlan, in uint64, 
 	}
 	// The grid depends only on what every rank agrees on (the lines of a
 	// piece), never on this rank's alignment.
-	grid := uint32(max(1, min((lines+llThreads-1)/llThreads, int64(max(cs.blocks, 1)))))
+	grid := uint32(max(1, min((lines+llThreads-1)/llThreads, int64(max(cs.Blocks, 1)))))
 	f, err := d.commFunction(&cs.mods, name)
 	if err != nil {
 		return err
 	}
-	cs.mu.Lock()
+	cs.Mu.Lock()
 	ch.take(&a, 1, p.what) // the staging slot alternates on the device (take_count)
-	cs.mu.Unlock()
+	cs.Mu.Unlock()
 	return d.launchArgs(f, grid, llThreads, s, &a)
 }
 
 // llTwoShot says whether an LL all_reduce of n bytes runs in two hops
 // (Tuning.LLTwoShotMin): on two ranks one hop moves the same bytes.
 func (d *Comm) llTwoShot(n int64) bool {
-	return d.Opts.WorldSize > 2 && d.tune.LLTwoShotMin >= 0 && n > d.tune.LLTwoShotMin
+	return d.Opts.WorldSize > 2 && d.Tune.LLTwoShotMin >= 0 && n > d.Tune.LLTwoShotMin
 }

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 // they keep (signal pads, kernels, NCCL, p2p inboxes).
 type Comm struct {
 	*gpu.Device
-	tune Tuning    // the knobs: Options.Tuning, else the environment's (knobs.go)
-	comm commState // signal pads, kernels, NCCL, p2p inboxes
+	Tune  Tuning    // the knobs: Options.Tuning, else the environment's (knobs.go)
+	State CommState // signal pads, kernels, NCCL, p2p inboxes
 }
 
 // commState is what a device keeps for collectives: the signal pads (one
@@ -31,8 +31,8 @@ type Comm struct {
 // timeouts in, one channel per stream that runs collectives, the compiled
 // kernels, the cross-rank checks already done, the NCCL communicator and
 // the point-to-point inboxes.
-type commState struct {
-	mu      sync.Mutex
+type CommState struct {
+	Mu      sync.Mutex
 	ready   bool
 	pad     *gpu.Buffer // maxChannels × channelPad bytes per rank
 	padPtrs []uint64    // each rank's pad as mapped here
@@ -40,19 +40,19 @@ type commState struct {
 	status  *gpu.Buffer // statusWords words of pinned, device-mapped host memory
 	words   []uint64    // the same words as the host sees them
 
-	chans    map[*gpu.Stream]*commChannel
-	chanList []*commChannel
+	Chans    map[*gpu.Stream]*CommChannel
+	chanList []*CommChannel
 	checked  map[string]bool // call descriptors every rank agreed on
 	nchecks  int
 	seq      atomic.Uint64 // collectives launched, for messages
-	plans    map[planKey]*collPlan
+	Plans    map[PlanKey]*CollPlan
 
 	// blocks is the most blocks a kernel launches, the same on every
 	// rank (the smallest rank's collBlocks); table is auto's measured
 	// table where every rank loaded the same one (else nil: compiled-in
 	// choices), tableNote what became of it.
-	blocks    int
-	table     *AutoTable
+	Blocks    int
+	Table     *AutoTable
 	tableNote string
 
 	fault atomic.Pointer[error] // sticky: a collective timed out or failed
@@ -75,8 +75,8 @@ type commState struct {
 // (so collectives on different streams never share signal slots) and
 // epoch (the signal values handed out so far), and the staging its ring
 // kernels use.
-type commChannel struct {
-	idx       int
+type CommChannel struct {
+	Idx       int
 	free      bool // its stream closed: the next new stream takes it
 	epoch     uint64
 	seq       uint64 // the collective being launched (cs.seq), for messages
@@ -105,10 +105,10 @@ const launchLogSize = 512
 
 // commReady makes the comm state on first use: collective (every rank
 // calls it at its first collective).
-func (d *Comm) commReady() (*commState, error) {
-	c := &d.comm
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (d *Comm) commReady() (*CommState, error) {
+	c := &d.State
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if c.ready {
 		return c, nil
 	}
@@ -124,11 +124,11 @@ func (d *Comm) commReady() (*commState, error) {
 	if err := d.commSetup(c); err != nil {
 		return nil, err
 	}
-	pad, err := d.AllocSymmetric(int64(maxChannels * channelPad))
+	pad, err := d.AllocSymmetric(int64(MaxChannels * ChannelPad))
 	if err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: allocating the collectives' signal pads: %w", d.Opts.Rank, err)
 	}
-	eb, err := d.Alloc(maxChannels*epochWords*8, ir.Global) // zero-filled
+	eb, err := d.Alloc(MaxChannels*epochWords*8, ir.Global) // zero-filled
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("cuda: rank %d: allocating the collectives' signal counters: %w", d.Opts.Rank, err), d.Free(pad))
 	}
@@ -138,9 +138,9 @@ func (d *Comm) commReady() (*commState, error) {
 		ptrs[r] = m.Ptr
 	}
 	c.pad, c.padPtrs = pad, ptrs
-	c.chans = map[*gpu.Stream]*commChannel{}
+	c.Chans = map[*gpu.Stream]*CommChannel{}
 	c.checked = map[string]bool{}
-	c.plans = map[planKey]*collPlan{}
+	c.Plans = map[PlanKey]*CollPlan{}
 	c.ready = true
 	return c, nil
 }
@@ -149,9 +149,9 @@ func (d *Comm) commReady() (*commState, error) {
 // the grid (the smallest of the ranks' collBlocks, since block b meets
 // block b) and the auto table (used only where every rank loaded the
 // same one). Called with c.mu held, at the first collective.
-func (d *Comm) commSetup(c *commState) error {
-	blocks := collBlocks(d.Props.Multiprocessors, d.tune.Blocks)
-	table, digest, note := loadAutoTableFor(d.Props.Name)
+func (d *Comm) commSetup(c *CommState) error {
+	blocks := collBlocks(d.Props.Multiprocessors, d.Tune.Blocks)
+	table, digest, note := LoadAutoTableFor(d.Props.Name)
 	if w := d.Opts.WorldSize; w > 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 		defer cancel()
@@ -171,33 +171,33 @@ func (d *Comm) commSetup(c *commState) error {
 			}
 		}
 	}
-	c.blocks, c.table, c.tableNote = max(blocks, 1), table, note
+	c.Blocks, c.Table, c.tableNote = max(blocks, 1), table, note
 	return nil
 }
 
 // ensureStatus makes, locally, what point-to-point transfers need too:
 // the status words kernels report in and the kernel table.
 func (d *Comm) ensureStatus() error {
-	d.comm.mu.Lock()
-	defer d.comm.mu.Unlock()
+	d.State.Mu.Lock()
+	defer d.State.Mu.Unlock()
 	return d.ensureStatusLocked()
 }
 
 func (d *Comm) ensureStatusLocked() error {
-	c := &d.comm
+	c := &d.State
 	if c.status != nil {
 		return nil
 	}
 	if err := d.CheckOpen(); err != nil {
 		return err
 	}
-	sb, err := d.Alloc(statusWords*8, ir.Host)
+	sb, err := d.Alloc(StatusWords*8, ir.Host)
 	if err != nil {
 		return fmt.Errorf("cuda: rank %d: allocating the collectives' status words: %w", d.Opts.Rank, err)
 	}
 	st := sb.(*gpu.Buffer)
 	c.status = st
-	c.words = unsafe.Slice((*uint64)(st.Host), statusWords)
+	c.words = unsafe.Slice((*uint64)(st.Host), StatusWords)
 	c.mods = commModules{mods: map[string]*gpu.Module{}, errs: map[string]error{}, fns: map[string]*gpu.Function{}}
 	return nil
 }
@@ -208,22 +208,22 @@ func (d *Comm) ensureStatusLocked() error {
 // in the same order and closes the same streams, so channel numbers agree
 // across ranks. A reused channel keeps its counters and staging. Called
 // with c.mu held.
-func (c *commState) channel(s *gpu.Stream, rank int) (*commChannel, error) {
-	if ch, ok := c.chans[s]; ok {
+func (c *CommState) Channel(s *gpu.Stream, rank int) (*CommChannel, error) {
+	if ch, ok := c.Chans[s]; ok {
 		return ch, nil
 	}
 	for _, ch := range c.chanList {
 		if ch.free {
 			ch.free = false
-			c.chans[s] = ch
+			c.Chans[s] = ch
 			return ch, nil
 		}
 	}
-	if len(c.chanList) >= maxChannels {
-		return nil, fmt.Errorf("cuda: rank %d: collectives ran on more than %d streams; symmetric-memory collectives have %d channels", rank, maxChannels, maxChannels)
+	if len(c.chanList) >= MaxChannels {
+		return nil, fmt.Errorf("cuda: rank %d: collectives ran on more than %d streams; symmetric-memory collectives have %d channels", rank, MaxChannels, MaxChannels)
 	}
-	ch := &commChannel{idx: len(c.chanList)}
-	c.chans[s] = ch
+	ch := &CommChannel{Idx: len(c.chanList)}
+	c.Chans[s] = ch
 	c.chanList = append(c.chanList, ch)
 	return ch, nil
 }
@@ -232,33 +232,33 @@ func (c *commState) channel(s *gpu.Stream, rank int) (*commChannel, error) {
 // work done: stream.destroy synchronises first), so a process that makes
 // and closes many jobs never runs out of channels; the stream's cached
 // plans go with it.
-func (c *commState) releaseChannel(s *gpu.Stream) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.chans[s]
+func (c *CommState) ReleaseChannel(s *gpu.Stream) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	ch, ok := c.Chans[s]
 	if !ok {
 		return
 	}
-	delete(c.chans, s)
+	delete(c.Chans, s)
 	ch.free = true
-	for k := range c.plans {
-		if k.s == s {
-			delete(c.plans, k)
+	for k := range c.Plans {
+		if k.S == s {
+			delete(c.Plans, k)
 		}
 	}
 }
 
 // padsFor is every rank's pad region of channel ch, as mapped here.
-func (c *commState) padsFor(ch *commChannel) (out [maxRanks]uint64) {
+func (c *CommState) padsFor(ch *CommChannel) (out [maxRanks]uint64) {
 	for r, p := range c.padPtrs {
-		out[r] = p + uint64(ch.idx*channelPad)
+		out[r] = p + uint64(ch.Idx*ChannelPad)
 	}
 	return out
 }
 
 // take gives launch a the next k signal values of ch (a.Base, a.NSig).
 // Called with c.mu held.
-func (ch *commChannel) take(a *collArgs, k uint64, what string) {
+func (ch *CommChannel) take(a *CollArgs, k uint64, what string) {
 	a.Base, a.NSig = ch.reserve(k, what), k
 }
 
@@ -268,7 +268,7 @@ func (ch *commChannel) take(a *collArgs, k uint64, what string) {
 // ch.epoch mirrors them for eager launches, to name a launch whose wait
 // timed out; graph replays advance only the device's. Called with c.mu
 // held.
-func (ch *commChannel) reserve(k uint64, what string) uint64 {
+func (ch *CommChannel) reserve(k uint64, what string) uint64 {
 	base := ch.epoch
 	ch.epoch += k
 	if len(ch.log) >= launchLogSize {
@@ -281,8 +281,8 @@ func (ch *commChannel) reserve(k uint64, what string) uint64 {
 // faultErr is the sticky error of this device's collectives, nil while
 // none failed. It reads the status words (host memory the kernels write
 // when a wait times out), so it costs a load when all is well.
-func (d *Comm) faultErr() error {
-	c := &d.comm
+func (d *Comm) FaultErr() error {
+	c := &d.State
 	if p := c.fault.Load(); p != nil {
 		return *p
 	}
@@ -296,7 +296,7 @@ func (d *Comm) faultErr() error {
 
 // setFault makes err the sticky collective error (the first one wins).
 func (d *Comm) setFault(err error) {
-	d.comm.fault.CompareAndSwap(nil, &err)
+	d.State.fault.CompareAndSwap(nil, &err)
 }
 
 // ErrCollectiveTimeout matches the error of a collective whose kernel
@@ -306,7 +306,7 @@ var ErrCollectiveTimeout = errors.New("collective timed out")
 // describeFault names every wait that timed out: the collective, the
 // block and the rank that never signalled.
 func (d *Comm) describeFault() error {
-	c := &d.comm
+	c := &d.State
 	type miss struct {
 		ch, blk, peer int
 		plane         uint64
@@ -319,7 +319,7 @@ func (d *Comm) describeFault() error {
 			continue
 		}
 		k := i - 1
-		misses = append(misses, miss{ch: k / (maxBlocks * maxRanks), blk: k / maxRanks % maxBlocks, peer: k % maxRanks,
+		misses = append(misses, miss{ch: k / (MaxBlocks * maxRanks), blk: k / maxRanks % MaxBlocks, peer: k % maxRanks,
 			plane: v>>56 - 1, want: v & (1<<56 - 1)})
 	}
 	if len(misses) == 0 {
@@ -365,9 +365,9 @@ func (d *Comm) describeFault() error {
 }
 
 // launchFor names the collective of channel ch that owns signal value v.
-func (c *commState) launchFor(ch int, v uint64) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *CommState) launchFor(ch int, v uint64) string {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if ch < len(c.chanList) {
 		for i := len(c.chanList[ch].log) - 1; i >= 0; i-- {
 			r := c.chanList[ch].log[i]
@@ -382,7 +382,7 @@ func (c *commState) launchFor(ch int, v uint64) string {
 // CommCheck decorates a stream or event synchronisation: when a
 // collective on this device timed out, that is the error to report.
 func (d *Comm) CommCheck(err error) error {
-	if ferr := d.faultErr(); ferr != nil {
+	if ferr := d.FaultErr(); ferr != nil {
 		if err == nil {
 			return ferr
 		}
@@ -400,12 +400,12 @@ func (d *Comm) ReleaseComm() error {
 }
 
 // closeComm is ReleaseComm without the collective step (Runtime.Close).
-func (d *Comm) closeComm() error { return d.releaseComm(false) }
+func (d *Comm) CloseComm() error { return d.releaseComm(false) }
 
 func (d *Comm) releaseComm(collective bool) error {
-	c := &d.comm
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c := &d.State
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	var errs []error
 	if c.ncclComm != nil {
 		errs = append(errs, d.WithCtx(func() error {
@@ -451,8 +451,8 @@ func (d *Comm) releaseComm(collective bool) error {
 	}
 	// Back to the state before the first collective (the locks stay).
 	c.ready, c.pad, c.padPtrs, c.epochs, c.status, c.words = false, nil, nil, nil, nil, nil
-	c.chans, c.chanList, c.checked, c.nchecks, c.plans = nil, nil, nil, 0, nil
-	c.blocks, c.table, c.tableNote = 0, nil, ""
+	c.Chans, c.chanList, c.checked, c.nchecks, c.Plans = nil, nil, nil, 0, nil
+	c.Blocks, c.Table, c.tableNote = 0, nil, ""
 	c.mods = commModules{}
 	c.fault.Store(nil)
 	return errors.Join(errs...)

@@ -1,9 +1,13 @@
-package cuda
+package coll
 
 import (
 	"os"
 	"strconv"
 )
+
+// envMatmul picks compute's matmul: "tiled": never cuBLAS; "cublas": fail
+// rather than fall back (Tuning.Matmul).
+const EnvMatmul = "HIR_CUDA_MATMUL"
 
 // Tuning is the CUDA runtime's tuning knobs: the collectives' thresholds
 // and ring geometry, the copy-engine switches, the matmul path and launch
@@ -70,7 +74,7 @@ func DefaultTuning() Tuning {
 		CEPush:         true,
 		TwoShotCEMin:   128 << 20,
 		AutoCEMin:      64 << 20,
-		RingBlocks:     ringDefault.blocks, RingSeg: ringDefault.seg, RingSlots: ringDefault.slots, RingWave: ringDefault.wave,
+		RingBlocks:     RingDefault.Blocks, RingSeg: RingDefault.Seg, RingSlots: RingDefault.Slots, RingWave: RingDefault.Wave,
 		BlasWorkspace: 32 << 20,
 		TransferSMMax: 0, // measured: no size where the kernel won (RUNTIME-CUDA.md)
 	}
@@ -84,7 +88,7 @@ func TuningFromEnv() Tuning {
 		t.AutoOneShotMax = v
 	}
 	if v, ok := envInt("HIR_COLL_LL_MAX"); ok && v >= 0 {
-		t.LLMax = min(v, llCapBytes)
+		t.LLMax = min(v, LlCapBytes)
 	}
 	if v, ok := envInt("HIR_COLL_LL_TWO_SHOT_MIN"); ok {
 		t.LLTwoShotMin = v
@@ -106,7 +110,7 @@ func TuningFromEnv() Tuning {
 		t.BlasWorkspace = v
 	}
 	if v, ok := envInt("HIR_COLL_RING_BLOCKS"); ok && v > 0 {
-		t.RingBlocks = min(v, maxBlocks)
+		t.RingBlocks = min(v, MaxBlocks)
 	}
 	if v, ok := envInt("HIR_COLL_RING_SEG"); ok && v >= 16 {
 		t.RingSeg = min(v/16*16, 64<<20)
@@ -120,7 +124,7 @@ func TuningFromEnv() Tuning {
 	case "0":
 		t.RingWave = false
 	}
-	t.Matmul = os.Getenv(envMatmul)
+	t.Matmul = os.Getenv(EnvMatmul)
 	t.CheckLaunches = os.Getenv("HIR_CUDA_CHECK_LAUNCHES") == "1"
 	return t
 }
@@ -131,11 +135,11 @@ func envInt(name string) (int64, bool) {
 }
 
 // ring is the ring geometry t sets.
-func (t *Tuning) ring() ringGeom {
-	return ringGeom{blocks: t.RingBlocks, seg: t.RingSeg, slots: t.RingSlots, wave: t.RingWave}
+func (t *Tuning) Ring() RingGeom {
+	return RingGeom{Blocks: t.RingBlocks, Seg: t.RingSeg, Slots: t.RingSlots, Wave: t.RingWave}
 }
 
 // setRing sets t's ring geometry to g.
-func (t *Tuning) setRing(g ringGeom) {
-	t.RingBlocks, t.RingSeg, t.RingSlots, t.RingWave = g.blocks, g.seg, g.slots, g.wave
+func (t *Tuning) SetRing(g RingGeom) {
+	t.RingBlocks, t.RingSeg, t.RingSlots, t.RingWave = g.Blocks, g.Seg, g.Slots, g.Wave
 }

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ type reduceSpec struct {
 
 // runReduce launches the reduce kernel for spec: the 16-byte vector
 // instance where every address and layout allows it, else the scalar one.
-func (d *Comm) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, s *gpu.Stream) error {
+func (d *Comm) runReduce(cs *CommState, ch *CommChannel, p *CollPlan, sp reduceSpec, s *gpu.Stream) error {
 	D := d.Opts.WorldSize
 	es := p.es
 	V := 16 / es
@@ -61,9 +61,9 @@ func (d *Comm) runReduce(cs *commState, ch *commChannel, p *collPlan, sp reduceS
 	// rank's alignment): blocks meet their peers' blocks of the same index.
 	grid := cs.grid(max(1, (sp.gridN*es+15)/16))
 	launch := func() error {
-		cs.mu.Lock()
+		cs.Mu.Lock()
 		ch.take(&a, 2, p.what)
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		return d.launchReduce(cs, p, vec, grid, &a, s)
 	}
 	if !sp.tmp {
@@ -84,7 +84,7 @@ type copySpec struct {
 	n        int64
 }
 
-func (d *Comm) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec, gridN int64, s *gpu.Stream) error {
+func (d *Comm) runCopy(cs *CommState, ch *CommChannel, p *CollPlan, sp copySpec, gridN int64, s *gpu.Stream) error {
 	es := p.es
 	vec := true
 	for i := range sp.src {
@@ -112,14 +112,14 @@ func (d *Comm) runCopy(cs *commState, ch *commChannel, p *collPlan, sp copySpec,
 		a.N = sp.n
 		a.Ls, a.Ld = sp.ls, sp.ld
 	}
-	cs.mu.Lock()
+	cs.Mu.Lock()
 	ch.take(&a, 2, p.what)
-	cs.mu.Unlock()
+	cs.Mu.Unlock()
 	return d.launchColl(cs, name, cs.grid(max(gridUnits, 1)), &a, s)
 }
 
 // runSymmetric runs the one_shot and two_shot algorithms.
-func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runSymmetric(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	ins := d.peerPtrs(p.inB, p.in, p.access.ReadsInput)
@@ -128,7 +128,7 @@ func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.
 	alias := overlaps(p.in, p.inB, p.out, p.outB)
 	switch p.op {
 	case ir.OpAllReduce:
-		if p.impl == ir.AlgoTwoShot {
+		if p.Impl == ir.AlgoTwoShot {
 			// Chunk c of the flat tensor, bounds rounded to 16 bytes so
 			// every chunk moves as vectors; each element is still reduced
 			// in rank order, as one_shot does.
@@ -163,14 +163,14 @@ func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.
 		}
 		return d.runReduce(cs, ch, p, sp, s)
 	case ir.OpReduceScatter:
-		run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		run, l := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
 		sp := reduceSpec{ls: l, dst: []uint64{p.outPtr}, n: nOut, gridN: nOut, tmp: alias}
 		for q := 0; q < D; q++ {
 			sp.src[q] = ins[q] + uint64(int64(r)*run*es)
 		}
 		return d.runReduce(cs, ch, p, sp, s)
 	case ir.OpAllGather:
-		run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+		run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
 		sp := copySpec{ld: l, n: nIn}
 		for q := 0; q < D; q++ {
 			sp.src = append(sp.src, p.inPtr)
@@ -179,8 +179,8 @@ func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.
 		return d.runCopy(cs, ch, p, sp, nIn*int64(D), s)
 	case ir.OpAllToAll:
 		a, b := p.concat, p.axis
-		runS, ls := blockLayout(p.in.Shape, b, p.out.Shape[b])
-		runD, ld := blockLayout(p.out.Shape, a, p.in.Shape[a])
+		runS, ls := BlockLayout(p.in.Shape, b, p.out.Shape[b])
+		runD, ld := BlockLayout(p.out.Shape, a, p.in.Shape[a])
 		blk := nIn / int64(D)
 		sp := copySpec{ls: ls, ld: ld, n: blk}
 		for q := 0; q < D; q++ {
@@ -192,11 +192,11 @@ func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.
 		sp := copySpec{src: []uint64{ins[p.root]}, dst: []uint64{p.outPtr}, n: nIn}
 		return d.runCopy(cs, ch, p, sp, nIn, s)
 	case ir.OpScatter:
-		run, l := blockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		run, l := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
 		sp := copySpec{src: []uint64{ins[p.root] + uint64(int64(r)*run*es)}, dst: []uint64{p.outPtr}, ls: l, n: nOut}
 		return d.runCopy(cs, ch, p, sp, nOut, s)
 	case ir.OpGather:
-		run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+		run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
 		sp := copySpec{ld: l, n: nIn}
 		if r == p.root {
 			for q := 0; q < D; q++ {
@@ -206,7 +206,7 @@ func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.
 		}
 		return d.runCopy(cs, ch, p, sp, nIn*int64(D), s)
 	}
-	return fmt.Errorf("no %s algorithm for %s", p.impl, p.op)
+	return fmt.Errorf("no %s algorithm for %s", p.Impl, p.op)
 }
 
 // runTwoShotCE is two_shot for large tensors with its second half on the
@@ -215,7 +215,7 @@ func (d *Comm) runSymmetric(cs *commState, ch *commChannel, p *collPlan, s *gpu.
 // and a barrier kernel waits until every rank's pushes are done. The
 // link carries the same bytes, but the copy engines write over NVLink
 // faster than SM stores do.
-func (d *Comm) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp reduceSpec, lo int64, s *gpu.Stream) error {
+func (d *Comm) runTwoShotCE(cs *CommState, ch *CommChannel, p *CollPlan, sp reduceSpec, lo int64, s *gpu.Stream) error {
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	sp.dst = []uint64{p.outPtr + uint64(lo*p.es)}
 	if err := d.runReduce(cs, ch, p, sp, s); err != nil {
@@ -235,5 +235,5 @@ func (d *Comm) runTwoShotCE(cs *commState, ch *commChannel, p *collPlan, sp redu
 			}
 		}
 	}
-	return d.barrierKernel(cs, ch, p.what, s)
+	return d.BarrierKernel(cs, ch, p.what, s)
 }

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 
 // ncclComm returns the device's communicator, making it on first use.
 func (d *Comm) ncclComm() (*nccl.Comm, error) {
-	c := &d.comm
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c := &d.State
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if c.ncclInit {
 		return c.ncclComm, c.ncclErr
 	}
@@ -94,7 +94,7 @@ func NCCLVersion() (string, error) {
 // runNCCL runs p through NCCL on stream s. NCCL moves contiguous blocks,
 // so blocks along an axis other than the outermost are packed into (or
 // unpacked from) a stream-ordered temporary with the strided copy.
-func (d *Comm) runNCCL(p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runNCCL(p *CollPlan, s *gpu.Stream) error {
 	comm, err := d.ncclComm()
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func (d *Comm) runNCCL(p *collPlan, s *gpu.Stream) error {
 	// blocks is a tensor's D blocks along axis: their layout, and whether
 	// they already lie one after another.
 	packedAlong := func(shape []int64, axis int) bool {
-		_, l := blockLayout(shape, axis, shape[axis]/int64(D))
+		_, l := BlockLayout(shape, axis, shape[axis]/int64(D))
 		return l.Run == 0
 	}
 	// withPacked runs f on a packed copy of t's blocks along axis (each of
@@ -124,7 +124,7 @@ func (d *Comm) runNCCL(p *collPlan, s *gpu.Stream) error {
 			return f(ptr)
 		}
 		blk := ir.Product(blockShape)
-		run, _ := blockLayout(t.Shape, axis, blockShape[axis])
+		run, _ := BlockLayout(t.Shape, axis, blockShape[axis])
 		strides := runtime.ContiguousStrides(t.Shape)
 		return d.Staged(int(blk*int64(D)*es), s, func(tmp uint64) error {
 			work := d.tempBuffer(tmp, blk*int64(D)*es)

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 // ranks' agreement on each distinct call.
 
 // collPlan is one collective, validated, with its algorithm resolved.
-type collPlan struct {
+type CollPlan struct {
 	op           ir.Opcode
 	algo         ir.Algo // as called
-	impl         ir.Algo // what runs: one_shot, two_shot, ring, copy_engine, nccl
+	Impl         ir.Algo // what runs: one_shot, two_shot, ring, copy_engine, nccl
 	reduce       ir.ReduceOp
 	root         int
 	axis, concat int
@@ -33,8 +33,8 @@ type collPlan struct {
 	ll           bool            // all_reduce one_shot through the LL kernel (small tensors)
 	cePush       bool            // copy_engine pushes into peers' (symmetric) outputs rather than pulls
 	twoShotCE    bool            // two_shot's all-gather half through the copy engines
-	ring         ringGeom        // all_reduce and reduce_scatter ring: the geometry
-	desc         string          // what every rank must agree on
+	ring         RingGeom        // all_reduce and reduce_scatter ring: the geometry
+	Desc         string          // what every rank must agree on
 	what         string          // for messages
 }
 
@@ -54,12 +54,12 @@ type collPlan struct {
 // 4.1 at 64 KiB, 5.5 at 256 KiB, against 8.2, 10.5 and 10.9 µs for
 // two_shot.
 
-func (d *Comm) planCollective(c *runtime.CollectiveCall, graph bool) (*collPlan, error) {
+func (d *Comm) PlanCollective(c *runtime.CollectiveCall, graph bool) (*CollPlan, error) {
 	D := d.Opts.WorldSize
 	algo := c.Algo
-	p := &collPlan{op: c.Op, algo: algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: c.In, out: c.Out}
+	p := &CollPlan{op: c.Op, algo: algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: c.In, out: c.Out}
 	name := fmt.Sprintf("%s algo=%s", c.Op, algo)
-	fail := func(format string, args ...any) (*collPlan, error) {
+	fail := func(format string, args ...any) (*CollPlan, error) {
 		return nil, fmt.Errorf("cuda: rank %d: %s: %s", d.Opts.Rank, name, fmt.Sprintf(format, args...))
 	}
 	// Where the tensors lie first, then the contract both runtimes share.
@@ -88,14 +88,14 @@ func (d *Comm) planCollective(c *runtime.CollectiveCall, graph bool) (*collPlan,
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}
 	p.reduce, p.root, p.axis, p.concat = rc.ReduceOp, rc.Root, rc.Axis, rc.ConcatAxis
-	p.impl = d.resolveAlgo(p, graph)
-	if err := ir.AlgoFits(c.Op, p.impl, c.In.Bytes(), c.Out.Bytes(), D); err != nil {
+	p.Impl = d.resolveAlgo(p, graph)
+	if err := ir.AlgoFits(c.Op, p.Impl, c.In.Bytes(), c.Out.Bytes(), D); err != nil {
 		return fail("%v", err)
 	}
-	p.access = implAccess(c.Op, p.impl)
-	p.ll = c.Op == ir.OpAllReduce && p.impl == ir.AlgoOneShot && useLL(p, d.tune.LLMax)
-	p.cePush = p.impl == ir.AlgoCopyEngine && p.outB.Kind == gpu.KindSym && d.tune.CEPush
-	p.twoShotCE = c.Op == ir.OpAllReduce && p.impl == ir.AlgoTwoShot && d.tune.TwoShotCEMin > 0 && p.in.Bytes() >= d.tune.TwoShotCEMin
+	p.access = implAccess(c.Op, p.Impl)
+	p.ll = c.Op == ir.OpAllReduce && p.Impl == ir.AlgoOneShot && useLL(p, d.Tune.LLMax)
+	p.cePush = p.Impl == ir.AlgoCopyEngine && p.outB.Kind == gpu.KindSym && d.Tune.CEPush
+	p.twoShotCE = c.Op == ir.OpAllReduce && p.Impl == ir.AlgoTwoShot && d.Tune.TwoShotCEMin > 0 && p.in.Bytes() >= d.Tune.TwoShotCEMin
 	if p.access.ReadsInput && p.inB.Kind != gpu.KindSym {
 		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.BufID, p.inB.MemType, kindName(p.inB.Kind))
 	}
@@ -109,20 +109,20 @@ func (d *Comm) planCollective(c *runtime.CollectiveCall, graph bool) (*collPlan,
 		}
 		return s
 	}
-	p.desc = fmt.Sprintf("%s algo=%s impl=%s %s in=%s out=%s op=%s root=%d axis=%d concat=%d", p.op, p.algo, p.impl, p.dt,
+	p.Desc = fmt.Sprintf("%s algo=%s impl=%s %s in=%s out=%s op=%s root=%d axis=%d concat=%d", p.op, p.algo, p.Impl, p.dt,
 		describe(c.In, p.inB, p.access.ReadsInput), describe(c.Out, p.outB, p.access.WritesOutput), p.reduce, p.root, p.axis, p.concat)
 	if p.ll {
-		p.desc += " proto=ll"
+		p.Desc += " proto=ll"
 	}
 	if p.twoShotCE {
-		p.desc += " gather=ce"
+		p.Desc += " gather=ce"
 	}
 	if p.cePush {
-		p.desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.Sym.Seq, c.Out.Offset)
+		p.Desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.Sym.Seq, c.Out.Offset)
 	}
-	if p.impl == ir.AlgoRing && p.op != ir.OpAllGather {
-		p.ring = d.tune.ring()
-		p.desc += " ring=" + p.ring.String()
+	if p.Impl == ir.AlgoRing && p.op != ir.OpAllGather {
+		p.ring = d.Tune.Ring()
+		p.Desc += " ring=" + p.ring.String()
 	}
 	return p, nil
 }
@@ -142,7 +142,7 @@ func implAccess(op ir.Opcode, impl ir.Algo) ir.RemoteAccess {
 // llMax bytes (Tuning.LLMax), the output the input itself or apart from it (each thread
 // reads its 8 bytes before it writes them), and reduce dtypes of 2, 4 or
 // 8 bytes.
-func useLL(p *collPlan, llMax int64) bool {
+func useLL(p *CollPlan, llMax int64) bool {
 	n := p.in.Bytes()
 	if n > llMax || p.es < 2 || p.es > 8 {
 		return false
@@ -159,18 +159,18 @@ func kindName(k gpu.BufKind) string {
 // world size, dtype class and size — replayed from a graph where the call
 // is being captured (graph) — whose symmetric-heap needs the operands
 // meet, else the compiled-in choice (defaultAlgo).
-func (d *Comm) resolveAlgo(p *collPlan, graph bool) ir.Algo {
+func (d *Comm) resolveAlgo(p *CollPlan, graph bool) ir.Algo {
 	if p.algo != ir.AlgoAuto {
 		return p.algo
 	}
-	if t := d.comm.table; t != nil {
-		for _, a := range t.RankedFor(p.op, d.Opts.WorldSize, p.dt, benchBytes(p.op, p.in, p.out), graph) {
-			if d.fits(p, a) {
+	if t := d.State.Table; t != nil {
+		for _, a := range t.RankedFor(p.op, d.Opts.WorldSize, p.dt, BenchBytes(p.op, p.in, p.out), graph) {
+			if d.Fits(p, a) {
 				return a
 			}
 		}
 	}
-	return d.defaultAlgo(p)
+	return d.DefaultAlgo(p)
 }
 
 // defaultAlgo is the compiled-in choice: ll where it fits (each rank
@@ -178,17 +178,17 @@ func (d *Comm) resolveAlgo(p *collPlan, graph bool) ir.Algo {
 // Tuning.AutoOneShotMax with a symmetric output, which runs two_shot (same
 // rank-order result, 1/D of the loads), and all_gather of a symmetric
 // input from Tuning.AutoCEMin bytes of output, which runs copy_engine.
-func (d *Comm) defaultAlgo(p *collPlan) ir.Algo {
-	if d.fits(p, ir.AlgoLL) {
+func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
+	if d.Fits(p, ir.AlgoLL) {
 		return ir.AlgoLL
 	}
 	switch p.op {
 	case ir.OpAllReduce:
-		if p.in.Bytes() > d.tune.AutoOneShotMax && p.outB.Kind == gpu.KindSym {
+		if p.in.Bytes() > d.Tune.AutoOneShotMax && p.outB.Kind == gpu.KindSym {
 			return ir.AlgoTwoShot
 		}
 	case ir.OpAllGather:
-		if d.tune.AutoCEMin > 0 && p.out.Bytes() >= d.tune.AutoCEMin && p.inB.Kind == gpu.KindSym {
+		if d.Tune.AutoCEMin > 0 && p.out.Bytes() >= d.Tune.AutoCEMin && p.inB.Kind == gpu.KindSym {
 			return ir.AlgoCopyEngine
 		}
 	}
@@ -213,7 +213,7 @@ func (d *Comm) defaultAlgo(p *collPlan) ir.Algo {
 // fits says whether algorithm algo can run p as auto's choice: op has it,
 // the operands are symmetric where it touches them remotely, and NCCL
 // loads where it is NCCL.
-func (d *Comm) fits(p *collPlan, algo ir.Algo) bool {
+func (d *Comm) Fits(p *CollPlan, algo ir.Algo) bool {
 	if _, ok := ir.LookupRule(p.op, algo); !ok || algo == ir.AlgoAuto {
 		return false
 	}
@@ -240,13 +240,13 @@ const maxCachedPlans = 1024
 
 // planKey is a collective call as the plan cache knows it: everything
 // planning reads, with shapes of up to maxKeyDims dimensions inline.
-type planKey struct {
+type PlanKey struct {
 	op                 ir.Opcode
 	algo               ir.Algo
 	reduce             ir.ReduceOp
 	root, axis, concat int
 	in, out            tensorKey
-	s                  *gpu.Stream
+	S                  *gpu.Stream
 	graph              bool // planned while a capture was open (auto may choose otherwise)
 }
 
@@ -262,7 +262,7 @@ type tensorKey struct {
 
 // planKeyOf is c's cache key; ok is false for calls the cache does not
 // hold (strided tensors, many dimensions).
-func planKeyOf(c *runtime.CollectiveCall, s *gpu.Stream, graph bool) (k planKey, ok bool) {
+func planKeyOf(c *runtime.CollectiveCall, s *gpu.Stream, graph bool) (k PlanKey, ok bool) {
 	tk := func(t runtime.Tensor) (tensorKey, bool) {
 		if t.Strides != nil || len(t.Shape) > maxKeyDims {
 			return tensorKey{}, false
@@ -276,7 +276,7 @@ func planKeyOf(c *runtime.CollectiveCall, s *gpu.Stream, graph bool) (k planKey,
 	if !ok1 || !ok2 {
 		return k, false
 	}
-	return planKey{op: c.Op, algo: c.Algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: in, out: out, s: s, graph: graph}, true
+	return PlanKey{op: c.Op, algo: c.Algo, reduce: c.ReduceOp, root: c.Root, axis: c.Axis, concat: c.ConcatAxis, in: in, out: out, S: s, graph: graph}, true
 }
 
 // agree checks, on the first call of each distinct call, that every rank
@@ -285,18 +285,18 @@ func planKeyOf(c *runtime.CollectiveCall, s *gpu.Stream, graph bool) (k planKey,
 // the descriptors travel through the job's store. A rank that does not
 // come is named after the timeout. Later calls of the same descriptor
 // trust the check and only meet in the kernels.
-func (d *Comm) agree(cs *commState, p *collPlan) error {
+func (d *Comm) agree(cs *CommState, p *CollPlan) error {
 	world, rank := d.Opts.WorldSize, d.Opts.Rank
 	if world == 1 {
 		return nil
 	}
-	cs.mu.Lock()
-	done := cs.checked[p.desc]
+	cs.Mu.Lock()
+	done := cs.checked[p.Desc]
 	n := cs.nchecks
 	if !done {
 		cs.nchecks++
 	}
-	cs.mu.Unlock()
+	cs.Mu.Unlock()
 	if done {
 		return nil
 	}
@@ -308,22 +308,22 @@ func (d *Comm) agree(cs *commState, p *collPlan) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 	defer cancel()
-	raw, err := store.ExchangeAll(ctx, d.Opts.Store, fmt.Sprintf("cuda/coll/check/%d", n), rank, world, []byte(p.desc), d.Opts.Timeout)
+	raw, err := store.ExchangeAll(ctx, d.Opts.Store, fmt.Sprintf("cuda/coll/check/%d", n), rank, world, []byte(p.Desc), d.Opts.Timeout)
 	if err != nil {
 		// Nothing was launched, so the pads are still in step: not sticky.
 		return fmt.Errorf("cuda: rank %d: %s: the ranks did not all arrive to check this call (new call #%d on this rank): %w; every rank must run the same collectives in the same order", rank, p.what, n, err)
 	}
 	var diff []string
 	for r, b := range raw {
-		if string(b) != p.desc {
+		if string(b) != p.Desc {
 			diff = append(diff, fmt.Sprintf("rank %d called %s", r, b))
 		}
 	}
 	if len(diff) > 0 {
-		return fmt.Errorf("cuda: rank %d: %s: the ranks called different collectives: rank %d called %s; %s", rank, p.what, rank, p.desc, strings.Join(diff, "; "))
+		return fmt.Errorf("cuda: rank %d: %s: the ranks called different collectives: rank %d called %s; %s", rank, p.what, rank, p.Desc, strings.Join(diff, "; "))
 	}
-	cs.mu.Lock()
-	cs.checked[p.desc] = true
-	cs.mu.Unlock()
+	cs.Mu.Lock()
+	cs.checked[p.Desc] = true
+	cs.Mu.Unlock()
 	return nil
 }

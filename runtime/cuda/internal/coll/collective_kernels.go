@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"fmt"
@@ -34,21 +34,21 @@ import (
 // Pad geometry (mirrored in kernels/collective.cu).
 const (
 	maxRanks    = 16  // symmetric-memory collectives handle up to 16 ranks
-	maxBlocks   = 256 // blocks per collective launch (signal slots per plane)
+	MaxBlocks   = 256 // blocks per collective launch (signal slots per plane)
 	numPlanes   = 3   // barrier, data, ack
-	maxChannels = 16  // streams that may run collectives concurrently
+	MaxChannels = 16  // streams that may run collectives concurrently
 	// epochWords: per channel, each block's signal count, then each
 	// block's count of LL launches (all blocks' equal: kernels/collective.cu's
 	// take_count); kept on the device so a graph replay advances them.
-	epochWords = 2 * maxBlocks
-	planeBytes = maxBlocks * maxRanks * 8
-	channelPad = numPlanes * planeBytes
+	epochWords = 2 * MaxBlocks
+	planeBytes = MaxBlocks * maxRanks * 8
+	ChannelPad = numPlanes * planeBytes
 	// Status words: [0] any fault; then one word per (channel, block, peer)
 	// for the collective channels and two p2p channels (send, recv).
-	statusChannels = maxChannels + 2
-	statusWords    = 1 + statusChannels*maxBlocks*maxRanks
-	chanP2PSend    = maxChannels
-	chanP2PRecv    = maxChannels + 1
+	statusChannels = MaxChannels + 2
+	StatusWords    = 1 + statusChannels*MaxBlocks*maxRanks
+	chanP2PSend    = MaxChannels
+	chanP2PRecv    = MaxChannels + 1
 )
 
 // Kernel mode bits (collArgs.Mode).
@@ -84,8 +84,8 @@ const ringSlotPad = 128
 // LL staging (hir_ar_ll): per channel and rank, 2 slots × world senders ×
 // llSeg bytes; each 16-byte line carries 8 bytes of data and two flags.
 const (
-	llCapBytes   = ir.LLMaxBytes  // the most data an LL launch sends one peer
-	llSeg        = 2 * llCapBytes // staging bytes per (slot, sender)
+	LlCapBytes   = ir.LLMaxBytes  // the most data an LL launch sends one peer
+	llSeg        = 2 * LlCapBytes // staging bytes per (slot, sender)
 	oneShotLLMax = 256 << 10      // Tuning.LLMax's default
 	llThreads    = 256
 )
@@ -96,7 +96,7 @@ type lay struct{ Run, Pitch int64 }
 
 // collArgs is the kernel argument, byte for byte the CollArgs of the
 // source. Addresses are device addresses in this process.
-type collArgs struct {
+type CollArgs struct {
 	Src       [maxRanks]uint64
 	Dst       [maxRanks]uint64
 	Pad       [maxRanks]uint64 // each rank's signal pad for this channel
@@ -124,15 +124,15 @@ type collArgs struct {
 	Xtra      int32 // ring: 1 where src and dst allow 16-byte vectors
 }
 
-const collArgsSize = 800
+const CollArgsSize = 800
 
-func (a *collArgs) bytes() []byte {
+func (a *CollArgs) Bytes() []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))...)
 }
 
 // reduceDTypes are the dtypes with reducing kernels, with their CUDA
 // storage and compute types.
-var reduceDTypes = map[ir.DType][2]string{
+var ReduceDTypes = map[ir.DType][2]string{
 	ir.F32:  {"float", "float"},
 	ir.F16:  {"f16_t", "float"},
 	ir.BF16: {"bf16_t", "float"},
@@ -147,8 +147,8 @@ var reduceOpCodes = map[ir.ReduceOp]int{ir.ReduceSum: 0, ir.ReduceProd: 1, ir.Re
 // reduceModuleSource is the source of dt's reducing module: every reduce
 // op (avg for floats only), each as a vector (16-byte) and a scalar reduce
 // kernel and a ring kernel.
-func reduceModuleSource(dt ir.DType) (string, error) {
-	ty, ok := reduceDTypes[dt]
+func ReduceModuleSource(dt ir.DType) (string, error) {
+	ty, ok := ReduceDTypes[dt]
 	if !ok {
 		return "", fmt.Errorf("no reducing kernels for %v", dt)
 	}
@@ -172,35 +172,35 @@ func reduceModuleSource(dt ir.DType) (string, error) {
 
 // Kernel names are built by concatenation, not fmt: they are made on
 // every launch. They spell what kernels/reduce_entries.cu.tmpl names.
-func reduceKernelName(dt ir.DType, op ir.ReduceOp, vec bool) string {
+func ReduceKernelName(dt ir.DType, op ir.ReduceOp, vec bool) string {
 	if vec {
 		return "hir_reduce_" + dt.String() + "_" + op.String() + "_v"
 	}
 	return "hir_reduce_" + dt.String() + "_" + op.String() + "_s"
 }
 
-func ringKernelName(dt ir.DType, op ir.ReduceOp) string {
+func RingKernelName(dt ir.DType, op ir.ReduceOp) string {
 	return "hir_ring_" + dt.String() + "_" + op.String()
 }
 
-func llKernelName(dt ir.DType, op ir.ReduceOp) string {
+func LlKernelName(dt ir.DType, op ir.ReduceOp) string {
 	return "hir_ll_" + dt.String() + "_" + op.String()
 }
 
-func ll2KernelName(dt ir.DType, op ir.ReduceOp) string {
+func Ll2KernelName(dt ir.DType, op ir.ReduceOp) string {
 	return "hir_ll2_" + dt.String() + "_" + op.String()
 }
 
 // moveModuleSource is the data-movement module's source.
-func moveModuleSource() string { return commonSource() }
+func MoveModuleSource() string { return commonSource() }
 
 // commonSource is kernels.Collective with static_asserts that pin CollArgs
 // to collArgs's layout as Go lays it out, field by field.
 func commonSource() string {
-	var a collArgs
+	var a CollArgs
 	var b strings.Builder
 	fmt.Fprintf(&b, "static_assert(sizeof(CollArgs) == %d, \"CollArgs size\");\n", unsafe.Sizeof(a))
-	fmt.Fprintf(&b, "static_assert(MAXB == %d && MAXR == %d, \"pad geometry\");\n", maxBlocks, maxRanks)
+	fmt.Fprintf(&b, "static_assert(MAXB == %d && MAXR == %d, \"pad geometry\");\n", MaxBlocks, maxRanks)
 	// Only the size is asserted in the source: NVRTC has no offsetof (nor
 	// __builtin_offsetof), so the field offsets are checked against the Go
 	// struct by the tests that compile the source with clang.
@@ -210,7 +210,7 @@ func commonSource() string {
 // commModule is one NVRTC module of collective kernels: its key (the
 // cache's name for it, and its file name in messages) and its source.
 type commModule struct {
-	key string
+	Key string
 	src func() (string, error)
 }
 
@@ -218,10 +218,10 @@ type commModule struct {
 // (a kernel several modules define, as every reducing module carries
 // collective.cu's, belongs to the first), then one per reduced dtype.
 func commModuleList() []commModule {
-	mods := []commModule{{"hir_comm_move", func() (string, error) { return moveModuleSource(), nil }}}
+	mods := []commModule{{"hir_comm_move", func() (string, error) { return MoveModuleSource(), nil }}}
 	for _, dt := range ir.AllDTypes {
-		if _, ok := reduceDTypes[dt]; ok {
-			mods = append(mods, commModule{"hir_comm_reduce_" + dt.String(), func() (string, error) { return reduceModuleSource(dt) }})
+		if _, ok := ReduceDTypes[dt]; ok {
+			mods = append(mods, commModule{"hir_comm_reduce_" + dt.String(), func() (string, error) { return ReduceModuleSource(dt) }})
 		}
 	}
 	return mods
@@ -232,7 +232,7 @@ func commModuleList() []commModule {
 var kernelEntryRE = regexp.MustCompile(`extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\(`)
 
 // kernelEntries lists the entry points src defines, in order.
-func kernelEntries(src string) []string {
+func KernelEntries(src string) []string {
 	var out []string
 	for _, m := range kernelEntryRE.FindAllStringSubmatch(src, -1) {
 		out = append(out, m[1])
@@ -243,14 +243,14 @@ func kernelEntries(src string) []string {
 // commKernels maps every collective kernel to its module, read once per
 // process from the modules' sources: a kernel is launched by name, and
 // adding one to kernels/*.cu needs no list here.
-var commKernels = sync.OnceValues(func() (map[string]commModule, error) {
+var CommKernels = sync.OnceValues(func() (map[string]commModule, error) {
 	index := map[string]commModule{}
 	for _, m := range commModuleList() {
 		src, err := m.src()
 		if err != nil {
 			return nil, err
 		}
-		for _, name := range kernelEntries(src) {
+		for _, name := range KernelEntries(src) {
 			if _, ok := index[name]; !ok {
 				index[name] = m
 			}
@@ -275,7 +275,7 @@ func (d *Comm) commFunction(cm *commModules, name string) (*gpu.Function, error)
 	if f, ok := cm.fns[name]; ok {
 		return f, nil
 	}
-	index, err := commKernels()
+	index, err := CommKernels()
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func (d *Comm) commFunction(cm *commModules, name string) (*gpu.Function, error)
 	if !ok {
 		return nil, fmt.Errorf("no collective kernel %s in runtime/cuda/kernels", name)
 	}
-	key := mod.key
+	key := mod.Key
 	m, ok := cm.mods[key]
 	if !ok {
 		if err, failed := cm.errs[key]; failed {
@@ -291,7 +291,7 @@ func (d *Comm) commFunction(cm *commModules, name string) (*gpu.Function, error)
 		}
 		text, err := mod.src()
 		if err == nil {
-			m, err = d.loadCached(text, key+".cu")
+			m, err = d.LoadCached(text, key+".cu")
 		}
 		if err != nil {
 			cm.errs[key] = err
@@ -315,7 +315,7 @@ var collNVRTCOptions = []string{"--fmad=false", "--prec-div=true", "--prec-sqrt=
 // (kernelcache.go: memory, then disk, then NVRTC), so the ranks of a job
 // and later runs do not compile again; a cached image the driver refuses
 // is compiled anew.
-func (d *Comm) loadCached(src, name string) (*gpu.Module, error) {
+func (d *Comm) LoadCached(src, name string) (*gpu.Module, error) {
 	cc := d.Props.ComputeCapability
 	key := gpu.ImageKey(src, cc, collNVRTCOptions, gpu.NvrtcVersionOnce())
 	for attempt := 0; ; attempt++ {

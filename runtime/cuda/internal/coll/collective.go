@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"fmt"
@@ -22,27 +22,27 @@ import (
 // of its peers.
 func collBlocks(sms, override int) int {
 	if override > 0 {
-		return min(override, maxBlocks)
+		return min(override, MaxBlocks)
 	}
 	if sms <= 0 {
 		return 32
 	}
-	return min(sms, maxBlocks)
+	return min(sms, MaxBlocks)
 }
 
 const collThreads = 512
 
 // grid is the grid for units of work (4 per thread before a second block
 // is worth it), at most the agreed block count.
-func (cs *commState) grid(units int64) uint32 {
+func (cs *CommState) grid(units int64) uint32 {
 	g := (units + collThreads*4 - 1) / (collThreads * 4)
-	return uint32(max(1, min(g, int64(max(cs.blocks, 1)))))
+	return uint32(max(1, min(g, int64(max(cs.Blocks, 1)))))
 }
 
 // blockLayout is block k of extent ext along axis of a contiguous tensor
 // of shape full: the run of elements per outer index and the pitch
 // between runs; contiguous (run 0) when nothing lies outside the axis.
-func blockLayout(full []int64, axis int, ext int64) (off1 int64, l lay) {
+func BlockLayout(full []int64, axis int, ext int64) (off1 int64, l lay) {
 	outer := ir.Product(full[:axis])
 	inner := ir.Product(full[axis+1:])
 	run := ext * inner
@@ -54,7 +54,7 @@ func blockLayout(full []int64, axis int, ext int64) (off1 int64, l lay) {
 
 // Collective runs c on stream s: the symmetric-memory kernels of
 // docs/COLLECTIVES.md, or NCCL for algo=nccl.
-func (d *Comm) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
+func (d *Comm) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	if c == nil {
 		return fmt.Errorf("cuda: rank %d: collective: nil call", d.Opts.Rank)
 	}
@@ -74,31 +74,31 @@ func (d *Comm) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	capturing := d.Capture != nil
 	d.Mu.Unlock()
 	key, cacheable := planKeyOf(c, s, capturing)
-	var p *collPlan
+	var p *CollPlan
 	if cacheable {
-		cs.mu.Lock()
-		p = cs.plans[key]
-		cs.mu.Unlock()
+		cs.Mu.Lock()
+		p = cs.Plans[key]
+		cs.Mu.Unlock()
 		if p != nil && (p.inB.Freed.Load() || p.outB.Freed.Load()) {
 			p = nil
 		}
 	}
-	if err := d.faultErr(); err != nil {
+	if err := d.FaultErr(); err != nil {
 		return err
 	}
-	var ch *commChannel
+	var ch *CommChannel
 	var seq uint64
 	if p == nil {
-		if p, err = d.planCollective(c, capturing); err != nil {
+		if p, err = d.PlanCollective(c, capturing); err != nil {
 			return err
 		}
-		cs.mu.Lock()
-		ch, err = cs.channel(s, d.Opts.Rank)
+		cs.Mu.Lock()
+		ch, err = cs.Channel(s, d.Opts.Rank)
 		if ch != nil {
 			ch.seq = cs.seq.Add(1)
 			seq = ch.seq
 		}
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -106,26 +106,26 @@ func (d *Comm) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 		if p.reduce != ir.ReduceUnset {
 			p.what += " op=" + p.reduce.String()
 		}
-		p.desc += fmt.Sprintf(" channel=%d", ch.idx)
+		p.Desc += fmt.Sprintf(" channel=%d", ch.Idx)
 		if err := d.agree(cs, p); err != nil {
 			return err
 		}
 		if cacheable {
-			cs.mu.Lock()
-			if len(cs.plans) >= maxCachedPlans {
-				clear(cs.plans)
+			cs.Mu.Lock()
+			if len(cs.Plans) >= maxCachedPlans {
+				clear(cs.Plans)
 			}
-			cs.plans[key] = p
-			cs.mu.Unlock()
+			cs.Plans[key] = p
+			cs.Mu.Unlock()
 		}
 	} else {
-		cs.mu.Lock()
-		ch, err = cs.channel(s, d.Opts.Rank)
+		cs.Mu.Lock()
+		ch, err = cs.Channel(s, d.Opts.Rank)
 		if ch != nil {
 			ch.seq = cs.seq.Add(1)
 			seq = ch.seq
 		}
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -141,26 +141,26 @@ func (d *Comm) collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 		}
 		return d.Copy(p.out, p.in, s)
 	}
-	run, ok := collAlgorithms[collKey{p.op, p.impl}]
+	run, ok := CollAlgorithms[CollKey{p.op, p.Impl}]
 	if !ok {
-		return fmt.Errorf("cuda: rank %d: %s: no implementation of %s algo=%s (internal error)", d.Opts.Rank, p.what, p.op, p.impl)
+		return fmt.Errorf("cuda: rank %d: %s: no implementation of %s algo=%s (internal error)", d.Opts.Rank, p.what, p.op, p.Impl)
 	}
 	runErr := run(d, cs, ch, p, s)
 	if runErr != nil {
-		return fmt.Errorf("cuda: rank %d: %s (collective #%d, stream channel %d): %w", d.Opts.Rank, p.what, seq, ch.idx, runErr)
+		return fmt.Errorf("cuda: rank %d: %s (collective #%d, stream channel %d): %w", d.Opts.Rank, p.what, seq, ch.Idx, runErr)
 	}
 	return nil
 }
 
 // preloadKernels loads the modules p's algorithm launches.
-func (d *Comm) preloadKernels(cs *commState, p *collPlan) error {
-	if p.impl == ir.AlgoNCCL || d.Opts.WorldSize == 1 {
+func (d *Comm) preloadKernels(cs *CommState, p *CollPlan) error {
+	if p.Impl == ir.AlgoNCCL || d.Opts.WorldSize == 1 {
 		return nil
 	}
 	if _, err := d.commFunction(&cs.mods, "hir_barrier"); err != nil {
 		return err
 	}
-	if p.impl == ir.AlgoLL && p.reduce == ir.ReduceUnset {
+	if p.Impl == ir.AlgoLL && p.reduce == ir.ReduceUnset {
 		_, err := d.commFunction(&cs.mods, "hir_ll_copy")
 		return err
 	}
@@ -168,7 +168,7 @@ func (d *Comm) preloadKernels(cs *commState, p *collPlan) error {
 		return nil
 	}
 	dt := p.dt
-	_, err := d.commFunction(&cs.mods, reduceKernelName(dt, p.reduce, false))
+	_, err := d.commFunction(&cs.mods, ReduceKernelName(dt, p.reduce, false))
 	return err
 }
 
@@ -186,15 +186,15 @@ func (d *Comm) peerPtrs(b *gpu.Buffer, t runtime.Tensor, remote bool) (out [maxR
 	return out
 }
 
-func (d *Comm) baseArgs(cs *commState, ch *commChannel, base uint64) collArgs {
-	return collArgs{Pad: cs.padsFor(ch), Status: cs.status.Ptr, Base: base, TimeoutNS: uint64(d.Opts.Timeout.Nanoseconds()),
-		Epochs: cs.epochs.Ptr + uint64(ch.idx*epochWords*8),
-		Rank:   int32(d.Opts.Rank), World: int32(d.Opts.WorldSize), Channel: int32(ch.idx)}
+func (d *Comm) baseArgs(cs *CommState, ch *CommChannel, base uint64) CollArgs {
+	return CollArgs{Pad: cs.padsFor(ch), Status: cs.status.Ptr, Base: base, TimeoutNS: uint64(d.Opts.Timeout.Nanoseconds()),
+		Epochs: cs.epochs.Ptr + uint64(ch.Idx*epochWords*8),
+		Rank:   int32(d.Opts.Rank), World: int32(d.Opts.WorldSize), Channel: int32(ch.Idx)}
 }
 
 // launchColl launches collective kernel name (compiled on first use, in
 // the module whose source defines it) with a.
-func (d *Comm) launchColl(cs *commState, name string, grid uint32, a *collArgs, s *gpu.Stream) error {
+func (d *Comm) launchColl(cs *CommState, name string, grid uint32, a *CollArgs, s *gpu.Stream) error {
 	f, err := d.commFunction(&cs.mods, name)
 	if err != nil {
 		return err
@@ -205,8 +205,8 @@ func (d *Comm) launchColl(cs *commState, name string, grid uint32, a *collArgs, 
 // launchArgs launches f with a (passed by value) on s: LaunchFunction
 // without its per-argument conversions and copies, since collectives are
 // issued at a rate where the host's microseconds show.
-func (d *Comm) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a *collArgs) error {
-	arg := new(collArgs)
+func (d *Comm) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a *CollArgs) error {
+	arg := new(CollArgs)
 	*arg = *a
 	params := []unsafe.Pointer{unsafe.Pointer(arg)}
 	goruntime.LockOSThread()
@@ -223,9 +223,9 @@ func (d *Comm) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a 
 	return nil
 }
 
-func (d *Comm) launchReduce(cs *commState, p *collPlan, vec bool, grid uint32, a *collArgs, s *gpu.Stream) error {
+func (d *Comm) launchReduce(cs *CommState, p *CollPlan, vec bool, grid uint32, a *CollArgs, s *gpu.Stream) error {
 	dt := p.dt
-	return d.launchColl(cs, reduceKernelName(dt, p.reduce, vec), grid, a, s)
+	return d.launchColl(cs, ReduceKernelName(dt, p.reduce, vec), grid, a, s)
 }
 
 // overlaps reports whether two tensors share bytes.
@@ -237,11 +237,11 @@ func overlaps(a runtime.Tensor, ab *gpu.Buffer, b runtime.Tensor, bb *gpu.Buffer
 }
 
 // barrierKernel meets every rank on stream s (one block).
-func (d *Comm) barrierKernel(cs *commState, ch *commChannel, what string, s *gpu.Stream) error {
+func (d *Comm) BarrierKernel(cs *CommState, ch *CommChannel, what string, s *gpu.Stream) error {
 	a := d.baseArgs(cs, ch, 0)
-	cs.mu.Lock()
+	cs.Mu.Lock()
 	ch.take(&a, 1, what)
-	cs.mu.Unlock()
+	cs.Mu.Unlock()
 	return d.launchColl(cs, "hir_barrier", 1, &a, s)
 }
 

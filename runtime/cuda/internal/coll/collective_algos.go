@@ -1,21 +1,21 @@
-package cuda
+package coll
 
 import "github.com/hirlab/hir/runtime/cuda/internal/gpu"
 import "github.com/hirlab/hir/ir"
 
 // collRun runs a planned collective of more than one rank on stream s.
-type collRun func(d *Comm, cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error
+type collRun func(d *Comm, cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error
 
-type collKey struct {
-	op   ir.Opcode
-	algo ir.Algo
+type CollKey struct {
+	Op   ir.Opcode
+	Algo ir.Algo
 }
 
 // collAlgorithms is what this runtime runs for each (collective, algorithm)
 // of ir's table but auto, which resolves to one of them first
 // (resolveAlgo): the one place a new algorithm enters, as the CPU runtime's
 // algorithms table is (TestCUDARunsEveryRule holds them equal to ir's).
-var collAlgorithms = map[collKey]collRun{
+var CollAlgorithms = map[CollKey]collRun{
 	{ir.OpAllGather, ir.AlgoOneShot}:    (*Comm).runSymmetric,
 	{ir.OpAllGather, ir.AlgoRing}:       (*Comm).runAllGatherRing,
 	{ir.OpAllGather, ir.AlgoCopyEngine}: (*Comm).runCopyEngine,
@@ -51,13 +51,13 @@ var collAlgorithms = map[collKey]collRun{
 	{ir.OpScatter, ir.AlgoNCCL}:    runNCCL,
 }
 
-func runNCCL(d *Comm, _ *commState, _ *commChannel, p *collPlan, s *gpu.Stream) error {
+func runNCCL(d *Comm, _ *CommState, _ *CommChannel, p *CollPlan, s *gpu.Stream) error {
 	return d.runNCCL(p, s)
 }
 
 // runAllReduceOneShot: small tensors through the LL kernel (collPlan.ll:
 // the same launch as algo=ll), else the reduce kernel between barriers.
-func runAllReduceOneShot(d *Comm, cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func runAllReduceOneShot(d *Comm, cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
 	if p.ll {
 		return d.runLL(cs, ch, p, s)
 	}

@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // shard runs on a second stream, forked after the first barrier and
 // joined before the second, so it overlaps the copies over NVLink
 // instead of adding to them.
-func (d *Comm) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *gpu.Stream) error {
+func (d *Comm) runCopyEngine(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
 	view, err := d.ContiguousView(p.inB)
 	if err != nil {
 		return err
@@ -27,11 +27,11 @@ func (d *Comm) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *gpu
 	if err := d.ceSide(ch); err != nil {
 		return err
 	}
-	if err := d.barrierKernel(cs, ch, p.what, s); err != nil {
+	if err := d.BarrierKernel(cs, ch, p.what, s); err != nil {
 		return err
 	}
 	D, r := d.Opts.WorldSize, d.Opts.Rank
-	run, l := blockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+	run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
 	// copyBlock copies rank q's shard into block q of rank to's output:
 	// this rank pulls (to == r, from the view) or pushes (q == r, into
 	// to's output through this rank's mapping of it).
@@ -76,12 +76,12 @@ func (d *Comm) runCopyEngine(cs *commState, ch *commChannel, p *collPlan, s *gpu
 	if err := s.WaitEvent(ch.evJoin); err != nil {
 		return err
 	}
-	return d.barrierKernel(cs, ch, p.what, s)
+	return d.BarrierKernel(cs, ch, p.what, s)
 }
 
 // ceSide makes ch's second stream and its fork and join events on first
 // use (local: nothing here is collective).
-func (d *Comm) ceSide(ch *commChannel) error {
+func (d *Comm) ceSide(ch *CommChannel) error {
 	if ch.side != nil {
 		return nil
 	}
@@ -93,7 +93,7 @@ func (d *Comm) ceSide(ch *commChannel) error {
 	for i := range evs {
 		e := &gpu.Event{Dev: d.Device}
 		if err := d.WithCtx(func() error {
-			return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), eventDisableTiming)
+			return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventDisableTiming)
 		}); err != nil {
 			side.Destroy()
 			if i == 1 {

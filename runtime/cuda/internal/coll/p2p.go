@@ -1,4 +1,4 @@
-package cuda
+package coll
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ type p2pMapping struct {
 // pair returns the pair with peer; sending says the peer's inbox must be
 // mapped. The first call of the rank makes every inbox (see above).
 func (d *Comm) pair(peer int, sending bool) (*p2pPair, error) {
-	c := &d.comm
+	c := &d.State
 	c.p2pMu.Lock()
 	defer c.p2pMu.Unlock()
 	if c.p2p == nil {
@@ -198,7 +198,7 @@ func (d *Comm) unmapPair(p *p2pPair) error {
 // releaseP2P unmaps every pair (the device's work has finished: callers
 // synchronise first).
 func (d *Comm) releaseP2P() error {
-	c := &d.comm
+	c := &d.State
 	c.p2pMu.Lock()
 	defer c.p2pMu.Unlock()
 	var errs []error
@@ -217,7 +217,7 @@ func (d *Comm) releaseP2P() error {
 }
 
 // p2pTransfer enqueues a send of t to peer, or a recv of t from it, on s.
-func (d *Comm) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, sending bool) error {
+func (d *Comm) P2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, sending bool) error {
 	verb := "recv from"
 	if sending {
 		verb = "send to"
@@ -236,7 +236,7 @@ func (d *Comm) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, sendin
 	if err := d.ensureStatus(); err != nil {
 		return err
 	}
-	if err := d.faultErr(); err != nil {
+	if err := d.FaultErr(); err != nil {
 		return err
 	}
 	p, err := d.pair(peer, sending)
@@ -264,7 +264,7 @@ func (d *Comm) p2pTransfer(t runtime.Tensor, peer int, rs runtime.Stream, sendin
 }
 
 func (d *Comm) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *gpu.Stream, sending bool) error {
-	c := &d.comm
+	c := &d.State
 	chunks := max(1, (bytes+p2pChunk-1)/p2pChunk)
 	// The kernel takes the pair's transfer count from the device (the
 	// host's mirrors it), so a send replayed from a graph counts anew.
@@ -272,7 +272,7 @@ func (d *Comm) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *gpu.Stream, sen
 	if !sending {
 		counts += epochWords / 2 * 8
 	}
-	a := collArgs{Status: c.status.Ptr, TimeoutNS: uint64(d.Opts.Timeout.Nanoseconds()), N: chunks, TailEnd: bytes,
+	a := CollArgs{Status: c.status.Ptr, TimeoutNS: uint64(d.Opts.Timeout.Nanoseconds()), N: chunks, TailEnd: bytes,
 		Epochs: counts, NSig: uint64(chunks),
 		Rank: int32(d.Opts.Rank), World: int32(d.Opts.WorldSize), Peer: int32(p.peer)}
 	name := "hir_p2p_recv"
@@ -290,7 +290,7 @@ func (d *Comm) launchP2P(p *p2pPair, ptr uint64, bytes int64, s *gpu.Stream, sen
 	if err != nil {
 		return err
 	}
-	return d.LaunchFunction(f, gpu.Dim3{X: p2pBlocks}, gpu.Dim3{X: collThreads}, 0, s, a.bytes())
+	return d.LaunchFunction(f, gpu.Dim3{X: p2pBlocks}, gpu.Dim3{X: collThreads}, 0, s, a.Bytes())
 }
 
 var _ = ir.Global
