@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"os"
 	"strconv"
 	"time"
@@ -28,7 +29,7 @@ func init() { scenarios["coll-auto"] = collAutoScenario }
 
 func collAutoScenario() error {
 	path := os.Getenv("HIR_COLL_AUTO_TABLE")
-	os.Setenv(AutoTableEnv, path)
+	os.Setenv(coll.AutoTableEnv, path)
 	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
 	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: 30 * time.Second})
 	if err != nil {
@@ -36,7 +37,7 @@ func collAutoScenario() error {
 	}
 	defer rt.Close()
 	d := rt.(*Runtime).dev
-	tbl, err := LoadAutoTable(path)
+	tbl, err := coll.LoadAutoTable(path)
 	if err != nil || tbl == nil {
 		return fmt.Errorf("no table at %s: %v", path, err)
 	}
@@ -61,28 +62,28 @@ func collAutoScenario() error {
 				continue // every all_gather but copy_engine writes its output remotely
 			}
 			for _, size := range []int64{8 << 10, 64 << 10, 512 << 10, 4 << 20, 64 << 20} {
-				call, _ := BenchCall(op, ir.BF16, size/2, d.WorldSize(), inB, out)
+				call, _ := coll.BenchCall(op, ir.BF16, size/2, d.WorldSize(), inB, out)
 				call.Algo = ir.AlgoAuto
 				if err := d.Collective(&call, s); err != nil {
 					return err
 				}
-				p, err := d.planCollective(&call, false)
+				p, err := d.PlanCollective(&call, false)
 				if err != nil {
 					return err
 				}
 				want, found := ir.AlgoAuto, false
 				for _, a := range tbl.Ranked(op, d.WorldSize(), ir.BF16, size) {
-					if d.fits(p, a) {
+					if d.Fits(p, a) {
 						want, found = a, true
 						break
 					}
 				}
 				if !found {
-					want = d.defaultAlgo(p)
+					want = d.DefaultAlgo(p)
 				}
-				fmt.Printf("rank %d: auto %s bf16 %d bytes into %v: %s (table: %v)\n", d.Rank(), op, size, out.Mem(), p.impl, tbl.Ranked(op, d.WorldSize(), ir.BF16, size))
-				if p.impl != want {
-					return fmt.Errorf("auto %s of %d bytes ran %s, the table says %s", op, size, p.impl, want)
+				fmt.Printf("rank %d: auto %s bf16 %d bytes into %v: %s (table: %v)\n", d.Rank(), op, size, out.Mem(), p.Impl, tbl.Ranked(op, d.WorldSize(), ir.BF16, size))
+				if p.Impl != want {
+					return fmt.Errorf("auto %s of %d bytes ran %s, the table says %s", op, size, p.Impl, want)
 				}
 				checked++
 			}

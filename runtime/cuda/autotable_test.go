@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"encoding/json"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +20,7 @@ import (
 // symmetric-heap needs (cudabench's tests build, save and merge tables).
 
 func TestParseAutoTableDropsWhatItCannotUse(t *testing.T) {
-	tb, err := ParseAutoTable([]byte(`{"version": 1, "device": "GPU X", "entries": [
+	tb, err := coll.ParseAutoTable([]byte(`{"version": 1, "device": "GPU X", "entries": [
 		{"collective": "all_reduce", "world": 2, "dtype_class": "16bit", "bytes": 8192, "ranked": ["warp_drive", "two_shot", "auto"]},
 		{"collective": "frobnicate", "world": 2, "dtype_class": "16bit", "bytes": 8192, "ranked": ["one_shot"]},
 		{"collective": "all_gather", "world": 2, "dtype_class": "16bit", "bytes": 8192, "ranked": ["two_shot"]},
@@ -29,23 +31,23 @@ func TestParseAutoTableDropsWhatItCannotUse(t *testing.T) {
 		assert.Equal(t, []string{"two_shot"}, tb.Entries[0].Ranked, "entries %+v", tb.Entries)
 	}
 	for _, bad := range []string{`{"version": 2, "entries": []}`, `not json`} {
-		_, err = ParseAutoTable([]byte(bad))
+		_, err = coll.ParseAutoTable([]byte(bad))
 		assert.Error(t, err, "%s: no error", bad)
 	}
 }
 
 func TestAutoTablePath(t *testing.T) {
-	t.Setenv(AutoTableEnv, "/x/y.json")
-	p, err := AutoTablePath()
+	t.Setenv(coll.AutoTableEnv, "/x/y.json")
+	p, err := coll.AutoTablePath()
 	assert.NoError(t, err)
 	assert.Equal(t, "/x/y.json", p)
-	t.Setenv(AutoTableEnv, "off")
-	p, err = AutoTablePath()
+	t.Setenv(coll.AutoTableEnv, "off")
+	p, err = coll.AutoTablePath()
 	assert.NoError(t, err, "off")
 	assert.Equal(t, "", p, "off")
-	t.Setenv(AutoTableEnv, "")
+	t.Setenv(coll.AutoTableEnv, "")
 	t.Setenv("XDG_CACHE_HOME", "/cache")
-	p, err = AutoTablePath()
+	p, err = coll.AutoTablePath()
 	assert.NoError(t, err, "default")
 	assert.Equal(t, "/cache/hir/collectives.json", p, "default")
 }
@@ -53,31 +55,31 @@ func TestAutoTablePath(t *testing.T) {
 func TestLoadAutoTableFor(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "t.json")
-	t.Setenv(AutoTableEnv, path)
-	tb, dg, note := loadAutoTableFor("GPU X")
+	t.Setenv(coll.AutoTableEnv, path)
+	tb, dg, note := coll.LoadAutoTableFor("GPU X")
 	assert.Nil(t, tb, "no file")
 	assert.Equal(t, "none", dg, "no file")
 	assert.Contains(t, note, "hirrun bench", "no file")
 	// A table as hirrun bench saves it (cudabench builds and saves them).
-	saved, err := json.MarshalIndent(&AutoTable{Version: AutoTableVersion, Device: "GPU X", Entries: []AutoEntry{
+	saved, err := json.MarshalIndent(&coll.AutoTable{Version: coll.AutoTableVersion, Device: "GPU X", Entries: []coll.AutoEntry{
 		{Op: "all_reduce", World: 2, Class: "16bit", Bytes: 8 << 10, Ranked: []string{"one_shot", "nccl"}},
 	}}, "", " ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, append(saved, '\n'), 0o600))
-	tb, dg, note = loadAutoTableFor("GPU X")
+	tb, dg, note = coll.LoadAutoTableFor("GPU X")
 	assert.NotNil(t, tb, "same device")
 	assert.Len(t, dg, 16, "same device")
 	assert.Contains(t, note, path, "same device")
-	tb, dg, note = loadAutoTableFor("GPU Y")
+	tb, dg, note = coll.LoadAutoTableFor("GPU Y")
 	assert.Nil(t, tb, "other device")
 	assert.Equal(t, "none", dg, "other device")
 	assert.Contains(t, note, "measured on GPU X", "other device")
 	os.WriteFile(path, []byte("{"), 0o600)
-	tb, _, note = loadAutoTableFor("GPU X")
+	tb, _, note = coll.LoadAutoTableFor("GPU X")
 	assert.Nil(t, tb, "corrupt")
 	assert.Contains(t, note, "auto table", "corrupt")
-	t.Setenv(AutoTableEnv, "off")
-	tb, _, note = loadAutoTableFor("GPU X")
+	t.Setenv(coll.AutoTableEnv, "off")
+	tb, _, note = coll.LoadAutoTableFor("GPU X")
 	assert.Nil(t, tb, "off")
 	assert.Contains(t, note, "turned off", "off")
 }
@@ -90,26 +92,26 @@ func TestAutoFollowsTable(t *testing.T) {
 	sym2 := fakeBuf(d, 64<<20, ir.Symmetric)
 	glob := fakeBuf(d, 64<<20, ir.Global)
 	glob2 := fakeBuf(d, 64<<20, ir.Global)
-	entry := func(op string, bytes int64, ranked ...string) AutoEntry {
-		return AutoEntry{Op: op, World: 2, Class: "16bit", Bytes: bytes, Ranked: ranked}
+	entry := func(op string, bytes int64, ranked ...string) coll.AutoEntry {
+		return coll.AutoEntry{Op: op, World: 2, Class: "16bit", Bytes: bytes, Ranked: ranked}
 	}
-	d.comm.table = &AutoTable{Version: AutoTableVersion, Entries: []AutoEntry{
+	d.State.Table = &coll.AutoTable{Version: coll.AutoTableVersion, Entries: []coll.AutoEntry{
 		entry("all_reduce", 8<<10, "two_shot", "ring", "one_shot"),
 		entry("all_reduce", 1<<20, "one_shot"),
 		entry("all_gather", 1<<20, "copy_engine", "one_shot"),
 		entry("all_gather", 64<<20, "copy_engine"),
 		entry("reduce_scatter", 16<<20, "ll", "one_shot"),
 	}}
-	plan := func(op ir.Opcode, in, out *buffer, nIn, nOut int64) string {
+	plan := func(op ir.Opcode, in, out *gpu.Buffer, nIn, nOut int64) string {
 		t.Helper()
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)}, false)
+		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, nIn), Out: tensor(out, ir.BF16, nOut)}, false)
 		require.NoError(t, err)
-		return p.impl.String()
+		return p.Impl.String()
 	}
 	for _, c := range []struct {
 		name    string
 		op      ir.Opcode
-		in, out *buffer
+		in, out *gpu.Buffer
 		nIn     int64
 		want    string
 	}{
@@ -132,18 +134,18 @@ func TestAutoFollowsTable(t *testing.T) {
 		assert.Equal(t, c.want, plan(c.op, c.in, c.out, c.nIn, nOut), c.name)
 	}
 	// A call captured into a graph follows the graph ranking.
-	d.comm.table.Entries = append(d.comm.table.Entries, AutoEntry{Op: "all_to_all", World: 2, Class: "16bit", Bytes: 8 << 10,
+	d.State.Table.Entries = append(d.State.Table.Entries, coll.AutoEntry{Op: "all_to_all", World: 2, Class: "16bit", Bytes: 8 << 10,
 		Ranked: []string{"one_shot", "ll"}, RankedGraph: []string{"ll", "one_shot"}})
 	a2a := func(graph bool) string {
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoAuto, Axis: 1,
+		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoAuto, Axis: 1,
 			In: runtime.Tensor{Buf: sym, DType: ir.BF16, Shape: []int64{2, 512}}, Out: runtime.Tensor{Buf: sym2, DType: ir.BF16, Shape: []int64{4, 256}}}, graph)
 		require.NoError(t, err)
-		return p.impl.String()
+		return p.Impl.String()
 	}
 	assert.Equal(t, "one_shot", a2a(false), "eager: the eager ranking")
 	assert.Equal(t, "ll", a2a(true), "captured: the graph ranking")
 	// Without a table: the compiled-in choices.
-	d.comm.table = nil
+	d.State.Table = nil
 	assert.Equal(t, "ll", plan(ir.OpAllReduce, sym, sym2, 1024, 1024), "no table, small all_reduce")
 	assert.Equal(t, "two_shot", plan(ir.OpAllReduce, sym, sym2, 4<<20, 4<<20), "no table, large all_reduce")
 	assert.Equal(t, "copy_engine", plan(ir.OpAllGather, sym, sym2, 16<<20, 32<<20), "no table, large all_gather of a symmetric input")
@@ -154,15 +156,15 @@ func TestBenchCallShapes(t *testing.T) {
 	d := fakeDevice(0, 4)
 	in, out := fakeBuf(d, 1<<20, ir.Symmetric), fakeBuf(d, 1<<20, ir.Symmetric)
 	for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpAllGather, ir.OpReduceScatter, ir.OpAllToAll} {
-		c, ok := BenchCall(op, ir.BF16, 4096, 4, in, out)
+		c, ok := coll.BenchCall(op, ir.BF16, 4096, 4, in, out)
 		require.True(t, ok, "%s: no call", op)
 		for _, algo := range ir.Algorithms(op) {
 			c.Algo = algo
-			_, err := d.planCollective(&c, false)
+			_, err := d.PlanCollective(&c, false)
 			assert.NoError(t, err, "%s algo=%s", op, algo)
 		}
-		assert.Equal(t, int64(8192), benchBytes(op, c.In, c.Out), "%s: files under the wrong size", op)
+		assert.Equal(t, int64(8192), coll.BenchBytes(op, c.In, c.Out), "%s: files under the wrong size", op)
 	}
-	_, ok := BenchCall(ir.OpAllGather, ir.BF16, 3, 4, in, out)
+	_, ok := coll.BenchCall(ir.OpAllGather, ir.BF16, 3, 4, in, out)
 	assert.False(t, ok, "a size smaller than the world made a call")
 }

@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -45,7 +47,7 @@ var benchRows = []benchRow{
 // with, in the same processes (HIR_COLL_RING_SWEEP=blocks:seg:slots[:w],...,
 // :w for the wave order; each gets fresh comm state, so its own staging),
 // as algo ring@<blocks>x<seg>x<slots>[w].
-var ringSweep []ringGeom
+var ringSweep []coll.RingGeom
 
 func init() {
 	// HIR_COLL_BENCH_ALGOS=a,b,... keeps only those rows.
@@ -63,12 +65,12 @@ func init() {
 		benchRows = rows
 	}
 	for _, f := range strings.Split(os.Getenv("HIR_COLL_RING_SWEEP"), ",") {
-		var g ringGeom
+		var g coll.RingGeom
 		f = strings.TrimSpace(f)
 		if w, ok := strings.CutSuffix(f, ":w"); ok {
-			f, g.wave = w, true
+			f, g.Wave = w, true
 		}
-		if _, err := fmt.Sscanf(f, "%d:%d:%d", &g.blocks, &g.seg, &g.slots); err == nil && g.blocks > 0 && g.seg >= 16 && g.seg%16 == 0 && g.slots >= 2 {
+		if _, err := fmt.Sscanf(f, "%d:%d:%d", &g.Blocks, &g.Seg, &g.Slots); err == nil && g.Blocks > 0 && g.Seg >= 16 && g.Seg%16 == 0 && g.Slots >= 2 {
 			ringSweep = append(ringSweep, g)
 		}
 	}
@@ -121,7 +123,7 @@ func collBenchScenario() error {
 	}
 	defer rt.Close()
 	D, rank := d.WorldSize(), d.Rank()
-	_, ncclErr := NCCLVersion()
+	_, ncclErr := coll.NCCLVersion()
 	s := d.DefaultStream()
 	e0, _ := d.NewEvent()
 	e1, _ := d.NewEvent()
@@ -176,7 +178,7 @@ func collBenchScenario() error {
 			if err := e1.Synchronize(); err != nil {
 				return err
 			}
-			ms, err := ElapsedMillis(e0, e1)
+			ms, err := gpu.ElapsedMillis(e0, e1)
 			if err != nil {
 				return err
 			}
@@ -199,15 +201,15 @@ func collBenchScenario() error {
 			if err := d.ReleaseComm(); err != nil {
 				return err
 			}
-			saved := d.tune.ring()
-			d.tune.setRing(g)
+			saved := d.Tune.Ring()
+			d.Tune.SetRing(g)
 			for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpReduceScatter} {
 				if err := measure(benchRow{op, ir.AlgoRing}, "ring@"+g.String()); err != nil {
-					d.tune.setRing(saved)
+					d.Tune.SetRing(saved)
 					return err
 				}
 			}
-			d.tune.setRing(saved)
+			d.Tune.SetRing(saved)
 			if err := d.ReleaseComm(); err != nil {
 				return err
 			}
@@ -345,7 +347,7 @@ func collBenchTable(runs []rankRun, D int) (string, map[string]float64) {
 func BenchmarkCollectives(b *testing.B) {
 	needCollGPUs(b, 2)
 	worlds := []int{2}
-	if len(Probe().Devices) >= 4 {
+	if len(gpu.Probe().Devices) >= 4 {
 		worlds = append(worlds, 4)
 	}
 	for _, D := range worlds {
@@ -416,7 +418,7 @@ func collLatencyScenario() error {
 	defer rt.Close()
 	rank := d.Rank()
 	s := d.DefaultStream()
-	sm, err := d.loadCached(spinSource, "hir_spin.cu")
+	sm, err := d.LoadCached(spinSource, "hir_spin.cu")
 	if err != nil {
 		return err
 	}
@@ -449,7 +451,7 @@ func collLatencyScenario() error {
 		{ir.OpAllReduce, ir.AlgoOneShot, 1 << 20}, {ir.OpAllReduce, ir.AlgoTwoShot, 1 << 20},
 		{ir.OpAllGather, ir.AlgoOneShot, 8 << 10}, {ir.OpReduceScatter, ir.AlgoOneShot, 8 << 10}, {ir.OpAllToAll, ir.AlgoOneShot, 8 << 10},
 	} {
-		call, _ := BenchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
+		call, _ := coll.BenchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
 		call.Algo = c.algo
 		for i := 0; i < 200; i++ {
 			if err := d.Collective(&call, s); err != nil {
@@ -470,17 +472,17 @@ func collLatencyScenario() error {
 			return err
 		}
 		// GPU time: the calls queued behind a spin, after a device barrier.
-		cs := &d.comm
-		cs.mu.Lock()
-		ch, err := cs.channel(s.(*stream), rank)
-		cs.mu.Unlock()
+		cs := &d.State
+		cs.Mu.Lock()
+		ch, err := cs.Channel(s.(*gpu.Stream), rank)
+		cs.Mu.Unlock()
 		if err != nil {
 			return err
 		}
-		if err := d.barrierKernel(cs, ch, "latency barrier", s.(*stream)); err != nil {
+		if err := d.BarrierKernel(cs, ch, "latency barrier", s.(*gpu.Stream)); err != nil {
 			return err
 		}
-		if err := d.LaunchFunction(spin, Dim3{X: 1}, Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {
+		if err := d.LaunchFunction(spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {
 			return err
 		}
 		s.Record(e0)
@@ -493,11 +495,11 @@ func collLatencyScenario() error {
 		if err := e1.Synchronize(); err != nil {
 			return err
 		}
-		ms, _ := ElapsedMillis(e0, e1)
+		ms, _ := gpu.ElapsedMillis(e0, e1)
 		fmt.Printf("LATENCY %s %s %d host %.2f gpu %.2f µs/call\n", c.op, c.algo, c.bytes, float64(host.Nanoseconds())/1e3/n, float64(ms)*1e3/n)
 	}
 	if dir := os.Getenv("HIR_COLL_PPROF"); dir != "" {
-		call, _ := BenchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
+		call, _ := coll.BenchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
 		call.Algo = ir.AlgoOneShot
 		var f *os.File
 		if rank == 0 {

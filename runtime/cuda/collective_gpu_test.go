@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"math"
 	"os"
 	"strconv"
@@ -84,7 +85,7 @@ func openColl(timeout time.Duration) (*Runtime, *Device, error) {
 	// bit one_shot's results; a measured table (hirrun bench) may pick
 	// ring or NCCL, whose float sums round otherwise. Its choosing is
 	// tested on the CPU (autotable_test.go).
-	os.Setenv(AutoTableEnv, "off")
+	os.Setenv(coll.AutoTableEnv, "off")
 	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
 	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: timeout})
 	if err != nil {
@@ -473,12 +474,12 @@ func runCollCase(d *Device, c collCase) error {
 		out.Buf = outB
 	}
 	s := d.DefaultStream()
-	outPtr, _ := d.span(out, "test output")
+	outPtr, _ := d.Span(out, "test output")
 	got := make([][]byte, c.iters)
 	for it := 0; it < c.iters; it++ {
 		if !c.alias {
-			if err := d.withCtx(func() error {
-				return d.drv.MemsetD8Async.Call4(uintptr(outPtr), poisonByte, uintptr(out.Bytes()), d.def.h)
+			if err := d.WithCtx(func() error {
+				return d.Drv.MemsetD8Async.Call4(uintptr(outPtr), poisonByte, uintptr(out.Bytes()), d.Def.H)
 			}); err != nil {
 				return err
 			}
@@ -521,7 +522,7 @@ func collScenario() error {
 	}
 	defer rt.Close()
 	rank := d.Rank()
-	ver, nerr := NCCLVersion()
+	ver, nerr := coll.NCCLVersion()
 	if rank == 0 {
 		fmt.Printf("rank 0: NCCL: %s %v\n", ver, nerr)
 	}
@@ -543,7 +544,7 @@ func collScenario() error {
 			failed++
 			cnt[1]++
 			fmt.Printf("FAIL rank %d: %s: %v\n", rank, c, err)
-			if ferr := d.faultErr(); ferr != nil {
+			if ferr := d.FaultErr(); ferr != nil {
 				// A timed-out kernel leaves the pads out of step: stop here.
 				return fmt.Errorf("stopping after a collective fault: %v", ferr)
 			}

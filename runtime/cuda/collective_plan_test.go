@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"testing"
 	"time"
 
@@ -15,24 +17,24 @@ import (
 // hand-made buffers (addresses only; nothing is dereferenced).
 
 func fakeDevice(rank, world int) *Device {
-	return &Device{opts: Options{Rank: rank, WorldSize: world, Timeout: time.Second}, tune: TuningFromEnv(), live: map[uint64]*buffer{}}
+	return &Device{Comm: &coll.Comm{Device: &gpu.Device{Opts: gpu.Options{Rank: rank, WorldSize: world, Timeout: time.Second}, Live: map[uint64]*gpu.Buffer{}}, Tune: coll.TuningFromEnv()}}
 }
 
-func fakeBuf(d *Device, size int64, mem ir.MemoryType) *buffer {
-	b := &buffer{dev: d, size: size, mem: mem, kind: kindGlobal, ptr: 0x7f0000000000 + uint64(d.nextID.Add(1))<<32, owner: d.opts.Rank}
-	b.id = d.nextID.Load()
+func fakeBuf(d *Device, size int64, mem ir.MemoryType) *gpu.Buffer {
+	b := &gpu.Buffer{Dev: d.Device, Bytes: size, MemType: mem, Kind: gpu.KindGlobal, Ptr: 0x7f0000000000 + uint64(d.NextID.Add(1))<<32, Owner: d.Opts.Rank}
+	b.BufID = d.NextID.Load()
 	if mem == ir.Symmetric {
-		b.kind = kindSym
-		a := &symAlloc{seq: 3, size: uint64(size)}
-		for r := 0; r < d.opts.WorldSize; r++ {
-			a.maps = append(a.maps, mapping{ptr: b.ptr + uint64(r)<<28, size: uint64(size)})
+		b.Kind = gpu.KindSym
+		a := &gpu.SymAlloc{Seq: 3, Size: uint64(size)}
+		for r := 0; r < d.Opts.WorldSize; r++ {
+			a.Maps = append(a.Maps, gpu.Mapping{Ptr: b.Ptr + uint64(r)<<28, Size: uint64(size)})
 		}
-		b.sym = a
+		b.Sym = a
 	}
 	return b
 }
 
-func tensor(b *buffer, dt ir.DType, shape ...int64) runtime.Tensor {
+func tensor(b *gpu.Buffer, dt ir.DType, shape ...int64) runtime.Tensor {
 	return runtime.Tensor{Buf: b, DType: dt, Shape: shape}
 }
 
@@ -61,7 +63,7 @@ func TestPlanRejectsBadCalls(t *testing.T) {
 		{"all_to_all", runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoOneShot, Axis: 1, ConcatAxis: 0, In: tensor(sym, ir.F32, 2, 6), Out: tensor(sym, ir.F32, 8, 2)}, "do not fit"},
 	}
 	for _, c := range cases {
-		_, err := d.planCollective(&c.call, false)
+		_, err := d.PlanCollective(&c.call, false)
 		if !assert.ErrorContains(t, err, c.want, c.name) {
 			continue
 		}
@@ -75,7 +77,7 @@ func TestPlanAuto(t *testing.T) {
 	sym2 := fakeBuf(d, 64<<20, ir.Symmetric)
 	glob := fakeBuf(d, 64<<20, ir.Global)
 	for _, c := range []struct {
-		out  *buffer
+		out  *gpu.Buffer
 		n    int64
 		want string
 	}{
@@ -84,9 +86,9 @@ func TestPlanAuto(t *testing.T) {
 		{sym2, 4 << 20, "two_shot"},
 		{glob, 4 << 20, "one_shot"},
 	} {
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)}, false)
+		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)}, false)
 		require.NoError(t, err)
-		assert.Equal(t, c.want, p.impl.String(), "auto for bf16[%d] into %v", c.n, c.out.mem)
+		assert.Equal(t, c.want, p.Impl.String(), "auto for bf16[%d] into %v", c.n, c.out.MemType)
 	}
 }
 
@@ -97,10 +99,10 @@ func TestPlanDescriptorIsRankIndependent(t *testing.T) {
 		d := fakeDevice(rank, 2)
 		sym := fakeBuf(d, 1<<20, ir.Symmetric)
 		glob := fakeBuf(d, 1<<20, ir.Global)
-		p, err := d.planCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceMax,
+		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoOneShot, ReduceOp: ir.ReduceMax,
 			In: runtime.Tensor{Buf: sym, Offset: 64, DType: ir.F32, Shape: []int64{n}}, Out: tensor(glob, ir.F32, n)}, false)
 		require.NoError(t, err)
-		return p.desc
+		return p.Desc
 	}
 	assert.Equal(t, plan(0, 100), plan(1, 100), "rank 0's descriptor, rank 1's")
 	assert.NotEqual(t, plan(0, 100), plan(1, 101), "different shapes, same descriptor")
@@ -122,7 +124,7 @@ func TestBlockLayoutMatchesIndexing(t *testing.T) {
 				block := append([]int64(nil), full...)
 				block[axis] = ext
 				n := ir.Product(block)
-				run, l := blockLayout(full, axis, ext)
+				run, l := coll.BlockLayout(full, axis, ext)
 				for p := int64(0); p < D; p++ {
 					idx := make([]int64, len(block))
 					for i := int64(0); i < n; i++ {
@@ -151,21 +153,21 @@ func TestBlockLayoutMatchesIndexing(t *testing.T) {
 // The ring kernel's segments must cover every element of every chunk
 // exactly once, whatever the block count and geometry.
 func TestRingSegmentsCoverChunks(t *testing.T) {
-	for _, g := range []ringGeom{ringDefault, {blocks: 3, seg: 48, slots: 2}, {blocks: 256, seg: 1 << 20, slots: 16}} {
+	for _, g := range []coll.RingGeom{coll.RingDefault, {Blocks: 3, Seg: 48, Slots: 2}, {Blocks: 256, Seg: 1 << 20, Slots: 16}} {
 		for _, n := range []int64{1, 7, 1003, 100_000, 3_000_017} {
 			for _, D := range []int64{2, 3, 4} {
 				for _, es := range []int64{2, 4, 8} {
-					cs := &commState{blocks: 132}
+					cs := &coll.CommState{Blocks: 132}
 					bounds := make([]int64, D+1)
 					for c := int64(0); c <= D; c++ {
 						bounds[c] = n * c / D
 					}
-					grid, seg, nseg := cs.ringLaunch(g, bounds, es)
+					grid, seg, nseg := cs.RingLaunch(g, bounds, es)
 					G := int64(grid)
 					require.GreaterOrEqual(t, G, int64(1), "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
-					require.LessOrEqual(t, G, g.blocks, "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
+					require.LessOrEqual(t, G, g.Blocks, "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
 					require.LessOrEqual(t, G, int64(132), "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
-					require.Equal(t, g.seg, seg*es, "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
+					require.Equal(t, g.Seg, seg*es, "geometry %v n=%d: grid %d seg %d", g, n, grid, seg)
 					seen := make([]int, n)
 					for c := int64(0); c < D; c++ {
 						c0, ln := bounds[c], bounds[c+1]-bounds[c]
@@ -175,8 +177,8 @@ func TestRingSegmentsCoverChunks(t *testing.T) {
 								lo := min(plo+k*seg, phi)
 								hi := min(lo+seg, phi)
 								// The segment fits its slot at its 16-byte phase.
-								if hi > lo && (hi-lo+lo%(16/es))*es > g.stride() { // checked here, not by testify: it runs for each segment
-									require.Failf(t, "a segment overflows its slot", "segment [%d,%d) overflows a %d-byte slot", lo, hi, g.stride())
+								if hi > lo && (hi-lo+lo%(16/es))*es > g.Stride() { // checked here, not by testify: it runs for each segment
+									require.Failf(t, "a segment overflows its slot", "segment [%d,%d) overflows a %d-byte slot", lo, hi, g.Stride())
 								}
 								for i := lo; i < hi; i++ {
 									seen[i]++
@@ -198,15 +200,15 @@ func TestRingSegmentsCoverChunks(t *testing.T) {
 // TestCUDARunsEveryRule: every (collective, algorithm) of ir's table but
 // auto has an implementation in collAlgorithms, and nothing else does.
 func TestCUDARunsEveryRule(t *testing.T) {
-	want := map[collKey]bool{}
+	want := map[coll.CollKey]bool{}
 	for _, r := range ir.SymmetricRules() {
 		if r.Algo != ir.AlgoAuto {
-			want[collKey{r.Op, r.Algo}] = true
-			assert.NotNil(t, collAlgorithms[collKey{r.Op, r.Algo}], "%s algo=%s has no cuda implementation", r.Op, r.Algo)
+			want[coll.CollKey{Op: r.Op, Algo: r.Algo}] = true
+			assert.NotNil(t, coll.CollAlgorithms[coll.CollKey{Op: r.Op, Algo: r.Algo}], "%s algo=%s has no cuda implementation", r.Op, r.Algo)
 		}
 	}
-	for k := range collAlgorithms {
-		assert.True(t, want[k], "%s algo=%s is in collAlgorithms but not in ir's table", k.op, k.algo)
+	for k := range coll.CollAlgorithms {
+		assert.True(t, want[k], "%s algo=%s is in collAlgorithms but not in ir's table", k.Op, k.Algo)
 	}
 }
 
@@ -216,39 +218,39 @@ func TestCUDARunsEveryRule(t *testing.T) {
 // jobs' streams never runs out (issue 20: the overlap benchmark's fifth
 // job stopped with "more than 16 streams").
 func TestChannelsComeBack(t *testing.T) {
-	c := &commState{chans: map[*stream]*commChannel{}, plans: map[planKey]*collPlan{}}
-	streams := make([]*stream, maxChannels)
+	c := &coll.CommState{Chans: map[*gpu.Stream]*coll.CommChannel{}, Plans: map[coll.PlanKey]*coll.CollPlan{}}
+	streams := make([]*gpu.Stream, coll.MaxChannels)
 	for i := range streams {
-		streams[i] = &stream{}
-		ch, err := c.channel(streams[i], 0)
+		streams[i] = &gpu.Stream{}
+		ch, err := c.Channel(streams[i], 0)
 		require.NoError(t, err)
-		assert.Equal(t, i, ch.idx)
+		assert.Equal(t, i, ch.Idx)
 	}
-	_, err := c.channel(&stream{}, 0)
+	_, err := c.Channel(&gpu.Stream{}, 0)
 	require.ErrorContains(t, err, "more than 16 streams", "a 17th stream while 16 are open")
-	c.plans[planKey{s: streams[5]}] = &collPlan{}
-	c.releaseChannel(streams[5])
-	c.releaseChannel(streams[2])
-	assert.Empty(t, c.plans, "the closed stream's plans")
+	c.Plans[coll.PlanKey{S: streams[5]}] = &coll.CollPlan{}
+	c.ReleaseChannel(streams[5])
+	c.ReleaseChannel(streams[2])
+	assert.Empty(t, c.Plans, "the closed stream's plans")
 	for _, want := range []int{2, 5} {
-		ch, err := c.channel(&stream{}, 0)
+		ch, err := c.Channel(&gpu.Stream{}, 0)
 		require.NoError(t, err)
-		assert.Equal(t, want, ch.idx)
+		assert.Equal(t, want, ch.Idx)
 	}
 	for _, s := range streams[6:9] {
-		c.releaseChannel(s)
+		c.ReleaseChannel(s)
 	}
 	for job := 0; job < 100; job++ {
-		var open []*stream
+		var open []*gpu.Stream
 		for i := 0; i < 3; i++ {
-			s := &stream{}
-			_, err := c.channel(s, 0)
+			s := &gpu.Stream{}
+			_, err := c.Channel(s, 0)
 			require.NoError(t, err, "job %d", job)
 			open = append(open, s)
 		}
 		// this job's streams, closed: 3 numbers come back each time
 		for _, s := range open {
-			c.releaseChannel(s)
+			c.ReleaseChannel(s)
 		}
 	}
 }
@@ -269,7 +271,7 @@ func TestPlanSpeaksTheSharedContract(t *testing.T) {
 	} {
 		_, want := c.Resolve(4)
 		require.Error(t, want, "%s algo=%s", c.Op, c.Algo)
-		_, err := d.planCollective(&c, false)
+		_, err := d.PlanCollective(&c, false)
 		assert.EqualError(t, err, "cuda: rank 1: "+want.Error())
 	}
 }

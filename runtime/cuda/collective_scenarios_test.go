@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"math"
 	"strings"
 	"sync"
@@ -186,22 +187,22 @@ func collMissingScenario() error {
 	ctx := context.Background()
 	if rank == 1 {
 		// Skip the collective; wait until rank 0 has seen its error.
-		return d.opts.Store.Wait(ctx, []string{"test/missing/done"}, time.Minute)
+		return d.Opts.Store.Wait(ctx, []string{"test/missing/done"}, time.Minute)
 	}
 	start := time.Now()
 	if err := d.Collective(&call, s); err != nil {
 		return fmt.Errorf("the call itself failed: %v", err)
 	}
 	err = s.Synchronize()
-	d.opts.Store.Set(ctx, "test/missing/done", []byte("1"))
+	d.Opts.Store.Set(ctx, "test/missing/done", []byte("1"))
 	if err == nil {
 		return fmt.Errorf("a collective rank 1 never joined succeeded")
 	}
 	fmt.Printf("rank 0: failed after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
-	if !errors.Is(err, ErrCollectiveTimeout) || !strings.Contains(err.Error(), "rank 1") {
+	if !errors.Is(err, coll.ErrCollectiveTimeout) || !strings.Contains(err.Error(), "rank 1") {
 		return fmt.Errorf("the error does not name the missing rank: %v", err)
 	}
-	if err := d.Collective(&call, s); err == nil || !errors.Is(err, ErrCollectiveTimeout) {
+	if err := d.Collective(&call, s); err == nil || !errors.Is(err, coll.ErrCollectiveTimeout) {
 		return fmt.Errorf("a collective after the fault: %v, want the sticky timeout", err)
 	}
 	return nil
@@ -299,9 +300,9 @@ func collP2PScenario() error {
 // load from, so they do not compile the modules one after another.
 func TestCollectiveModulesCompile(t *testing.T) {
 	d := openSingle(t)
-	srcs := map[string]string{"hir_comm_move": moveModuleSource()}
-	for dt := range reduceDTypes {
-		s, err := reduceModuleSource(dt)
+	srcs := map[string]string{"hir_comm_move": coll.MoveModuleSource()}
+	for dt := range coll.ReduceDTypes {
+		s, err := coll.ReduceModuleSource(dt)
 		require.NoError(t, err)
 		srcs["hir_comm_reduce_"+dt.String()] = s
 	}
@@ -313,7 +314,7 @@ func TestCollectiveModulesCompile(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			m, err := d.loadCached(src, key+".cu")
+			m, err := d.LoadCached(src, key+".cu")
 			mu.Lock()
 			defer mu.Unlock()
 			if !assert.NoError(t, err, key) { // assert, not require: off the test's goroutine

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +17,13 @@ import (
 )
 
 func TestCollArgsLayout(t *testing.T) {
-	var a collArgs
-	require.Equal(t, uintptr(collArgsSize), unsafe.Sizeof(a), "collArgs bytes")
-	require.Len(t, a.bytes(), collArgsSize, "bytes()")
+	var a coll.CollArgs
+	require.Equal(t, uintptr(coll.CollArgsSize), unsafe.Sizeof(a), "collArgs bytes")
+	require.Len(t, a.Bytes(), coll.CollArgsSize, "bytes()")
 	assert.Equal(t, uintptr(600), unsafe.Offsetof(a.Chunk), "offset of Chunk")
 	assert.Equal(t, uintptr(768), unsafe.Offsetof(a.Rank), "offset of Rank")
-	assert.LessOrEqual(t, statusWords*8, 1<<20, "status bytes")
-	assert.LessOrEqual(t, maxChannels*channelPad, 2<<20, "pads bytes")
+	assert.LessOrEqual(t, coll.StatusWords*8, 1<<20, "status bytes")
+	assert.LessOrEqual(t, coll.MaxChannels*coll.ChannelPad, 2<<20, "pads bytes")
 }
 
 // clangShim gives clang (CUDA mode, without a CUDA installation) what NVRTC
@@ -50,9 +51,9 @@ func TestCollectiveSourcesCompileWithClang(t *testing.T) {
 	dir := t.TempDir()
 	shim := filepath.Join(dir, "shim.h")
 	require.NoError(t, os.WriteFile(shim, []byte(clangShim), 0o600))
-	srcs := map[string]string{"move": moveModuleSource()}
-	for dt := range reduceDTypes {
-		s, err := reduceModuleSource(dt)
+	srcs := map[string]string{"move": coll.MoveModuleSource()}
+	for dt := range coll.ReduceDTypes {
+		s, err := coll.ReduceModuleSource(dt)
 		require.NoError(t, err)
 		srcs[dt.String()] = s
 	}
@@ -80,7 +81,7 @@ func TestCollectiveSourcesCompileWithClang(t *testing.T) {
 // collArgsOffsetAsserts checks CollArgs's field offsets in C against the Go
 // struct's. Only clang gets them: NVRTC has no offsetof.
 func collArgsOffsetAsserts() string {
-	var a collArgs
+	var a coll.CollArgs
 	var b strings.Builder
 	for _, f := range []struct {
 		name string
@@ -106,7 +107,7 @@ func collArgsOffsetAsserts() string {
 // hir_comm_move (though every reducing module carries them too), each
 // dtype's reducing kernels in its own module, and nothing else.
 func TestCollectiveKernelsFoundInSources(t *testing.T) {
-	index, err := commKernels()
+	index, err := coll.CommKernels()
 	require.NoError(t, err)
 	want := map[string]string{"hir_barrier": "hir_comm_move", "hir_copy_v16": "hir_comm_move", "hir_ag_ring_v16": "hir_comm_move",
 		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move", "hir_ll_copy": "hir_comm_move", "hir_bulk_copy": "hir_comm_move"}
@@ -114,13 +115,13 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 		want[fmt.Sprintf("hir_copy_s%d", es)] = "hir_comm_move"
 		want[fmt.Sprintf("hir_ag_ring_s%d", es)] = "hir_comm_move"
 	}
-	for dt := range reduceDTypes {
+	for dt := range coll.ReduceDTypes {
 		for _, op := range ir.ReduceOps() {
 			if op == ir.ReduceAvg && !dt.IsFloat() {
 				continue
 			}
 			mod := "hir_comm_reduce_" + dt.String()
-			for _, name := range []string{reduceKernelName(dt, op, true), reduceKernelName(dt, op, false), ringKernelName(dt, op), llKernelName(dt, op), ll2KernelName(dt, op), bulkKernelName(dt, op), bulk2KernelName(dt, op)} {
+			for _, name := range []string{coll.ReduceKernelName(dt, op, true), coll.ReduceKernelName(dt, op, false), coll.RingKernelName(dt, op), coll.LlKernelName(dt, op), coll.Ll2KernelName(dt, op), coll.BulkKernelName(dt, op), coll.Bulk2KernelName(dt, op)} {
 				want[name] = mod
 			}
 		}
@@ -128,17 +129,17 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 	for name, mod := range want {
 		got, ok := index[name]
 		if assert.True(t, ok, "%s: not found, want it in %s", name, mod) {
-			assert.Equal(t, mod, got.key, "%s: in the wrong module", name)
+			assert.Equal(t, mod, got.Key, "%s: in the wrong module", name)
 		}
 	}
 	if len(index) != len(want) {
 		for name, m := range index {
 			_, ok := want[name]
-			assert.True(t, ok, "unexpected kernel %s in %s", name, m.key)
+			assert.True(t, ok, "unexpected kernel %s in %s", name, m.Key)
 		}
 	}
 	_, ok := index["hir_strided_copy_4"]
 	assert.False(t, ok, "the strided copy is not a collective kernel")
-	got := kernelEntries("extern \"C\" __global__ void __launch_bounds__(512) hir_a(const CollArgs a) {}\nextern \"C\" __global__ void hir_b(int x) {}\n__global__ void not_entry() {}")
+	got := coll.KernelEntries("extern \"C\" __global__ void __launch_bounds__(512) hir_a(const CollArgs a) {}\nextern \"C\" __global__ void hir_b(int x) {}\n__global__ void not_entry() {}")
 	assert.Equal(t, "hir_a,hir_b", strings.Join(got, ","), "kernelEntries: %v", got)
 }

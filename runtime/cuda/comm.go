@@ -9,16 +9,16 @@ import "github.com/hirlab/hir/runtime"
 
 // Collective runs c on stream s; see docs/COLLECTIVES.md.
 func (d *Device) Collective(c *runtime.CollectiveCall, s runtime.Stream) error {
-	return d.collective(c, s)
+	return d.Collective(c, s)
 }
 
 // Send sends t to peer, ordered on s: matched with peer's k-th Recv from
 // this rank.
 func (d *Device) Send(t runtime.Tensor, peer int, s runtime.Stream) error {
-	return d.p2pTransfer(t, peer, s, true)
+	return d.P2pTransfer(t, peer, s, true)
 }
 
 // Recv receives into t the next tensor peer sent to this rank.
 func (d *Device) Recv(t runtime.Tensor, peer int, s runtime.Stream) error {
-	return d.p2pTransfer(t, peer, s, false)
+	return d.P2pTransfer(t, peer, s, false)
 }

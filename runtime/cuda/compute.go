@@ -3,6 +3,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -21,11 +23,6 @@ import (
 
 // computeState is what a device keeps for compute kernels.
 type computeState struct {
-	mu      sync.Mutex
-	loaded  map[string]*loadedKernel // by image key and kernel name
-	modules []*Module
-	closed  bool
-
 	blasOnce sync.Once
 	blasH    *blasHandle
 	blasErr  error
@@ -49,7 +46,7 @@ type computeKernel struct {
 
 	gen    *codegen.Kernel // generated kernels (ImplGenerated, ImplTiled)
 	params *kernelParams   // gen's parameter block, reused by every launch
-	fn     *Function
+	fn     *gpu.Function
 	from   string // where the image came from: memory, disk or nvrtc
 
 	blas *blasHandle // ImplCUBLAS
@@ -105,9 +102,9 @@ func cloneShapes(ts []runtime.TensorShape) []runtime.TensorShape {
 // the compiler's log and the path of the generated source.
 func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
 	if spec == nil || spec.Op == nil {
-		return nil, fmt.Errorf("cuda: rank %d: compile: no op", d.opts.Rank)
+		return nil, fmt.Errorf("cuda: rank %d: compile: no op", d.Opts.Rank)
 	}
-	if err := d.checkOpen(); err != nil {
+	if err := d.CheckOpen(); err != nil {
 		return nil, err
 	}
 	op := spec.Op
@@ -118,21 +115,21 @@ func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
 	}
 	gen, err := codegen.Fusion(op, ins, outs)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.opts.Rank, op.Code, op.Pos, err)
+		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.Opts.Rank, op.Code, op.Pos, err)
 	}
 	return d.finishGenerated(k, gen, ImplGenerated)
 }
 
 func (d *Device) finishGenerated(k *computeKernel, gen *codegen.Kernel, impl string) (*computeKernel, error) {
-	lk, err := d.loadKernel(gen.Source, gen.Name, codegen.CompileOptions())
+	lk, err := d.LoadKernel(gen.Source, gen.Name, codegen.CompileOptions())
 	if err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.opts.Rank, k.code, k.pos, err)
+		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.Opts.Rank, k.code, k.pos, err)
 	}
-	params, err := newKernelParams(gen, d.info.Multiprocessors)
+	params, err := newKernelParams(gen, d.Props.Multiprocessors)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.opts.Rank, k.code, k.pos, err)
+		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.Opts.Rank, k.code, k.pos, err)
 	}
-	k.gen, k.params, k.fn, k.from, k.name, k.impl = gen, params, lk.fn, lk.from, gen.Name, impl
+	k.gen, k.params, k.fn, k.from, k.name, k.impl = gen, params, lk.Fn, lk.From, gen.Name, impl
 	return k, nil
 }
 
@@ -140,7 +137,7 @@ func (d *Device) finishGenerated(k *computeKernel, gen *codegen.Kernel, impl str
 // loadable, cannot take the problem, or HIR_CUDA_MATMUL=tiled.
 func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (runtime.Kernel, error) {
 	fail := func(err error) (runtime.Kernel, error) {
-		return nil, fmt.Errorf("cuda: rank %d: compile matmul at %s: %w", d.opts.Rank, k.pos, err)
+		return nil, fmt.Errorf("cuda: rank %d: compile matmul at %s: %w", d.Opts.Rank, k.pos, err)
 	}
 	if len(ins) != 2 || len(outs) != 1 {
 		return fail(fmt.Errorf("matmul takes 2 inputs and 1 output, got %d and %d", len(ins), len(outs)))
@@ -154,9 +151,9 @@ func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (run
 		return fail(err)
 	}
 	k.mm.batch, k.mm.m, k.mm.k, k.mm.n, k.mm.bBatched = batch, m, kk, n, bBatched
-	mode := d.tune.Matmul
+	mode := d.Tune.Matmul
 	if mode == "tiled" {
-		k.note = envMatmul + "=tiled"
+		k.note = coll.EnvMatmul + "=tiled"
 	} else {
 		bh, err := d.blas()
 		switch {
@@ -169,7 +166,7 @@ func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (run
 			return k, nil
 		}
 		if mode == "cublas" {
-			return fail(fmt.Errorf("%s=cublas, but cuBLAS cannot run it: %s", envMatmul, k.note))
+			return fail(fmt.Errorf("%s=cublas, but cuBLAS cannot run it: %s", coll.EnvMatmul, k.note))
 		}
 	}
 	return d.finishGenerated(k, gen, ImplTiled)
@@ -193,16 +190,16 @@ type launchArg struct {
 func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Stream) error {
 	k, ok := rk.(*computeKernel)
 	if !ok || k == nil {
-		return fmt.Errorf("cuda: rank %d: launch: %T is not a kernel of the cuda runtime", d.opts.Rank, rk)
+		return fmt.Errorf("cuda: rank %d: launch: %T is not a kernel of the cuda runtime", d.Opts.Rank, rk)
 	}
-	s, err := d.stream(rs)
+	s, err := d.Stream(rs)
 	if err != nil {
 		return err
 	}
 	nIn := len(k.inputs)
 	if len(args) != nIn+len(k.outputs) {
 		return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): %d arguments, want %d inputs and %d outputs",
-			d.opts.Rank, k.name, k.code, k.pos, len(args), nIn, len(k.outputs))
+			d.Opts.Rank, k.name, k.code, k.pos, len(args), nIn, len(k.outputs))
 	}
 	// Up to eight arguments live on the stack: a launch allocates nothing.
 	var store [8]launchArg
@@ -219,14 +216,14 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 		}
 		if t.DType != want[j].DType || !slices.Equal(t.Shape, want[j].Shape) {
 			return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): argument %d is %s%v, the kernel was compiled for %s%v",
-				d.opts.Rank, k.name, k.code, k.pos, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
+				d.Opts.Rank, k.name, k.code, k.pos, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
 		}
-		ptr, err := d.spanOf(t, func() string { return fmt.Sprintf("launch %s argument %d", k.name, i) })
+		ptr, err := d.SpanOf(t, func() string { return fmt.Sprintf("launch %s argument %d", k.name, i) })
 		if err != nil {
 			return err
 		}
 		if es := uint64(t.DType.Size()); ptr%es != 0 {
-			return fmt.Errorf("cuda: rank %d: launch %s: argument %d at %#x is not aligned to its %d-byte elements", d.opts.Rank, k.name, i, ptr, es)
+			return fmt.Errorf("cuda: rank %d: launch %s: argument %d at %#x is not aligned to its %d-byte elements", d.Opts.Rank, k.name, i, ptr, es)
 		}
 		lo, hi := byteSpan(t, ptr)
 		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: t.NumElements() > 0 && !t.IsContiguous()}
@@ -242,27 +239,27 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 	// The context is made current inline, not through withCtx: a closure
 	// over la would move it to the heap.
 	goruntime.LockOSThread()
-	err = d.drv.setCurrent(d.ctx)
+	err = d.Drv.SetCurrent(d.Ctx)
 	if err == nil {
 		if staged {
 			err = d.launchStaged(k, la, nIn, s)
 		} else {
 			err = d.launchCompute(k, la, s)
 		}
-		if err == nil && d.tune.CheckLaunches { // Tuning: a fault names the op that caused it
-			err = d.drv.StreamSynchronize.Call1(s.h)
+		if err == nil && d.Tune.CheckLaunches { // Tuning: a fault names the op that caused it
+			err = d.Drv.StreamSynchronize.Call1(s.H)
 		}
 	}
 	goruntime.UnlockOSThread()
 	if err != nil {
-		return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): %w", d.opts.Rank, k.name, k.code, k.pos, err)
+		return fmt.Errorf("cuda: rank %d: launch %s (%s at %s): %w", d.Opts.Rank, k.name, k.code, k.pos, err)
 	}
 	return nil
 }
 
 // launchStaged runs k with its strided arguments, and outputs that overlap
 // an input, copied through stream-ordered temporaries (under the context).
-func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *stream) error {
+func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *gpu.Stream) error {
 	var temps []uint64
 	run := func() error {
 		for i := range la {
@@ -271,13 +268,13 @@ func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *stre
 				continue
 			}
 			addr := new(uint64) // not &a.addr: the call's pointer would move la to the heap
-			if err := d.drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(addr)), uintptr(a.t.Bytes()), s.h); err != nil {
-				return d.tooLarge("kernel staging buffer", a.t.Bytes(), err)
+			if err := d.Drv.MemAllocAsync.Call3(uintptr(unsafe.Pointer(addr)), uintptr(a.t.Bytes()), s.H); err != nil {
+				return d.TooLarge("kernel staging buffer", a.t.Bytes(), err)
 			}
 			a.addr = *addr
 			temps = append(temps, a.addr)
 			if i < nIn {
-				if err := d.stridedCopy(a.addr, runtime.ContiguousStrides(a.t.Shape), a.ptr, a.t.EffectiveStrides(), a.t, s); err != nil {
+				if err := d.StridedCopy(a.addr, runtime.ContiguousStrides(a.t.Shape), a.ptr, a.t.EffectiveStrides(), a.t, s); err != nil {
 					return err
 				}
 			}
@@ -287,7 +284,7 @@ func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *stre
 		}
 		for _, a := range la[nIn:] {
 			if a.stage {
-				if err := d.stridedCopy(a.ptr, a.t.EffectiveStrides(), a.addr, runtime.ContiguousStrides(a.t.Shape), a.t, s); err != nil {
+				if err := d.StridedCopy(a.ptr, a.t.EffectiveStrides(), a.addr, runtime.ContiguousStrides(a.t.Shape), a.t, s); err != nil {
 					return err
 				}
 			}
@@ -296,13 +293,13 @@ func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *stre
 	}
 	err := run()
 	for _, tmp := range temps {
-		err = errors.Join(err, d.drv.MemFreeAsync.Call2(uintptr(tmp), s.h))
+		err = errors.Join(err, d.Drv.MemFreeAsync.Call2(uintptr(tmp), s.H))
 	}
 	return err
 }
 
 // launchCompute enqueues the kernel itself (under withCtx).
-func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *stream) error {
+func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *gpu.Stream) error {
 	if k.impl == ImplCUBLAS {
 		mm := k.mm
 		out := la[2]
@@ -310,17 +307,17 @@ func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *stream) erro
 		case mm.batch == 0 || mm.m == 0 || mm.n == 0:
 			return nil
 		case mm.k == 0: // a sum of nothing: zeros
-			return d.drv.MemsetD8Async.Call4(uintptr(out.addr), 0, uintptr(out.t.Bytes()), s.h)
+			return d.Drv.MemsetD8Async.Call4(uintptr(out.addr), 0, uintptr(out.t.Bytes()), s.H)
 		}
 		return k.blas.gemm(s, k.inputs[0].DType, la[0].addr, la[1].addr, out.addr, mm.batch, mm.m, mm.k, mm.n, mm.bBatched)
 	}
 	kp := k.params
 	kp.mu.Lock()
 	kp.fill(la)
-	err := d.drv.LaunchKernel.Call11(k.fn.h,
+	err := d.Drv.LaunchKernel.Call11(k.fn.H,
 		uintptr(kp.grid[0]), uintptr(kp.grid[1]), uintptr(kp.grid[2]),
 		uintptr(kp.block[0]), uintptr(kp.block[1]), uintptr(kp.block[2]),
-		0, s.h, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0)
+		0, s.H, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0)
 	kp.mu.Unlock()
 	return err
 }
@@ -347,21 +344,14 @@ func byteSpan(t runtime.Tensor, ptr uint64) (lo, hi uint64) {
 	return uint64(int64(ptr) + l), uint64(int64(ptr) + h)
 }
 
-// closeCompute unloads the compute modules and destroys the cuBLAS handle
-// (from Device.close, with the context still held).
+// closeCompute destroys the cuBLAS handle (from Device.close, with the
+// context still held, after the kernel table's modules are unloaded).
 func (d *Device) closeCompute() error {
 	c := &d.compute
-	c.mu.Lock()
-	mods := c.modules
-	c.modules, c.loaded, c.closed = nil, nil, true
-	c.mu.Unlock()
 	var errs []error
-	for _, m := range mods {
-		errs = append(errs, m.Unload())
-	}
 	c.blasOnce.Do(func() {}) // no handle is made after close
 	if c.blasH != nil {
-		errs = append(errs, d.withCtx(c.blasH.destroy))
+		errs = append(errs, d.WithCtx(c.blasH.destroy))
 		c.blasH = nil
 	}
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"os/exec"
 	"regexp"
@@ -68,7 +69,7 @@ func init() {
 				return err
 			}
 		}
-		s := KernelCache()
+		s := gpu.KernelCache()
 		fmt.Printf("KCACHE compiles=%d disk_hits=%d disk_writes=%d disk_errors=%d seconds=%.4f\n",
 			s.Compiles, s.DiskHits, s.DiskWrites, s.DiskErrors, time.Since(start).Seconds())
 		return nil
@@ -83,7 +84,7 @@ func TestKernelCacheAcrossProcesses(t *testing.T) {
 	re := regexp.MustCompile(`KCACHE compiles=(\d+) disk_hits=(\d+) disk_writes=(\d+) disk_errors=(\d+) seconds=([0-9.]+)`)
 	run := func() []string {
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), envScenario+"=kernelcache", EnvKernelCache+"="+dir)
+		cmd.Env = append(os.Environ(), envScenario+"=kernelcache", gpu.EnvKernelCache+"="+dir)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "child\n%s", out)
 		m := re.FindStringSubmatch(string(out))
@@ -172,7 +173,7 @@ func timeEvents(b *testing.B, d *Device, f func() error) float64 {
 	if err := e1.Synchronize(); err != nil {
 		b.Fatal(err)
 	}
-	ms, err := ElapsedMillis(e0, e1)
+	ms, err := gpu.ElapsedMillis(e0, e1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -291,19 +292,19 @@ func BenchmarkLaunchOverhead(b *testing.B) {
 	kp.fill([]launchArg{{addr: mustPtr(b, d, args[0])}, {addr: mustPtr(b, d, args[1])}})
 	best = time.Duration(1 << 62)
 	goruntime.LockOSThread()
-	if err := d.drv.setCurrent(d.ctx); err != nil {
+	if err := d.Drv.SetCurrent(d.Ctx); err != nil {
 		b.Fatal(err)
 	}
 	for range 50 {
 		t0 := time.Now()
 		for range burst {
-			if err := d.drv.LaunchKernel.Call11(ck.fn.h, uintptr(kp.grid[0]), 1, 1, uintptr(kp.block[0]), 1, 1,
-				0, d.def.h, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0); err != nil {
+			if err := d.Drv.LaunchKernel.Call11(ck.fn.H, uintptr(kp.grid[0]), 1, 1, uintptr(kp.block[0]), 1, 1,
+				0, d.Def.H, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0); err != nil {
 				b.Fatal(err)
 			}
 		}
 		best = min(best, time.Since(t0))
-		if err := d.drv.StreamSynchronize.Call1(d.def.h); err != nil {
+		if err := d.Drv.StreamSynchronize.Call1(d.Def.H); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -313,12 +314,12 @@ func BenchmarkLaunchOverhead(b *testing.B) {
 	// for the evaluator's.
 	start = time.Now()
 	for range reps {
-		if err := d.drv.LaunchKernel.Call11(ck.fn.h, uintptr(kp.grid[0]), 1, 1, uintptr(kp.block[0]), 1, 1,
-			0, d.def.h, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0); err != nil {
+		if err := d.Drv.LaunchKernel.Call11(ck.fn.H, uintptr(kp.grid[0]), 1, 1, uintptr(kp.block[0]), 1, 1,
+			0, d.Def.H, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := d.drv.StreamSynchronize.Call1(d.def.h); err != nil {
+	if err := d.Drv.StreamSynchronize.Call1(d.Def.H); err != nil {
 		b.Fatal(err)
 	}
 	sustained := time.Since(start)
@@ -340,7 +341,7 @@ func TestTinyLoopOnCPU(t *testing.T) {
 }
 
 func mustPtr(tb testing.TB, d *Device, t runtime.Tensor) uint64 {
-	ptr, err := d.spanOf(t, func() string { return "benchmark argument" })
+	ptr, err := d.SpanOf(t, func() string { return "benchmark argument" })
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"math"
 	"os"
 	"path/filepath"
@@ -404,9 +405,9 @@ func TestComputeAgainstCPU(t *testing.T) {
 				t.Skipf("%d elements: too many for the CPU reference", n)
 			}
 			if c.impl == "tiled" {
-				saved := d.tune.Matmul
-				d.tune.Matmul = "tiled"
-				t.Cleanup(func() { d.tune.Matmul = saved })
+				saved := d.Tune.Matmul
+				d.Tune.Matmul = "tiled"
+				t.Cleanup(func() { d.Tune.Matmul = saved })
 			}
 			inputs := inputsFor(c, uint64(1000+i))
 			want, _, err := runCase(ref, c, inputs, 0)
@@ -428,7 +429,7 @@ func TestComputeAgainstCPU(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("kernels by implementation: %v; kernel cache: %+v", impls, KernelCache())
+	t.Logf("kernels by implementation: %v; kernel cache: %+v", impls, gpu.KernelCache())
 }
 
 func noteSuffix(note string) string {
@@ -491,10 +492,10 @@ func TestLaunchStridedAndAliased(t *testing.T) {
 // NVRTC failures carry the log and the path of the source.
 func TestCompileFailureShowsLogAndSource(t *testing.T) {
 	d := openSingle(t)
-	_, err := d.loadKernel("extern \"C\" __global__ void hir_bad() { this is not C++; }\n", "hir_bad", nil)
-	var se *SourceError
+	_, err := d.LoadKernel("extern \"C\" __global__ void hir_bad() { this is not C++; }\n", "hir_bad", nil)
+	var se *gpu.SourceError
 	require.ErrorAs(t, err, &se, "want a *SourceError")
-	var ce *CompileError
+	var ce *gpu.CompileError
 	if assert.ErrorAs(t, err, &ce, "no compile log in %v", err) {
 		assert.Contains(t, ce.Log, "error", "no compile log in %v", err)
 	}
@@ -513,10 +514,10 @@ func TestCompileRejectsBeforeNVRTC(t *testing.T) {
 	x := codegentest.In(b, "x", ir.I32, 4)
 	op := b.Op(ir.OpExp, x).Op()
 	op.Pos = ir.NewPos("p.hir", 3, 1)
-	before := KernelCache().Compiles
+	before := gpu.KernelCache().Compiles
 	_, err := d.Compile(&runtime.KernelSpec{Op: op, Inputs: []runtime.TensorShape{{DType: ir.I32, Shape: []int64{4}}}, Outputs: []runtime.TensorShape{{DType: ir.I32, Shape: []int64{4}}}})
 	assert.ErrorContains(t, err, "p.hir:3:1: exp does not take i32", "exp of i32")
-	assert.Equal(t, before, KernelCache().Compiles, "NVRTC ran for an op codegen rejects")
+	assert.Equal(t, before, gpu.KernelCache().Compiles, "NVRTC ran for an op codegen rejects")
 }
 
 // The cases build and the CPU runtime runs them, here too: the GPU test

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,10 +28,7 @@ import (
 // CUBLASLibrary is the soname tried first.
 const CUBLASLibrary = "libcublas.so.13"
 
-const (
-	envLibCUBLAS = "HIR_CUDA_LIBCUBLAS" // a libcublas.so.N file, or a directory holding one
-	envMatmul    = "HIR_CUDA_MATMUL"    // "tiled": never cuBLAS; "cublas": fail rather than fall back
-)
+const envLibCUBLAS = "HIR_CUDA_LIBCUBLAS" // a libcublas.so.N file, or a directory holding one
 
 // BLASInfo says which cuBLAS this process loaded, or why none.
 type BLASInfo struct {
@@ -254,14 +252,14 @@ func (d *Device) blas() (*blasHandle, error) {
 			c.blasErr = err
 			return
 		}
-		bh := &blasHandle{lib: lib, free: d.drv.MemFree.Call1}
-		if err := d.withCtx(func() error {
+		bh := &blasHandle{lib: lib, free: d.Drv.MemFree.Call1}
+		if err := d.WithCtx(func() error {
 			if err := lib.Create.Call1(uintptr(unsafe.Pointer(&bh.h))); err != nil {
 				return err
 			}
 			// Without memory for the workspace cuBLAS uses its own pool
 			// (as with HIR_CUBLAS_WORKSPACE=0), rather than fail matmul.
-			if ws := d.tune.BlasWorkspace; ws > 0 && d.drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)) == nil {
+			if ws := d.Tune.BlasWorkspace; ws > 0 && d.Drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)) == nil {
 				bh.wsSize = uintptr(ws)
 			} else {
 				bh.ws = 0
@@ -280,7 +278,7 @@ func (d *Device) blas() (*blasHandle, error) {
 // = a[batch][m][k] × b[(batch)][k][n], row-major, through cuBLAS's
 // column-major interface as out^T = b^T × a^T. An unbatched b folds the
 // batch into m, so that is one GEMM.
-func (bh *blasHandle) gemm(s *stream, dt ir.DType, a, b, out uint64, batch, m, k, n int64, bBatched bool) error {
+func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out uint64, batch, m, k, n int64, bBatched bool) error {
 	typ, _ := blasType(dt)
 	compute := uintptr(cublasCompute32F)
 	// alpha and beta live on the host (the default pointer mode) and are
@@ -296,7 +294,7 @@ func (bh *blasHandle) gemm(s *stream, dt ir.DType, a, b, out uint64, batch, m, k
 	algo := int64(-1) // CUBLAS_GEMM_DEFAULT
 	bh.mu.Lock()
 	defer bh.mu.Unlock()
-	if err := bh.lib.SetStream.Call2(bh.h, s.h); err != nil {
+	if err := bh.lib.SetStream.Call2(bh.h, s.H); err != nil {
 		return err
 	}
 	if bh.ws != 0 {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"math"
 	"testing"
 	"time"
@@ -15,9 +16,9 @@ import (
 
 // GPU tests skip, with the probe's reason, where no usable GPU is.
 
-func needGPU(t testing.TB) ProbeResult {
+func needGPU(t testing.TB) gpu.ProbeResult {
 	t.Helper()
-	p := Probe()
+	p := gpu.Probe()
 	if !p.Available {
 		t.Skip(p.Reason)
 	}
@@ -83,7 +84,7 @@ func TestNVRTCCompileLoadLaunch(t *testing.T) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
 }`
-	cubin, err := CompileCUDA(src, "axpy.cu", d.Info().ComputeCapability)
+	cubin, err := gpu.CompileCUDA(src, "axpy.cu", d.Info().ComputeCapability)
 	require.NoError(t, err)
 	mod, err := d.LoadModule(cubin)
 	require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestNVRTCCompileLoadLaunch(t *testing.T) {
 	yt := runtime.Tensor{Buf: y, DType: ir.F32, Shape: []int64{n}}
 	require.NoError(t, d.CopyFromHost(xt, xs, nil))
 	require.NoError(t, d.CopyFromHost(yt, ys, nil))
-	require.NoError(t, d.LaunchFunction(fn, Dim3{X: (n + 127) / 128}, Dim3{X: 128}, 0, nil, float32(2), x, y, int32(n)))
+	require.NoError(t, d.LaunchFunction(fn, gpu.Dim3{X: (n + 127) / 128}, gpu.Dim3{X: 128}, 0, nil, float32(2), x, y, int32(n)))
 	out := make([]byte, 4*n)
 	require.NoError(t, d.CopyToHost(out, yt, nil))
 	require.NoError(t, d.DefaultStream().Synchronize())
@@ -112,8 +113,8 @@ func TestNVRTCCompileLoadLaunch(t *testing.T) {
 	d.Free(x)
 	d.Free(y)
 
-	_, err = CompileCUDA(`extern "C" __global__ void broken() { undefined_thing(); }`, "broken.cu", d.Info().ComputeCapability)
-	var ce *CompileError
+	_, err = gpu.CompileCUDA(`extern "C" __global__ void broken() { undefined_thing(); }`, "broken.cu", d.Info().ComputeCapability)
+	var ce *gpu.CompileError
 	require.ErrorAs(t, err, &ce, "compile error")
 	require.Contains(t, ce.Log, "undefined_thing", "compile error: %v", err)
 }
@@ -181,8 +182,8 @@ func singleRankRound(t *testing.T, d *Device) {
 	// Symmetric with one rank: the view is the shard.
 	sym, err := d.Alloc(1000, ir.Symmetric)
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, sym.Size(), int64(1000), "symmetric size %d is not 1000 rounded up to %d", sym.Size(), d.granularity)
-	assert.Zero(t, uint64(sym.Size())%d.granularity, "symmetric size %d is not 1000 rounded up to %d", sym.Size(), d.granularity)
+	assert.GreaterOrEqual(t, sym.Size(), int64(1000), "symmetric size %d is not 1000 rounded up to %d", sym.Size(), d.Granularity)
+	assert.Zero(t, uint64(sym.Size())%d.Granularity, "symmetric size %d is not 1000 rounded up to %d", sym.Size(), d.Granularity)
 	view, err := d.ContiguousView(sym)
 	require.NoError(t, err)
 	again, _ := d.ContiguousView(sym)
@@ -210,8 +211,8 @@ func singleRankRound(t *testing.T, d *Device) {
 }
 
 func unsafeHostBytes(b runtime.Buffer) []byte {
-	hb := b.(*buffer)
-	return append([]byte(nil), unsafeSlice(hb)...)
+	hb := b.(*gpu.Buffer)
+	return append([]byte(nil), gpu.UnsafeSlice(hb)...)
 }
 
 func TestTooLargeIsAClearError(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,7 +90,7 @@ func graphTestdataScenario() error {
 	}
 	world := d.WorldSize()
 	// Ranks share GPUs only where the machine has fewer than the world.
-	shared := SharingGPUs() && len(Probe().Devices) < world
+	shared := SharingGPUs() && len(gpu.Probe().Devices) < world
 	var errs []error
 	var equal, split, eagerFails, refused int
 	for _, file := range files {

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,15 +23,15 @@ var update = flag.Bool("update", false, "rewrite testdata/kernel_sources.golden 
 // data-movement module, each dtype's reducing module (and the error for a
 // dtype without one), and the strided-copy kernels.
 func generatedSources() []struct{ name, src string } {
-	out := []struct{ name, src string }{{"move", moveModuleSource()}}
+	out := []struct{ name, src string }{{"move", coll.MoveModuleSource()}}
 	for _, dt := range ir.AllDTypes {
-		s, err := reduceModuleSource(dt)
+		s, err := coll.ReduceModuleSource(dt)
 		if err != nil {
 			s = "error: " + err.Error()
 		}
 		out = append(out, struct{ name, src string }{"reduce_" + dt.String(), s})
 	}
-	out = append(out, struct{ name, src string }{"strided_copy", stridedCopySource})
+	out = append(out, struct{ name, src string }{"strided_copy", kernels.StridedCopy})
 	return out
 }
 

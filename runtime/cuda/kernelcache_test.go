@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"errors"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,62 +15,62 @@ import (
 
 func TestKernelCacheDir(t *testing.T) {
 	for _, off := range []string{"off", "0", "none", "FALSE"} {
-		t.Setenv(EnvKernelCache, off)
-		dir, ok := kernelCacheDir()
-		assert.False(t, ok, "%s=%s: on", EnvKernelCache, off)
-		assert.Equal(t, "", dir, "%s=%s: dir", EnvKernelCache, off)
+		t.Setenv(gpu.EnvKernelCache, off)
+		dir, ok := gpu.KernelCacheDir()
+		assert.False(t, ok, "%s=%s: on", gpu.EnvKernelCache, off)
+		assert.Equal(t, "", dir, "%s=%s: dir", gpu.EnvKernelCache, off)
 	}
-	t.Setenv(EnvKernelCache, "/some/where")
-	dir, ok := kernelCacheDir()
+	t.Setenv(gpu.EnvKernelCache, "/some/where")
+	dir, ok := gpu.KernelCacheDir()
 	assert.True(t, ok, "explicit dir: on")
 	assert.Equal(t, "/some/where", dir, "explicit dir")
-	t.Setenv(EnvKernelCache, "")
+	t.Setenv(gpu.EnvKernelCache, "")
 	t.Setenv("XDG_CACHE_HOME", "/cache/home")
-	dir, ok = kernelCacheDir()
+	dir, ok = gpu.KernelCacheDir()
 	assert.True(t, ok, "default dir: on")
 	assert.Equal(t, "/cache/home/hir/kernels", dir, "default dir")
 }
 
 func TestImageKey(t *testing.T) {
-	base := imageKey("src", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.0")
+	base := gpu.ImageKey("src", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.0")
 	for name, k := range map[string]string{
-		"source":  imageKey("src2", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.0"),
-		"arch":    imageKey("src", [2]int{8, 0}, []string{"--fmad=false"}, "nvrtc-13.0"),
-		"options": imageKey("src", [2]int{9, 0}, nil, "nvrtc-13.0"),
-		"nvrtc":   imageKey("src", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.1"),
+		"source":  gpu.ImageKey("src2", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.0"),
+		"arch":    gpu.ImageKey("src", [2]int{8, 0}, []string{"--fmad=false"}, "nvrtc-13.0"),
+		"options": gpu.ImageKey("src", [2]int{9, 0}, nil, "nvrtc-13.0"),
+		"nvrtc":   gpu.ImageKey("src", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.1"),
 	} {
 		assert.NotEqual(t, base, k, "changing the %s leaves the key as it was", name)
 	}
 	assert.Len(t, base, 64, "key %q is not a stable SHA-256", base)
-	assert.Equal(t, base, imageKey("src", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.0"), "key %q is not a stable SHA-256", base)
+	assert.Equal(t, base, gpu.ImageKey("src", [2]int{9, 0}, []string{"--fmad=false"}, "nvrtc-13.0"), "key %q is not a stable SHA-256", base)
 }
 
 func TestNVRTCOptions(t *testing.T) {
-	got := nvrtcOptions([]string{"--std=c++17", "--fmad=false", "--gpu-architecture=sm_80", "-lineinfo"})
+	got := gpu.NvrtcOptions([]string{"--std=c++17", "--fmad=false", "--gpu-architecture=sm_80", "-lineinfo"})
 	assert.Equal(t, "--fmad=false -lineinfo", strings.Join(got, " "), "options %v", got)
 }
 
 // A second process finds the image on disk: here, one put there by hand.
 func TestCachedImageFromDisk(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(EnvKernelCache, dir)
+	t.Setenv(gpu.EnvKernelCache, dir)
 	const src = "extern \"C\" __global__ void hir_disk_test(float* p) { p[0] = 1.0f; }\n"
-	key := imageKey(src, [2]int{9, 0}, nil, "test")
-	img := append(append([]byte{}, elfMagic...), "a cubin"...)
+	key := gpu.ImageKey(src, [2]int{9, 0}, nil, "test")
+	img := append(append([]byte{}, gpu.ElfMagic...), "a cubin"...)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, key+".cubin"), img, 0o600))
-	before := KernelCache()
-	got, from, err := cachedImage(key, src, "hir_disk_test.cu", [2]int{9, 0}, nil, false)
+	before := gpu.KernelCache()
+	got, from, err := gpu.CachedImage(key, src, "hir_disk_test.cu", [2]int{9, 0}, nil, false)
 	require.NoError(t, err, "first lookup")
 	require.Equal(t, "disk", from, "first lookup")
 	require.Equal(t, img, got, "first lookup")
-	_, from, _ = cachedImage(key, src, "hir_disk_test.cu", [2]int{9, 0}, nil, false)
+	_, from, _ = gpu.CachedImage(key, src, "hir_disk_test.cu", [2]int{9, 0}, nil, false)
 	assert.Equal(t, "memory", from, "second lookup")
-	after := KernelCache()
+	after := gpu.KernelCache()
 	assert.Equal(t, before.DiskHits+1, after.DiskHits, "counters %+v after %+v", after, before)
 	assert.Equal(t, before.MemoryHits+1, after.MemoryHits, "counters %+v after %+v", after, before)
 	assert.Equal(t, before.Compiles, after.Compiles, "counters %+v after %+v", after, before)
 	assert.Equal(t, dir, after.Dir)
-	forgetImage(key)
+	gpu.ForgetImage(key)
 	_, err = os.Stat(filepath.Join(dir, key+".cubin"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "forgetImage left the file")
 }
@@ -78,15 +79,15 @@ func TestCachedImageFromDisk(t *testing.T) {
 // loads) and rewritten, or the compile error is returned.
 func TestCachedImageDamagedFile(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(EnvKernelCache, dir)
+	t.Setenv(gpu.EnvKernelCache, dir)
 	const src = "extern \"C\" __global__ void hir_damaged(float* p) { p[0] = 2.0f; }\n"
-	key := imageKey(src, [2]int{9, 0}, nil, "test-damaged")
+	key := gpu.ImageKey(src, [2]int{9, 0}, nil, "test-damaged")
 	path := filepath.Join(dir, key+".cubin")
 	require.NoError(t, os.WriteFile(path, []byte("not an image"), 0o600))
-	before := KernelCache()
-	img, from, err := cachedImage(key, src, "hir_damaged.cu", [2]int{9, 0}, nil, false)
-	assert.Equal(t, before.DiskErrors+1, KernelCache().DiskErrors, "the damaged file was not counted")
-	var ce *CompileError
+	before := gpu.KernelCache()
+	img, from, err := gpu.CachedImage(key, src, "hir_damaged.cu", [2]int{9, 0}, nil, false)
+	assert.Equal(t, before.DiskErrors+1, gpu.KernelCache().DiskErrors, "the damaged file was not counted")
+	var ce *gpu.CompileError
 	switch {
 	case err != nil:
 		if assert.ErrorAs(t, err, &ce, "error %v is not a *CompileError", err) {
@@ -96,7 +97,7 @@ func TestCachedImageDamagedFile(t *testing.T) {
 		b, _ := os.ReadFile(path)
 		assert.Equal(t, "nvrtc", from, "recompiled from")
 		// assert.True, not assert.Equal: a failure would print the images.
-		assert.True(t, bytes.HasPrefix(img, elfMagic), "recompiled from %q; the new image is not an ELF image", from)
+		assert.True(t, bytes.HasPrefix(img, gpu.ElfMagic), "recompiled from %q; the new image is not an ELF image", from)
 		assert.True(t, bytes.Equal(b, img), "recompiled from %q; the file was not rewritten with the new image", from)
 	}
 }
@@ -104,8 +105,8 @@ func TestCachedImageDamagedFile(t *testing.T) {
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
 	path := filepath.Join(dir, "k.cubin")
-	require.NoError(t, writeAtomic(dir, path, []byte("one")))
-	require.NoError(t, writeAtomic(dir, path, []byte("two")))
+	require.NoError(t, gpu.WriteAtomic(dir, path, []byte("one")))
+	require.NoError(t, gpu.WriteAtomic(dir, path, []byte("two")))
 	b, _ := os.ReadFile(path)
 	ents, _ := os.ReadDir(dir)
 	assert.Equal(t, "two", string(b), "file")
@@ -117,18 +118,18 @@ func TestWriteAtomic(t *testing.T) {
 }
 
 func TestSourceError(t *testing.T) {
-	path := saveSource("hir_x", "the source")
+	path := gpu.SaveSource("hir_x", "the source")
 	defer os.Remove(path)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err, "saved %q", path)
 	require.Equal(t, "the source", string(b), "saved %q", path)
 	require.True(t, strings.HasSuffix(path, ".cu"), "saved %q", path)
-	inner := &CompileError{Name: "hir_x.cu", Err: errors.New("NVRTC_ERROR_COMPILATION"), Log: "hir_x.cu(3): error: expected a \";\""}
-	e := &SourceError{Kernel: "hir_x", SourcePath: path, Err: inner}
+	inner := &gpu.CompileError{Name: "hir_x.cu", Err: errors.New("NVRTC_ERROR_COMPILATION"), Log: "hir_x.cu(3): error: expected a \";\""}
+	e := &gpu.SourceError{Kernel: "hir_x", SourcePath: path, Err: inner}
 	msg := e.Error()
 	for _, want := range []string{"NVRTC_ERROR_COMPILATION", "expected a", "the generated source is in " + path} {
 		assert.Contains(t, msg, want)
 	}
-	var ce *CompileError
+	var ce *gpu.CompileError
 	assert.ErrorAs(t, e, &ce, "the compile error does not unwrap")
 }

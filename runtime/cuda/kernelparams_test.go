@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"testing"
 	"unsafe"
 
@@ -44,27 +46,27 @@ func TestKernelParamsMatchPackArgs(t *testing.T) {
 // contiguous tensor (spanOf, byteSpan) allocate nothing and give the
 // bytes it spans; a strided one spans its extremes.
 func TestLaunchSpansAllocateNothing(t *testing.T) {
-	d := &Device{}
-	b := &buffer{dev: d, size: 4096, ptr: 0x10000}
+	d := &Device{Comm: &coll.Comm{Device: &gpu.Device{}}}
+	b := &gpu.Buffer{Dev: d.Device, Bytes: 4096, Ptr: 0x10000}
 	tens := runtime.Tensor{Buf: b, Offset: 64, DType: ir.F32, Shape: []int64{4, 8}}
 	what := func() string { return "test" }
-	ptr, err := d.spanOf(tens, what)
+	ptr, err := d.SpanOf(tens, what)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(0x10000+64), ptr)
 	lo, hi := byteSpan(tens, ptr)
 	assert.Equal(t, [2]uint64{ptr, ptr + 4*8*4}, [2]uint64{lo, hi})
 	assert.Zero(t, testing.AllocsPerRun(100, func() {
-		p, _ := d.spanOf(tens, what)
+		p, _ := d.SpanOf(tens, what)
 		byteSpan(tens, p)
 	}), "a contiguous tensor's span allocates")
 	strided := tens
 	strided.Shape, strided.Strides = []int64{4, 2}, []int64{8, 1} // a [4, 2] window of [4, 8]
-	p, err := d.spanOf(strided, what)
+	p, err := d.SpanOf(strided, what)
 	require.NoError(t, err)
 	lo, hi = byteSpan(strided, p)
 	assert.Equal(t, [2]uint64{p, p + (3*8+1+1)*4}, [2]uint64{lo, hi})
 	tooFar := tens
 	tooFar.Offset = 4096 - 64
-	_, err = d.spanOf(tooFar, what)
+	_, err = d.SpanOf(tooFar, what)
 	assert.ErrorContains(t, err, "reaches bytes [4032, 4160) of a 4096-byte buffer")
 }

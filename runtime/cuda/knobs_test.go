@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,14 +12,14 @@ import (
 func TestTuningFromEnv(t *testing.T) {
 	for _, k := range []string{"HIR_COLL_AUTO_ONESHOT_MAX", "HIR_COLL_LL_MAX", "HIR_COLL_LL_TWO_SHOT_MIN", "HIR_COLL_BLOCKS", "HIR_COLL_CE_PUSH",
 		"HIR_COLL_TWO_SHOT_CE_MIN", "HIR_COLL_AUTO_CE_MIN", "HIR_COLL_RING_BLOCKS", "HIR_COLL_RING_SEG",
-		"HIR_COLL_RING_SLOTS", "HIR_COLL_RING_WAVE", envMatmul, "HIR_CUDA_CHECK_LAUNCHES", "HIR_CUBLAS_WORKSPACE", "HIR_XFER_SM_MAX",
+		"HIR_COLL_RING_SLOTS", "HIR_COLL_RING_WAVE", coll.EnvMatmul, "HIR_CUDA_CHECK_LAUNCHES", "HIR_CUBLAS_WORKSPACE", "HIR_XFER_SM_MAX",
 		"HIR_COLL_LL_BULK_MIN", "HIR_COLL_TWO_SHOT_BULK", "HIR_COLL_BULK_PORTION"} {
 		t.Setenv(k, "")
 	}
-	def := Tuning{AutoOneShotMax: 256 << 10, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, LLBulkMin: 256 << 10, TwoShotBulk: true, BulkPortion: 8 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AutoCEMin: 64 << 20,
+	def := coll.Tuning{AutoOneShotMax: 256 << 10, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, LLBulkMin: 256 << 10, TwoShotBulk: true, BulkPortion: 8 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AutoCEMin: 64 << 20,
 		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true, BlasWorkspace: 32 << 20}
-	require.Equal(t, def, TuningFromEnv(), "defaults")
-	require.Equal(t, def, DefaultTuning(), "defaults")
+	require.Equal(t, def, coll.TuningFromEnv(), "defaults")
+	require.Equal(t, def, coll.DefaultTuning(), "defaults")
 	t.Setenv("HIR_COLL_AUTO_ONESHOT_MAX", "0")
 	t.Setenv("HIR_COLL_LL_MAX", "999999999")
 	t.Setenv("HIR_COLL_LL_TWO_SHOT_MIN", "-1")
@@ -30,7 +31,7 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_COLL_RING_SEG", "4100")
 	t.Setenv("HIR_COLL_RING_SLOTS", "1")
 	t.Setenv("HIR_COLL_RING_WAVE", "0")
-	t.Setenv(envMatmul, "tiled")
+	t.Setenv(coll.EnvMatmul, "tiled")
 	t.Setenv("HIR_CUDA_CHECK_LAUNCHES", "1")
 	t.Setenv("HIR_CUBLAS_WORKSPACE", "0")
 	t.Setenv("HIR_XFER_SM_MAX", "4096")
@@ -39,9 +40,9 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_COLL_BULK_PORTION", "100")
 	want := def
 	want.LLBulkMin, want.TwoShotBulk = -1, false
-	want.AutoOneShotMax, want.LLMax, want.LLTwoShotMin, want.Blocks, want.CEPush = 0, llCapBytes, -1, 7, false
-	want.RingBlocks, want.RingSeg, want.RingSlots, want.RingWave = maxBlocks, 4096, 2, false
+	want.AutoOneShotMax, want.LLMax, want.LLTwoShotMin, want.Blocks, want.CEPush = 0, coll.LlCapBytes, -1, 7, false
+	want.RingBlocks, want.RingSeg, want.RingSlots, want.RingWave = coll.MaxBlocks, 4096, 2, false
 	want.Matmul, want.CheckLaunches, want.BlasWorkspace, want.TransferSMMax = "tiled", true, 0, 4096
-	require.Equal(t, want, TuningFromEnv())
-	require.Equal(t, ringGeom{blocks: maxBlocks, seg: 4096, slots: 2}, want.ring(), "ring")
+	require.Equal(t, want, coll.TuningFromEnv())
+	require.Equal(t, coll.RingGeom{Blocks: coll.MaxBlocks, Seg: 4096, Slots: 2}, want.Ring(), "ring")
 }

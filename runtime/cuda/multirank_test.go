@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"sort"
 	"strconv"
@@ -177,7 +178,7 @@ func symmetricScenario() error {
 			}
 		}
 		ptrs, err := d.PeerPointers(b)
-		if err != nil || len(ptrs) != world || ptrs[rank] != b.(*buffer).ptr {
+		if err != nil || len(ptrs) != world || ptrs[rank] != b.(*gpu.Buffer).Ptr {
 			return fmt.Errorf("peer-pointer table %x: %v", ptrs, err)
 		}
 		if err := d.Barrier(nil); err != nil {
@@ -215,7 +216,7 @@ func symmetricScenario() error {
 		}
 	}
 	fab, fds := d.ImportCounts()
-	fmt.Printf("rank %d: peer shards imported: %d by fabric handle, %d by POSIX fd; granularity %d\n", rank, fab, fds, d.granularity)
+	fmt.Printf("rank %d: peer shards imported: %d by fabric handle, %d by POSIX fd; granularity %d\n", rank, fab, fds, d.Granularity)
 	if _, err := d.Alloc(1<<50, ir.Symmetric); err == nil || !strings.Contains(err.Error(), "does not fit") {
 		return fmt.Errorf("too-large symmetric alloc: %v", err)
 	} else {
@@ -251,7 +252,7 @@ func peerDiesScenario() error {
 		return err
 	}
 	if d.Rank() == 1 {
-		testHookAfterHandleExchange = func(uint64) { os.Exit(3) }
+		gpu.TestHookAfterHandleExchange = func(uint64) { os.Exit(3) }
 	}
 	start := time.Now()
 	_, err = d.Alloc(4<<20, ir.Symmetric)
@@ -341,7 +342,7 @@ func benchScenario() error {
 		if err := e1.Synchronize(); err != nil {
 			return 0, err
 		}
-		ms, err := ElapsedMillis(e0, e1)
+		ms, err := gpu.ElapsedMillis(e0, e1)
 		return float64(iters) * float64(dst.Bytes()) / (float64(ms) / 1e3) / 1e9, err
 	}
 	scratch, err := d.Alloc(b.Size(), ir.Global)

@@ -179,9 +179,9 @@ func overlapBenchScenario() error {
 				if err := job.Close(); err != nil {
 					return err
 				}
-				if d.opts.Rank == 0 {
+				if d.Opts.Rank == 0 {
 					name := v.name
-					if b := d.tune.Blocks; b > 0 { // HIR_COLL_BLOCKS: collectives on fewer SMs
+					if b := d.Tune.Blocks; b > 0 { // HIR_COLL_BLOCKS: collectives on fewer SMs
 						name += fmt.Sprintf("-blocks%d", b)
 					}
 					fmt.Printf("overlap %s %s %s %.3f\n", pattern, s.name, name, float64(best.Microseconds())/1e3)

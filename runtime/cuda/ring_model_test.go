@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"math"
 	"math/rand"
 	"testing"
@@ -89,7 +90,7 @@ func bf16Round(x float32) float32 { return numeric.BF16ToF32(numeric.F32ToBF16(x
 
 // runRingModel runs the model; it returns each rank's output (the whole
 // tensor for all_reduce, chunk r for reduce_scatter).
-func runRingModel(t *testing.T, rng *rand.Rand, g ringGeom, D int, n int64, gather, avg, wave bool, src [][]float32) ([][]float32, error) {
+func runRingModel(t *testing.T, rng *rand.Rand, g coll.RingGeom, D int, n int64, gather, avg, wave bool, src [][]float32) ([][]float32, error) {
 	const es = 2
 	const V = 16 / es
 	chunk := make([]int64, D+1)
@@ -100,10 +101,10 @@ func runRingModel(t *testing.T, rng *rand.Rand, g ringGeom, D int, n int64, gath
 			chunk[c] = n / int64(D) * int64(c)
 		}
 	}
-	cs := &commState{blocks: 132}
-	grid, seg, nseg := cs.ringLaunch(g, chunk, es)
-	G, K := int(grid), int(g.slots)
-	strideEl := g.stride() / es
+	cs := &coll.CommState{Blocks: 132}
+	grid, seg, nseg := cs.RingLaunch(g, chunk, es)
+	G, K := int(grid), int(g.Slots)
+	strideEl := g.Stride() / es
 	// staging[rank][block][slot]: elements; full marks a written, unacked slot.
 	staging := make([][][][]float32, D)
 	full := make([][][]bool, D)
@@ -244,8 +245,8 @@ func runRingModel(t *testing.T, rng *rand.Rand, g ringGeom, D int, n int64, gath
 
 func TestRingProtocolModel(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	geoms := []ringGeom{{blocks: 3, seg: 48, slots: 2}, {blocks: 5, seg: 64, slots: 3}, {blocks: 2, seg: 16, slots: 4}, {blocks: 64, seg: 256 << 10, slots: 4},
-		{blocks: 3, seg: 48, slots: 3, wave: true}, {blocks: 2, seg: 16, slots: 4, wave: true}, {blocks: 3, seg: 32, slots: 16, wave: true}, ringDefault}
+	geoms := []coll.RingGeom{{Blocks: 3, Seg: 48, Slots: 2}, {Blocks: 5, Seg: 64, Slots: 3}, {Blocks: 2, Seg: 16, Slots: 4}, {Blocks: 64, Seg: 256 << 10, Slots: 4},
+		{Blocks: 3, Seg: 48, Slots: 3, Wave: true}, {Blocks: 2, Seg: 16, Slots: 4, Wave: true}, {Blocks: 3, Seg: 32, Slots: 16, Wave: true}, coll.RingDefault}
 	for _, g := range geoms {
 		for _, D := range []int{2, 3, 4, 5} {
 			for _, n := range []int64{1, 7, 61, 1003} {
@@ -263,7 +264,7 @@ func TestRingProtocolModel(t *testing.T) {
 								src[r][i] = bf16Round(float32(rng.NormFloat64() * 100))
 							}
 						}
-						outs, err := runRingModel(t, rng, g, D, nn, gather, avg, g.useWave(D, gather), src)
+						outs, err := runRingModel(t, rng, g, D, nn, gather, avg, g.UseWave(D, gather), src)
 						require.NoError(t, err)
 						// The reference: chunk c in ring order c+1, ..., c.
 						want := make([]float32, nn)
@@ -312,7 +313,7 @@ func TestRingWaveSlots(t *testing.T) {
 		for D := 2; D <= 8; D++ {
 			least := 0
 			for K := int64(2); K <= 40 && least == 0; K++ {
-				g := ringGeom{blocks: 2, seg: 16, slots: K, wave: true}
+				g := coll.RingGeom{Blocks: 2, Seg: 16, Slots: K, Wave: true}
 				n := int64(8 * (2*D + 6) * 2 * D) // 2D+6 segments per block
 				src := make([][]float32, D)
 				for r := range src {
@@ -328,7 +329,7 @@ func TestRingWaveSlots(t *testing.T) {
 					least = int(K)
 				}
 			}
-			want := ringWaveSlots(D, gather)
+			want := coll.RingWaveSlots(D, gather)
 			if assert.NotZero(t, least, "D=%d gather=%v: the wave order needs %d slots; ringWaveSlots says %d", D, gather, least, want) &&
 				assert.GreaterOrEqual(t, want, least, "D=%d gather=%v: the wave order needs %d slots; ringWaveSlots says %d", D, gather, least, want) {
 				t.Logf("D=%d gather=%v: wave needs %d slots, ringWaveSlots %d", D, gather, least, want)

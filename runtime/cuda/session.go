@@ -14,7 +14,7 @@ import (
 
 // Store is the job's rendezvous store, nil for a world of one. It stays
 // open until Close or Abort.
-func (rt *Runtime) Store() *store.Client { return rt.dev.opts.Store }
+func (rt *Runtime) Store() *store.Client { return rt.dev.Opts.Store }
 
 // Abort frees everything the rank holds, locally, and leaves the store
 // without meeting the other ranks: for a rank that failed, whose peers may
@@ -32,20 +32,20 @@ func (rt *Runtime) Abort() error {
 }
 
 // Ordinal is the CUDA device ordinal this rank runs on.
-func (d *Device) Ordinal() int { return d.opts.Device }
+func (d *Device) Ordinal() int { return d.Opts.Device }
 
 // CanAccessPeer is cuDeviceCanAccessPeer: whether this rank's GPU can
 // load from and store to memory of the GPU with the given ordinal.
 func (d *Device) CanAccessPeer(ordinal int) (bool, error) {
-	if ordinal == d.opts.Device {
+	if ordinal == d.Opts.Device {
 		return true, nil
 	}
-	peer, err := d.drv.deviceGet(ordinal)
+	peer, err := d.Drv.GetDevice(ordinal)
 	if err != nil {
 		return false, err
 	}
 	var ok int32
-	err = d.drv.DeviceCanAccessPeer.Call3(uintptr(unsafe.Pointer(&ok)), uintptr(d.dev), uintptr(peer))
+	err = d.Drv.DeviceCanAccessPeer.Call3(uintptr(unsafe.Pointer(&ok)), uintptr(d.Dev), uintptr(peer))
 	return ok != 0, err
 }
 
@@ -54,7 +54,7 @@ func (d *Device) CanAccessPeer(ordinal int) (bool, error) {
 // with the same key. The measuring tools (package cudabench) share their
 // figures through it.
 func (d *Device) ExchangeAll(key string, value []byte) ([][]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 	defer cancel()
-	return store.ExchangeAll(ctx, d.opts.Store, key, d.opts.Rank, d.opts.WorldSize, value, d.opts.Timeout)
+	return store.ExchangeAll(ctx, d.Opts.Store, key, d.Opts.Rank, d.Opts.WorldSize, value, d.Opts.Timeout)
 }

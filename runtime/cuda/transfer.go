@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"unsafe"
 
 	"github.com/hirlab/hir/ir"
@@ -21,47 +22,42 @@ import (
 
 var _ runtime.OneSided = (*Device)(nil)
 
-const (
-	eventBlockingSync  = 0x1 // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize sleeps
-	eventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING: cheaper to record
-)
-
 // SymmetricAllocation returns the sequence number of the symmetric
 // allocation b is this rank's own shard of.
 func (d *Device) SymmetricAllocation(rb runtime.Buffer) (uint64, error) {
-	b, err := d.own(rb)
+	b, err := d.Own(rb)
 	if err != nil {
 		return 0, err
 	}
-	switch b.kind {
-	case kindSym:
-		return b.sym.seq, nil
-	case kindPeer:
-		return 0, fmt.Errorf("cuda: rank %d: buffer #%d is rank %d's shard, not this rank's own", d.opts.Rank, b.id, b.owner)
-	case kindView:
-		return 0, fmt.Errorf("cuda: rank %d: buffer #%d is a contiguous view of every rank's shard, not this rank's own shard", d.opts.Rank, b.id)
+	switch b.Kind {
+	case gpu.KindSym:
+		return b.Sym.Seq, nil
+	case gpu.KindPeer:
+		return 0, fmt.Errorf("cuda: rank %d: buffer #%d is rank %d's shard, not this rank's own", d.Opts.Rank, b.BufID, b.Owner)
+	case gpu.KindView:
+		return 0, fmt.Errorf("cuda: rank %d: buffer #%d is a contiguous view of every rank's shard, not this rank's own shard", d.Opts.Rank, b.BufID)
 	}
-	return 0, fmt.Errorf("cuda: rank %d: buffer #%d is in %v memory, not symmetric", d.opts.Rank, b.id, b.mem)
+	return 0, fmt.Errorf("cuda: rank %d: buffer #%d is in %v memory, not symmetric", d.Opts.Rank, b.BufID, b.MemType)
 }
 
 // Exchange all-gathers value through the job's store (store.ExchangeAll:
 // keys are deleted only after every rank has read them).
 func (d *Device) Exchange(value []byte) ([][]byte, error) {
-	if err := d.checkOpen(); err != nil {
+	if err := d.CheckOpen(); err != nil {
 		return nil, err
 	}
-	if err := d.refuseInCapture("Exchange", whyHost); err != nil {
+	if err := d.RefuseInCapture("Exchange", gpu.WhyHost); err != nil {
 		return nil, err
 	}
-	if d.opts.WorldSize == 1 {
+	if d.Opts.WorldSize == 1 {
 		return [][]byte{append([]byte(nil), value...)}, nil
 	}
-	seq := d.exchangeSeq.Add(1) - 1
-	ctx, cancel := context.WithTimeout(context.Background(), d.opts.Timeout)
+	seq := d.ExchangeSeq.Add(1) - 1
+	ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 	defer cancel()
-	all, err := store.ExchangeAll(ctx, d.opts.Store, fmt.Sprintf("cuda/xchg/%d", seq), d.opts.Rank, d.opts.WorldSize, value, d.opts.Timeout)
+	all, err := store.ExchangeAll(ctx, d.Opts.Store, fmt.Sprintf("cuda/xchg/%d", seq), d.Opts.Rank, d.Opts.WorldSize, value, d.Opts.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: exchange #%d: %w", d.opts.Rank, seq, err)
+		return nil, fmt.Errorf("cuda: rank %d: exchange #%d: %w", d.Opts.Rank, seq, err)
 	}
 	return all, nil
 }
@@ -69,54 +65,54 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 // NewHostWaitEvent creates an event with CU_EVENT_BLOCKING_SYNC, so a host
 // wait on it sleeps instead of spinning, and without timing (cheaper).
 func (d *Device) NewHostWaitEvent() (runtime.Event, error) {
-	if err := d.checkOpen(); err != nil {
+	if err := d.CheckOpen(); err != nil {
 		return nil, err
 	}
-	e := &event{dev: d}
-	if err := d.withCtx(func() error {
-		return d.drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.h)), eventBlockingSync|eventDisableTiming)
+	e := &gpu.Event{Dev: d.Device}
+	if err := d.WithCtx(func() error {
+		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventBlockingSync|gpu.EventDisableTiming)
 	}); err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: %w", d.opts.Rank, err)
+		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}
-	d.mu.Lock()
-	d.events[e] = true
-	d.mu.Unlock()
+	d.Mu.Lock()
+	d.Events[e] = true
+	d.Mu.Unlock()
 	return e, nil
 }
 
 // PreparePeerCopy resolves the addresses once: the local tensor's and the
 // peer's window's, through this rank's mapping of the peer's shard.
 func (d *Device) PreparePeerCopy(local, remote runtime.Tensor, peer int, write bool) (runtime.PeerCopy, error) {
-	if peer < 0 || peer >= d.opts.WorldSize {
-		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: peer %d is outside the %d ranks", d.opts.Rank, peer, d.opts.WorldSize)
+	if peer < 0 || peer >= d.Opts.WorldSize {
+		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: peer %d is outside the %d ranks", d.Opts.Rank, peer, d.Opts.WorldSize)
 	}
 	if _, err := d.SymmetricAllocation(remote.Buf); err != nil {
 		return nil, fmt.Errorf("one-sided copy: the remote window: %w", err)
 	}
 	if !remote.IsContiguous() {
-		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: the remote window must be contiguous", d.opts.Rank)
+		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: the remote window must be contiguous", d.Opts.Rank)
 	}
 	if local.DType != remote.DType || local.NumElements() != remote.NumElements() {
 		return nil, fmt.Errorf("cuda: rank %d: one-sided copy: the local tensor is %v%v but the remote window is %v%v: dtype and element count must match",
-			d.opts.Rank, local.DType, local.Shape, remote.DType, remote.Shape)
+			d.Opts.Rank, local.DType, local.Shape, remote.DType, remote.Shape)
 	}
-	if _, err := d.span(local, "one-sided copy: the local tensor"); err != nil {
+	if _, err := d.Span(local, "one-sided copy: the local tensor"); err != nil {
 		return nil, err
 	}
-	if _, err := d.span(remote, "one-sided copy: the remote window"); err != nil {
+	if _, err := d.Span(remote, "one-sided copy: the remote window"); err != nil {
 		return nil, err
 	}
 	pb, err := d.PeerBuffer(remote.Buf, peer)
 	if err != nil {
 		return nil, err
 	}
-	shard := remote.Buf.(*buffer)
+	shard := remote.Buf.(*gpu.Buffer)
 	far := runtime.Tensor{Buf: pb, Offset: remote.Offset, DType: remote.DType, Shape: remote.Shape}
 	c := &peerCopy{d: d, local: local, far: far, write: write, n: uint64(local.Bytes()),
-		bufs: []*buffer{local.Buf.(*buffer), shard, pb.(*buffer)}}
+		bufs: []*gpu.Buffer{local.Buf.(*gpu.Buffer), shard, pb.(*gpu.Buffer)}}
 	if local.IsContiguous() {
-		lp := local.Buf.(*buffer).ptr + uint64(local.Offset)
-		fp := pb.(*buffer).ptr + uint64(remote.Offset)
+		lp := local.Buf.(*gpu.Buffer).Ptr + uint64(local.Offset)
+		fp := pb.(*gpu.Buffer).Ptr + uint64(remote.Offset)
 		c.dst, c.src = lp, fp
 		if write {
 			c.dst, c.src = fp, lp
@@ -135,13 +131,13 @@ type peerCopy struct {
 	direct     bool
 	dst, src   uint64
 	n          uint64
-	bufs       []*buffer // the local buffer, our shard, our mapping of the peer's
+	bufs       []*gpu.Buffer // the local buffer, our shard, our mapping of the peer's
 }
 
 func (c *peerCopy) Post(rs runtime.Stream) error {
 	for _, b := range c.bufs {
-		if b.freed.Load() {
-			return fmt.Errorf("cuda: rank %d: one-sided copy: buffer #%d was freed", c.d.opts.Rank, b.id)
+		if b.Freed.Load() {
+			return fmt.Errorf("cuda: rank %d: one-sided copy: buffer #%d was freed", c.d.Opts.Rank, b.BufID)
 		}
 	}
 	if !c.direct {
@@ -150,23 +146,23 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 		}
 		return c.d.Copy(c.local, c.far, rs)
 	}
-	s, err := c.d.stream(rs)
+	s, err := c.d.Stream(rs)
 	if err != nil {
 		return err
 	}
 	if c.n == 0 {
 		return nil
 	}
-	return c.d.withCtx(func() error {
-		if int64(c.n) <= c.d.tune.TransferSMMax {
+	return c.d.WithCtx(func() error {
+		if int64(c.n) <= c.d.Tune.TransferSMMax {
 			// Small, where asked (Tuning.TransferSMMax; off by default:
 			// it measured slower): a copy kernel's loads or stores
 			// through the peer mapping.
 			es := smCopyUnit(c.dst, c.src, c.n)
 			t := runtime.Tensor{DType: unitDType[es], Shape: []int64{int64(c.n) / int64(es)}}
-			return c.d.stridedCopy(c.dst, []int64{1}, c.src, []int64{1}, t, s)
+			return c.d.StridedCopy(c.dst, []int64{1}, c.src, []int64{1}, t, s)
 		}
-		return c.d.drv.MemcpyAsync.Call4(uintptr(c.dst), uintptr(c.src), uintptr(c.n), s.h)
+		return c.d.Drv.MemcpyAsync.Call4(uintptr(c.dst), uintptr(c.src), uintptr(c.n), s.H)
 	})
 }
 

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"sort"
@@ -89,7 +90,7 @@ func transferBenchScenario() error {
 		if err := e1.Synchronize(); err != nil {
 			return 0, err
 		}
-		ms, err := ElapsedMillis(e0, e1)
+		ms, err := gpu.ElapsedMillis(e0, e1)
 		return float64(iters) * float64(bytes) / (float64(ms) / 1e3) / 1e9, err
 	}
 	metric := func(name string, v float64, unit string) { fmt.Printf("METRIC %s %.3f %s\n", name, v, unit) }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 
 	"github.com/hirlab/hir/runtime/nccl"
 )
@@ -40,13 +41,13 @@ func LibraryVersions() []LibraryVersion {
 
 func driverLibraryVersion() LibraryVersion {
 	v := LibraryVersion{Name: "driver"}
-	d, err := loadDriver()
+	d, err := gpu.LoadDriver()
 	if err != nil {
 		v.Err = err
 		return v
 	}
 	v.Path = d.Path()
-	n, err := d.driverVersion()
+	n, err := d.DriverVersion()
 	if err != nil {
 		v.Err = fmt.Errorf("cuDriverGetVersion: %w", err)
 		return v
@@ -63,13 +64,13 @@ func cudaVersionString(n int) string {
 
 func nvrtcLibraryVersion() LibraryVersion {
 	v := LibraryVersion{Name: "NVRTC"}
-	lib, err := loadNVRTC()
+	lib, err := gpu.LoadNVRTC()
 	if err != nil {
 		v.Err = err
 		return v
 	}
 	v.Path = lib.Path()
-	major, minor, err := NVRTCVersion()
+	major, minor, err := gpu.NVRTCVersion()
 	if err != nil {
 		v.Err = fmt.Errorf("nvrtcVersion: %w", err)
 		return v

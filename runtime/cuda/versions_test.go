@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,7 +35,7 @@ func TestLibraryVersions(t *testing.T) {
 		}
 		t.Log(v)
 	}
-	if _, err := loadDriver(); err != nil {
+	if _, err := gpu.LoadDriver(); err != nil {
 		assert.Error(t, vs[0].Err, "the driver does not load here")
 		assert.Empty(t, vs[0].Path)
 	}

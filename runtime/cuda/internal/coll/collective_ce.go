@@ -1,0 +1,111 @@
+package coll
+
+import (
+	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
+	"unsafe"
+
+	"github.com/hirlab/hir/runtime"
+)
+
+// copy_engine: all_gather through cuMemcpy between barriers.
+
+// runCopyEngine: all_gather through the copy engines: a barrier (every
+// input is ready, every output free), one cuMemcpy per rank, a barrier
+// (nobody changes its input while a peer reads it, every push has landed
+// before anyone reads its output). Where the output is symmetric each
+// rank pushes its shard into every peer's output; else it pulls every
+// peer's shard through the contiguous view. The copy of this rank's own
+// shard runs on a second stream, forked after the first barrier and
+// joined before the second, so it overlaps the copies over NVLink
+// instead of adding to them.
+func (d *Comm) runCopyEngine(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
+	view, err := d.ContiguousView(p.inB)
+	if err != nil {
+		return err
+	}
+	if err := d.ceSide(ch); err != nil {
+		return err
+	}
+	if err := d.BarrierKernel(cs, ch, p.what, s); err != nil {
+		return err
+	}
+	D, r := d.Opts.WorldSize, d.Opts.Rank
+	run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+	// copyBlock copies rank q's shard into block q of rank to's output:
+	// this rank pulls (to == r, from the view) or pushes (q == r, into
+	// to's output through this rank's mapping of it).
+	copyBlock := func(q, to int, on *gpu.Stream) error {
+		src := runtime.Tensor{Buf: view, Offset: int64(q)*p.inB.Bytes + p.in.Offset, DType: p.dt, Shape: p.in.Shape}
+		var out runtime.Buffer = p.outB
+		if to != r {
+			var err error
+			if out, err = d.PeerBuffer(p.outB, to); err != nil {
+				return err
+			}
+		}
+		dst := runtime.Tensor{Buf: out, Offset: p.out.Offset + int64(q)*run*p.es, DType: p.dt, Shape: p.in.Shape}
+		if l.Run != 0 {
+			dst.Strides = runtime.ContiguousStrides(p.out.Shape)
+		}
+		return d.Copy(dst, src, on)
+	}
+	if err := s.Record(ch.evFork); err != nil {
+		return err
+	}
+	if err := ch.side.WaitEvent(ch.evFork); err != nil {
+		return err
+	}
+	if err := copyBlock(r, r, ch.side); err != nil {
+		return err
+	}
+	if err := ch.side.Record(ch.evJoin); err != nil {
+		return err
+	}
+	for k := 1; k < D; k++ {
+		var err error
+		if q := (r + k) % D; p.cePush {
+			err = copyBlock(r, q, s)
+		} else {
+			err = copyBlock(q, r, s)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.WaitEvent(ch.evJoin); err != nil {
+		return err
+	}
+	return d.BarrierKernel(cs, ch, p.what, s)
+}
+
+// ceSide makes ch's second stream and its fork and join events on first
+// use (local: nothing here is collective).
+func (d *Comm) ceSide(ch *CommChannel) error {
+	if ch.side != nil {
+		return nil
+	}
+	side, err := d.OpenStream(false)
+	if err != nil {
+		return err
+	}
+	var evs [2]*gpu.Event
+	for i := range evs {
+		e := &gpu.Event{Dev: d.Device}
+		if err := d.WithCtx(func() error {
+			return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventDisableTiming)
+		}); err != nil {
+			side.Destroy()
+			if i == 1 {
+				evs[0].Destroy()
+			}
+			return fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
+		}
+		d.Mu.Lock()
+		d.Events[e] = true
+		d.Mu.Unlock()
+		evs[i] = e
+	}
+	ch.side, ch.evFork, ch.evJoin = side, evs[0], evs[1]
+	return nil
+}

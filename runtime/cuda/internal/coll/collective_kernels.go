@@ -1,0 +1,352 @@
+package coll
+
+import (
+	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
+	"regexp"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// The collective kernels: CUDA C compiled with NVRTC on first use, one
+// module for data movement (copies, the all_gather ring, barriers,
+// point-to-point) and one per reduced dtype (one instantiation per reduce
+// op). Every kernel takes one collArgs by value; its layout is checked on
+// both sides (static_assert in the source, collArgsLayout in Go). The CUDA C
+// is kernels/collective.cu, kernels/reduce.cu and kernels/reduce_entries.cu.tmpl
+// (package kernels embeds them).
+//
+// Memory model. Cross-rank ordering goes through signal pads in symmetric
+// memory: a block finishes its loads and stores, meets at __syncthreads,
+// and one thread per peer does fence.acq_rel.sys then a relaxed system-
+// scope store of a counter value into the peer's pad; the peer spins with
+// relaxed system-scope loads on its own pad until the value is reached,
+// fences (acq_rel, sys) and releases its block with __syncthreads. Values
+// only grow (the host hands every launch a fresh range, base+1..), so a
+// flag left by an earlier collective can never satisfy a later wait. Every
+// spin is bounded: past the timeout the waiting thread writes what it
+// waited for into host-mapped status memory and the block gives up.
+
+// Pad geometry (mirrored in kernels/collective.cu).
+const (
+	maxRanks    = 16  // symmetric-memory collectives handle up to 16 ranks
+	MaxBlocks   = 256 // blocks per collective launch (signal slots per plane)
+	numPlanes   = 3   // barrier, data, ack
+	MaxChannels = 16  // streams that may run collectives concurrently
+	// epochWords: per channel, each block's signal count, then each
+	// block's count of LL launches (all blocks' equal: kernels/collective.cu's
+	// take_count); kept on the device so a graph replay advances them.
+	epochWords = 2 * MaxBlocks
+	planeBytes = MaxBlocks * maxRanks * 8
+	ChannelPad = numPlanes * planeBytes
+	// Status words: [0] any fault; then one word per (channel, block, peer)
+	// for the collective channels and two p2p channels (send, recv).
+	statusChannels = MaxChannels + 2
+	StatusWords    = 1 + statusChannels*MaxBlocks*maxRanks
+	chanP2PSend    = MaxChannels
+	chanP2PRecv    = MaxChannels + 1
+)
+
+// Kernel mode bits (collArgs.Mode).
+const (
+	modeTmp       = 1  // reduce: write to Work, end barrier, then copy Work to the outputs
+	modeAllGather = 8  // ring: run the all-gather half after the reduce-scatter half
+	modeWave      = 16 // ring: run the steps in waves (ringWaveSlots)
+	modeDirect    = 32 // bulk2: hop two stores into the peers' (symmetric) outputs
+)
+
+// LL kernel flags (collArgs.Xtra): which sides allow whole 8-byte accesses.
+const (
+	llFastSrc = 1
+	llFastDst = 2
+)
+
+// Bulk kernel flags (collArgs.Xtra): the unit width (bytes) of the
+// sources in the low byte, of the destinations in the next, and bulkVec.
+const bulkVec = 0x10000 // every reduce target allows 16-byte vectors
+
+// Point-to-point inbox geometry: one inbox per ordered pair, in the
+// receiver's memory.
+const (
+	p2pBlocks    = 16
+	p2pSlot      = 256 << 10
+	p2pChunk     = p2pBlocks * p2pSlot // bytes moved per handshake
+	p2pHeader    = 4096
+	p2pInboxSize = p2pHeader + 2*p2pChunk
+)
+
+// Ring staging: per channel and rank, ringGeom.slots slots per block of
+// ringGeom.seg bytes each, plus ringSlotPad: a segment starting at
+// element lo lies in its slot from byte (lo mod 16/es)·es on, so the
+// slot, the source and the destination share their 16-byte phase and the
+// segment moves as 16-byte vectors wherever the tensors are aligned.
+const ringSlotPad = 128
+
+// LL staging (hir_ll_*): per channel and rank, 2 slots × world senders ×
+// llSeg bytes; each 16-byte line carries 8 bytes of data and two flags.
+// Larger pieces, up to ir.LLMaxBytes, go in bulk (plain data, a flag per
+// block and peer) through the bulk staging: 2 slots × world senders ×
+// bulkSeg bytes.
+const (
+	LlCapBytes   = 1 << 20        // the most data LL lines carry to one peer
+	llSeg        = 2 * LlCapBytes // staging bytes per (slot, sender)
+	bulkSeg      = ir.LLMaxBytes  // bulk staging bytes per (slot, sender)
+	oneShotLLMax = 256 << 10      // Tuning.LLMax's default
+	llThreads    = 256
+)
+
+// lay is a block of a tensor in units (elements or 16-byte vectors): unit
+// i lies at (i/Run)*Pitch + i%Run; Run == 0 means contiguous.
+type lay struct{ Run, Pitch int64 }
+
+// collArgs is the kernel argument, byte for byte the CollArgs of the
+// source. Addresses are device addresses in this process.
+type CollArgs struct {
+	Src       [maxRanks]uint64
+	Dst       [maxRanks]uint64
+	Pad       [maxRanks]uint64 // each rank's signal pad for this channel
+	Stage     [maxRanks]uint64 // ring: each rank's staging for this channel
+	Status    uint64           // host-mapped status words
+	Work      uint64           // local scratch (modeTmp)
+	Base      uint64           // signal values base+1.. are this launch's (where Epochs is 0)
+	Epochs    uint64           // the channel's device-side counters (epochWords): the kernel takes its base there
+	NSig      uint64           // signal values the launch takes (the counters advance by it)
+	TimeoutNS uint64
+	N         int64 // units per task (per block for the all_gather ring); ring: bytes per staging slot
+	TailStart int64 // copy kernels: bytes; reduce kernel: elements
+	TailEnd   int64
+	Seg       int64               // ring: elements per segment; all_gather ring: bytes between output blocks
+	NSeg      int64               // ring: segments per block part
+	Chunk     [maxRanks + 1]int64 // ring chunk bounds, in elements
+	Ls, Ld    lay
+	Rank      int32
+	World     int32
+	Channel   int32
+	NTask     int32
+	Mode      int32
+	NOut      int32 // targets; ring: staging slots per block
+	Peer      int32
+	Xtra      int32 // ring: 1 where src and dst allow 16-byte vectors
+}
+
+const CollArgsSize = 800
+
+func (a *CollArgs) Bytes() []byte {
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))...)
+}
+
+// reduceDTypes are the dtypes with reducing kernels, with their CUDA
+// storage and compute types.
+var ReduceDTypes = map[ir.DType][2]string{
+	ir.F32:  {"float", "float"},
+	ir.F16:  {"f16_t", "float"},
+	ir.BF16: {"bf16_t", "float"},
+	ir.F64:  {"double", "double"},
+	ir.I32:  {"int", "int"},
+	ir.I64:  {"long long", "long long"},
+}
+
+// reduceOpCodes are the kernels' reduce op numbers (NCCL's order).
+var reduceOpCodes = map[ir.ReduceOp]int{ir.ReduceSum: 0, ir.ReduceProd: 1, ir.ReduceMax: 2, ir.ReduceMin: 3, ir.ReduceAvg: 4}
+
+// reduceModuleSource is the source of dt's reducing module: every reduce
+// op (avg for floats only), each as a vector (16-byte) and a scalar reduce
+// kernel and a ring kernel.
+func ReduceModuleSource(dt ir.DType) (string, error) {
+	ty, ok := ReduceDTypes[dt]
+	if !ok {
+		return "", fmt.Errorf("no reducing kernels for %v", dt)
+	}
+	var b strings.Builder
+	b.WriteString(commonSource())
+	b.WriteString(kernels.Reduce)
+	var entries []kernels.ReduceEntry
+	for _, op := range ir.ReduceOps() {
+		if op == ir.ReduceAvg && !dt.IsFloat() {
+			continue
+		}
+		entries = append(entries, kernels.ReduceEntry{DT: dt.String(), Op: op.String(),
+			T: ty[0], C: ty[1], Code: reduceOpCodes[op], V: 16 / dt.Size(),
+		})
+	}
+	if err := kernels.ReduceEntries.Execute(&b, entries); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// Kernel names are built by concatenation, not fmt: they are made on
+// every launch. They spell what kernels/reduce_entries.cu.tmpl names.
+func ReduceKernelName(dt ir.DType, op ir.ReduceOp, vec bool) string {
+	if vec {
+		return "hir_reduce_" + dt.String() + "_" + op.String() + "_v"
+	}
+	return "hir_reduce_" + dt.String() + "_" + op.String() + "_s"
+}
+
+func RingKernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_ring_" + dt.String() + "_" + op.String()
+}
+
+func LlKernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_ll_" + dt.String() + "_" + op.String()
+}
+
+func Ll2KernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_ll2_" + dt.String() + "_" + op.String()
+}
+
+func BulkKernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_bulk_" + dt.String() + "_" + op.String()
+}
+
+func Bulk2KernelName(dt ir.DType, op ir.ReduceOp) string {
+	return "hir_bulk2_" + dt.String() + "_" + op.String()
+}
+
+// moveModuleSource is the data-movement module's source.
+func MoveModuleSource() string { return commonSource() }
+
+// commonSource is kernels.Collective with static_asserts that pin CollArgs
+// to collArgs's layout as Go lays it out, field by field.
+func commonSource() string {
+	var a CollArgs
+	var b strings.Builder
+	fmt.Fprintf(&b, "static_assert(sizeof(CollArgs) == %d, \"CollArgs size\");\n", unsafe.Sizeof(a))
+	fmt.Fprintf(&b, "static_assert(MAXB == %d && MAXR == %d, \"pad geometry\");\n", MaxBlocks, maxRanks)
+	// Only the size is asserted in the source: NVRTC has no offsetof (nor
+	// __builtin_offsetof), so the field offsets are checked against the Go
+	// struct by the tests that compile the source with clang.
+	return strings.Replace(kernels.Collective, "/* LAYOUT_ASSERTS */", b.String(), 1)
+}
+
+// commModule is one NVRTC module of collective kernels: its key (the
+// cache's name for it, and its file name in messages) and its source.
+type commModule struct {
+	Key string
+	src func() (string, error)
+}
+
+// commModuleList is every collective module, the data-movement one first
+// (a kernel several modules define, as every reducing module carries
+// collective.cu's, belongs to the first), then one per reduced dtype.
+func commModuleList() []commModule {
+	mods := []commModule{{"hir_comm_move", func() (string, error) { return MoveModuleSource(), nil }}}
+	for _, dt := range ir.AllDTypes {
+		if _, ok := ReduceDTypes[dt]; ok {
+			mods = append(mods, commModule{"hir_comm_reduce_" + dt.String(), func() (string, error) { return ReduceModuleSource(dt) }})
+		}
+	}
+	return mods
+}
+
+// kernelEntryRE matches a kernel entry point of the CUDA C: extern "C"
+// __global__ void, __launch_bounds__(n) maybe, and the name.
+var kernelEntryRE = regexp.MustCompile(`extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\(`)
+
+// kernelEntries lists the entry points src defines, in order.
+func KernelEntries(src string) []string {
+	var out []string
+	for _, m := range kernelEntryRE.FindAllStringSubmatch(src, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// commKernels maps every collective kernel to its module, read once per
+// process from the modules' sources: a kernel is launched by name, and
+// adding one to kernels/*.cu needs no list here.
+var CommKernels = sync.OnceValues(func() (map[string]commModule, error) {
+	index := map[string]commModule{}
+	for _, m := range commModuleList() {
+		src, err := m.src()
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range KernelEntries(src) {
+			if _, ok := index[name]; !ok {
+				index[name] = m
+			}
+		}
+	}
+	return index, nil
+})
+
+// commModules compiles (once per device) and caches the modules.
+type commModules struct {
+	mu   sync.Mutex
+	mods map[string]*gpu.Module
+	errs map[string]error
+	fns  map[string]*gpu.Function
+}
+
+// commFunction returns collective kernel name, compiling its module (the
+// one whose source defines it: commKernels) on first use.
+func (d *Comm) commFunction(cm *commModules, name string) (*gpu.Function, error) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	if f, ok := cm.fns[name]; ok {
+		return f, nil
+	}
+	index, err := CommKernels()
+	if err != nil {
+		return nil, err
+	}
+	mod, ok := index[name]
+	if !ok {
+		return nil, fmt.Errorf("no collective kernel %s in runtime/cuda/kernels", name)
+	}
+	key := mod.Key
+	m, ok := cm.mods[key]
+	if !ok {
+		if err, failed := cm.errs[key]; failed {
+			return nil, err
+		}
+		text, err := mod.src()
+		if err == nil {
+			m, err = d.LoadCached(text, key+".cu")
+		}
+		if err != nil {
+			cm.errs[key] = err
+			return nil, err
+		}
+		cm.mods[key] = m
+	}
+	f, err := m.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	cm.fns[name] = f
+	return f, nil
+}
+
+// collNVRTCOptions are the options every collective module compiles with:
+// IEEE division and no contraction, so results match the CPU runtime.
+var collNVRTCOptions = []string{"--fmad=false", "--prec-div=true", "--prec-sqrt=true"}
+
+// loadCached compiles src for this device through the kernel cache
+// (kernelcache.go: memory, then disk, then NVRTC), so the ranks of a job
+// and later runs do not compile again; a cached image the driver refuses
+// is compiled anew.
+func (d *Comm) LoadCached(src, name string) (*gpu.Module, error) {
+	cc := d.Props.ComputeCapability
+	key := gpu.ImageKey(src, cc, collNVRTCOptions, gpu.NvrtcVersionOnce())
+	for attempt := 0; ; attempt++ {
+		img, from, err := gpu.CachedImage(key, src, name, cc, collNVRTCOptions, attempt > 0)
+		if err != nil {
+			return nil, &gpu.SourceError{Kernel: name, SourcePath: gpu.SaveSource(strings.TrimSuffix(name, ".cu"), src), Err: err}
+		}
+		m, err := d.LoadModule(img)
+		if err == nil {
+			return m, nil
+		}
+		if from == "nvrtc" || attempt > 0 {
+			return nil, err
+		}
+		gpu.ForgetImage(key)
+	}
+}

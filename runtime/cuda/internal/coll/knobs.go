@@ -1,0 +1,169 @@
+package coll
+
+import (
+	"os"
+	"strconv"
+)
+
+// envMatmul picks compute's matmul: "tiled": never cuBLAS; "cublas": fail
+// rather than fall back (Tuning.Matmul).
+const EnvMatmul = "HIR_CUDA_MATMUL"
+
+// Tuning is the CUDA runtime's tuning knobs: the collectives' thresholds
+// and ring geometry, the copy-engine switches, the matmul path and launch
+// checking. A Device reads its Tuning from Options.Tuning, or, where that
+// is nil, from the environment when it opens (TuningFromEnv); nothing
+// reads these variables anywhere else. docs/RUNTIME-CUDA.md ("Tuning
+// knobs") has the table of variables, defaults and meanings.
+type Tuning struct {
+	// AutoOneShotMax is the largest all_reduce (bytes) auto runs one_shot
+	// for without a measured table (HIR_COLL_AUTO_ONESHOT_MAX).
+	AutoOneShotMax int64
+	// LLMax is the largest all_reduce (bytes) one_shot runs through the LL
+	// kernel, at most llCapBytes; 0 turns it off (HIR_COLL_LL_MAX).
+	LLMax int64
+	// LLTwoShotMin is the smallest all_reduce (bytes) the LL protocol
+	// runs in two hops (hir_ll2: reduce-scatter, then all-gather) on
+	// more than two ranks; 0: always on more than two, negative: never
+	// (HIR_COLL_LL_TWO_SHOT_MIN).
+	LLTwoShotMin int64
+	// LLBulkMin is the largest piece (bytes one rank sends one peer; a
+	// chunk for the two-hop all_reduce) algo=ll sends as LL lines; larger
+	// pieces go in bulk: plain data, a flag per block and peer
+	// (HIR_COLL_LL_BULK_MIN; negative: always bulk).
+	LLBulkMin int64
+	// TwoShotBulk: two_shot all_reduce runs its first hop in bulk through
+	// the LL bulk staging (pushes, no barrier) where a chunk fits it,
+	// rather than reading the peers' inputs between barriers
+	// (HIR_COLL_TWO_SHOT_BULK=0: never).
+	TwoShotBulk bool
+	// BulkPortion is the bytes of a piece each block of a bulk launch
+	// moves (the grid: one block per portion, at most the agreed block
+	// count) (HIR_COLL_BULK_PORTION, at least 1 KiB).
+	BulkPortion int64
+	// Blocks caps a collective kernel's grid; 0: one block per
+	// multiprocessor (HIR_COLL_BLOCKS). At most maxBlocks either way.
+	Blocks int
+	// CEPush: copy_engine pushes each rank's shard into the peers'
+	// symmetric outputs rather than pulling (HIR_COLL_CE_PUSH=0: pull).
+	CEPush bool
+	// TwoShotCEMin is the smallest all_reduce (bytes) two_shot runs with
+	// its all-gather half on the copy engines; 0: never
+	// (HIR_COLL_TWO_SHOT_CE_MIN).
+	TwoShotCEMin int64
+	// AutoCEMin is the smallest all_gather output (bytes) auto sends
+	// through the copy engines; 0: never (HIR_COLL_AUTO_CE_MIN).
+	AutoCEMin int64
+	// Ring is the ring algorithm's geometry: blocks, segment bytes,
+	// staging slots and waves (HIR_COLL_RING_BLOCKS, _SEG, _SLOTS, _WAVE).
+	RingBlocks, RingSeg, RingSlots int64
+	RingWave                       bool
+	// Matmul is "" (cuBLAS where it can, else the tiled kernel), "tiled"
+	// (never cuBLAS) or "cublas" (fail rather than fall back)
+	// (HIR_CUDA_MATMUL).
+	Matmul string
+	// BlasWorkspace is the bytes of device memory cuBLAS gets as its
+	// workspace, allocated with the handle, as PyTorch gives it on Hopper
+	// (32 MiB): a captured matmul then picks its algorithm as an eager one
+	// does. 0: cuBLAS's own pool (HIR_CUBLAS_WORKSPACE).
+	BlasWorkspace int64
+	// TransferSMMax is the largest contiguous one-sided transfer (bytes)
+	// posted as a copy kernel through the peer mapping (SM loads and
+	// stores) rather than a cuMemcpyAsync on the copy engines, whose
+	// start-up was thought to dominate small copies; 0 (the default: on
+	// 2 H100s the kernel was slower at every size measured, 8 B–1 MiB):
+	// always the copy engines (HIR_XFER_SM_MAX).
+	TransferSMMax int64
+	// CheckLaunches synchronises after every compute launch, so a fault
+	// names the op that caused it (HIR_CUDA_CHECK_LAUNCHES=1).
+	CheckLaunches bool
+}
+
+// DefaultTuning is the Tuning with no variable set.
+func DefaultTuning() Tuning {
+	return Tuning{
+		AutoOneShotMax: oneShotLLMax,
+		LLMax:          oneShotLLMax,
+		LLTwoShotMin:   256 << 10,
+		LLBulkMin:      256 << 10,
+		TwoShotBulk:    true,
+		BulkPortion:    8 << 10,
+		CEPush:         true,
+		TwoShotCEMin:   128 << 20,
+		AutoCEMin:      64 << 20,
+		RingBlocks:     RingDefault.Blocks, RingSeg: RingDefault.Seg, RingSlots: RingDefault.Slots, RingWave: RingDefault.Wave,
+		BlasWorkspace: 32 << 20,
+		TransferSMMax: 0, // measured: no size where the kernel won (RUNTIME-CUDA.md)
+	}
+}
+
+// TuningFromEnv is DefaultTuning with the environment's knobs applied; a
+// value that does not parse, or is out of range, leaves the default.
+func TuningFromEnv() Tuning {
+	t := DefaultTuning()
+	if v, ok := envInt("HIR_COLL_AUTO_ONESHOT_MAX"); ok && v >= 0 {
+		t.AutoOneShotMax = v
+	}
+	if v, ok := envInt("HIR_COLL_LL_MAX"); ok && v >= 0 {
+		t.LLMax = min(v, LlCapBytes)
+	}
+	if v, ok := envInt("HIR_COLL_LL_TWO_SHOT_MIN"); ok {
+		t.LLTwoShotMin = v
+	}
+	if v, ok := envInt("HIR_COLL_LL_BULK_MIN"); ok {
+		t.LLBulkMin = v
+	}
+	t.TwoShotBulk = os.Getenv("HIR_COLL_TWO_SHOT_BULK") != "0"
+	if v, ok := envInt("HIR_COLL_BULK_PORTION"); ok && v >= 1<<10 {
+		t.BulkPortion = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("HIR_COLL_BLOCKS")); err == nil && v > 0 {
+		t.Blocks = v
+	}
+	t.CEPush = os.Getenv("HIR_COLL_CE_PUSH") != "0"
+	if v, ok := envInt("HIR_COLL_TWO_SHOT_CE_MIN"); ok && v >= 0 {
+		t.TwoShotCEMin = v
+	}
+	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {
+		t.AutoCEMin = v
+	}
+	if v, ok := envInt("HIR_XFER_SM_MAX"); ok && v >= 0 {
+		t.TransferSMMax = v
+	}
+	if v, ok := envInt("HIR_CUBLAS_WORKSPACE"); ok && v >= 0 {
+		t.BlasWorkspace = v
+	}
+	if v, ok := envInt("HIR_COLL_RING_BLOCKS"); ok && v > 0 {
+		t.RingBlocks = min(v, MaxBlocks)
+	}
+	if v, ok := envInt("HIR_COLL_RING_SEG"); ok && v >= 16 {
+		t.RingSeg = min(v/16*16, 64<<20)
+	}
+	if v, ok := envInt("HIR_COLL_RING_SLOTS"); ok && v > 0 {
+		t.RingSlots = min(max(v, 2), 16)
+	}
+	switch os.Getenv("HIR_COLL_RING_WAVE") {
+	case "1":
+		t.RingWave = true
+	case "0":
+		t.RingWave = false
+	}
+	t.Matmul = os.Getenv(EnvMatmul)
+	t.CheckLaunches = os.Getenv("HIR_CUDA_CHECK_LAUNCHES") == "1"
+	return t
+}
+
+func envInt(name string) (int64, bool) {
+	v, err := strconv.ParseInt(os.Getenv(name), 10, 64)
+	return v, err == nil
+}
+
+// ring is the ring geometry t sets.
+func (t *Tuning) Ring() RingGeom {
+	return RingGeom{Blocks: t.RingBlocks, Seg: t.RingSeg, Slots: t.RingSlots, Wave: t.RingWave}
+}
+
+// setRing sets t's ring geometry to g.
+func (t *Tuning) SetRing(g RingGeom) {
+	t.RingBlocks, t.RingSeg, t.RingSlots, t.RingWave = g.Blocks, g.Seg, g.Slots, g.Wave
+}

@@ -1,0 +1,57 @@
+package cuda
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// maxPackageLines is the most lines of non-test Go a package under
+// runtime/ may have (issue 21: runtime/cuda in layers a reader can see).
+const maxPackageLines = 4000
+
+// overLimit are the packages already over maxPackageLines when the test
+// came, each with the ceiling it may not pass until it is split:
+// runtime/sim had 4,737 lines.
+var overLimit = map[string]int{"sim": 5000}
+
+// TestPackagesStaySmall fails when a package under runtime/ grows over
+// maxPackageLines lines of non-test Go.
+func TestPackagesStaySmall(t *testing.T) {
+	root := filepath.Join("..")
+	lines := map[string]int{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		lines[filepath.Dir(path)] += bytes.Count(b, []byte("\n"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) < 5 {
+		t.Fatalf("found only %d packages under runtime/: %v", len(lines), lines)
+	}
+	for dir, n := range lines {
+		limit := maxPackageLines
+		if rel, _ := filepath.Rel(root, dir); overLimit[filepath.ToSlash(rel)] > 0 {
+			limit = overLimit[filepath.ToSlash(rel)]
+		}
+		if n > limit {
+			t.Errorf("%s has %d lines of non-test Go, over %d: split it into layers (docs/ARCHITECTURE.md)", dir, n, limit)
+		}
+	}
+}
