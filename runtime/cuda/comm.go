@@ -9,7 +9,7 @@ import "github.com/hirlab/hir/runtime"
 
 // Collective runs c on stream s; see docs/COLLECTIVES.md.
 func (d *Device) Collective(c *runtime.CollectiveCall, s runtime.Stream) error {
-	return d.Collective(c, s)
+	return d.Comm.Collective(c, s)
 }
 
 // Send sends t to peer, ordered on s: matched with peer's k-th Recv from
