@@ -36,7 +36,7 @@ type builder struct {
 	src         string            // the source, for scanComments; the caller's bytes (Parse)
 	undefined   []undefinedUse    // uses of names not defined so far (settleUndefined)
 	strayInputs map[string]ir.Pos // inputs declared in a region, which define nothing (laterDefinition)
-	poisoned    map[string]bool   // names whose definition was rejected: uses are not reported
+	poisoned    map[string]bool   // names whose definition was rejected, that the table of names does not hold (poison)
 
 	reference  bool                       // parse with the participle grammar only (parseWith)
 	chunkBytes int                        // tests: > 0 reads in parallel in chunks of this size, < 0 on one goroutine, whatever the source's size
@@ -46,6 +46,8 @@ type builder struct {
 	text       []byte                     // the chunk keep copies into
 	types      []ir.Type                  // an op's result types, reused from op to op
 	dimBuf     []ir.Dim                   // a type's dims, reused from type to type
+	attrNode   attrNode                   // an attribute the fast path read, as the grammar's node (genericOp)
+	frames     []frame                    // the regions' frames' slab
 	typeCache  map[typeKey]*ir.TensorType // tensorType's
 	ends       map[*ir.Op]ir.Pos          // with ParseComments: where each region's } is
 
@@ -69,6 +71,8 @@ type irAlloc struct {
 	dims     []ir.Dim
 	literals []ir.Literal
 	ints     []int64
+	blocks   []ir.Block
+	scalars  []ir.ScalarType
 }
 
 // keep copies s, text of the source, for the program to keep: Parse reads
@@ -186,9 +190,9 @@ func (b *builder) rejectedLine(l *line) {
 	prev := "" // the last name looked at
 	for t := range l.all() {
 		if t.kind() == tokVar {
-			if name := l.text(&t)[1:]; name != prev && !b.poisoned[name] {
+			if name := l.text(&t)[1:]; name != prev && !b.isPoisoned(name) {
 				if _, ok := b.defined(name); !ok {
-					b.poisoned[name] = true
+					b.poison(name)
 				}
 				prev = name
 			}
@@ -198,7 +202,9 @@ func (b *builder) rejectedLine(l *line) {
 		}
 	}
 	if last.is(l.src, '{') {
-		b.push(&frame{block: &ir.Block{}, broken: true}, b.pos(l.pos(l.at(0))))
+		fr := take(&b.frames)
+		*fr = frame{block: take(&b.ir.blocks), broken: true}
+		b.push(fr, b.pos(l.pos(l.at(0))))
 	} else {
 		b.top().tainted = true
 	}
@@ -234,21 +240,22 @@ func (b *builder) mesh(m *meshAST) {
 		}
 		return
 	}
-	items := m.List.Items
-	if len(items) == 0 {
+	items := m.List.len()
+	if items == 0 {
 		b.errs.Add(b.pos(m.List.Pos), "mesh needs at least one device")
 		b.meshBad = true
 		return
 	}
-	if len(items) > maxMeshSize {
-		b.errs.Add(b.pos(m.List.Pos), "mesh of %d ranks is too large (at most %d)", len(items), maxMeshSize)
+	if items > maxMeshSize {
+		b.errs.Add(b.pos(m.List.Pos), "mesh of %d ranks is too large (at most %d)", items, maxMeshSize)
 		b.meshBad = true
 		return
 	}
 	seen := map[int64]ir.Pos{}
-	devices := make([]int, 0, len(items))
-	for _, it := range items {
-		d, ok := b.int(it)
+	devices := make([]int, 0, items)
+	for k := range items {
+		it := m.List.item(k)
+		d, ok := b.int(&it)
 		if !ok {
 			b.meshBad = true
 			continue
@@ -321,8 +328,9 @@ func (b *builder) output(out *outputAST) {
 		return
 	}
 	b.outputPos = pos
-	for _, n := range out.Values {
-		if v := b.resolve(n); v != nil {
+	for k := range out.count() {
+		n := out.value(k)
+		if v := b.resolve(&n); v != nil {
 			b.prog.Outputs = append(b.prog.Outputs, v)
 		}
 	}
@@ -400,9 +408,12 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 		ok = false
 	}
 
-	attrs := b.ir.attrSlice(len(g.Attrs))
-	for _, a := range g.Attrs {
-		attr, aok := b.attr(a, code)
+	attrs := b.ir.attrSlice(g.attrCount())
+	lists := 0
+	a := &b.attrNode
+	for k := range g.attrCount() {
+		g.attr(k, &lists, a)
+		attr, aok := b.attr(&a.attrAST, code)
 		ok = ok && aok
 		attrs = append(attrs, attr)
 	}
@@ -413,7 +424,7 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 	for _, t := range g.Types {
 		typ, tok := b.typ(t)
 		ok = ok && tok
-		types = append(types, typ)
+		types = push(types, typ)
 	}
 	b.types = types
 	if len(g.Types) > 0 && len(g.Types) != len(o.Results) {
@@ -432,7 +443,8 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 
 func (b *builder) forOp(o *opAST) {
 	f := o.For
-	op := &ir.Op{Code: ir.OpFor, Pos: b.pos(f.Pos)}
+	op := take(&b.ir.ops)
+	*op = ir.Op{Code: ir.OpFor, Pos: b.pos(f.Pos), Attrs: b.ir.attrSlice(4)}
 	ok := true
 	setInt := func(key string, t *intTok) int64 {
 		n, iok := b.int(t)
@@ -451,8 +463,12 @@ func (b *builder) forOp(o *opAST) {
 		setInt("streams", f.Streams) // stored even as 1: one stream of its own
 	}
 	sortAttrs(op.Attrs)
-	index := &ir.Value{Name: b.keep(f.Index.Text[1:]), Type: &ir.ScalarType{DType: ir.I64}, Pos: b.pos(f.Index.Pos)}
-	op.Body = &ir.Block{Args: []*ir.Value{index}}
+	index := take(&b.ir.values)
+	i64 := take(&b.ir.scalars)
+	*i64 = ir.ScalarType{DType: ir.I64}
+	*index = ir.Value{Name: b.keep(f.Index.Text[1:]), Type: i64, Pos: b.pos(f.Index.Pos)}
+	op.Body = take(&b.ir.blocks)
+	op.Body.Args = append(b.ir.valueSlice(1), index)
 	fr := b.finishOp(op, o.Results, nil, ok, true)
 	if b.claim(f.Index) {
 		fr.scope.set(index)
@@ -471,6 +487,9 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 	// the claimed names' entries, for the top level's scope.set below
 	var entryBuf [4]*nameEntry
 	entries := entryBuf[:0]
+	if len(results) > len(entryBuf) {
+		b.names.reserve(len(results))
+	}
 	for i, r := range results {
 		e, claimed := b.claimEntry(r)
 		if !claimed {
@@ -517,8 +536,11 @@ func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok,
 		}
 		return nil
 	}
-	op.Body = orEmpty(op.Body)
-	fr := &frame{op: op, block: op.Body, broken: !ok}
+	if op.Body == nil {
+		op.Body = take(&b.ir.blocks)
+	}
+	fr := take(&b.frames)
+	*fr = frame{op: op, block: op.Body, broken: !ok}
 	if !ok {
 		b.poisonResults(results)
 	}
@@ -532,13 +554,6 @@ func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok,
 		}
 	}
 	return fr
-}
-
-func orEmpty(blk *ir.Block) *ir.Block {
-	if blk == nil {
-		return &ir.Block{}
-	}
-	return blk
 }
 
 // finish closes what the end of the file left open and checks the mesh.

@@ -5,6 +5,7 @@
 package parser
 
 import (
+	"fmt"
 	"iter"
 
 	"github.com/alecthomas/participle/v2/lexer"
@@ -16,8 +17,8 @@ import (
 //
 // A name is looked up in O(1), however deep the regions nest (a file of a
 // million lines ending in `{`): names are unique program-wide, so the
-// values of the regions open are kept by name in one map (innerDefs), the
-// top level's in the table of names, and what a lookup has to check is
+// values of the regions open are kept by name (innerDefs), and the top
+// level's, in the table of names, and what a lookup has to check is
 // where the value is defined against the nearest fusion around (which sees
 // only its operands and its own values).
 type scope struct {
@@ -46,12 +47,12 @@ type scope struct {
 }
 
 // innerDefs is every value a region open (not the top level) defines, by
-// name: the innermost first, should a name be defined twice. The
-// definitions come from slabs (a fusion body's values cost no allocation
-// each).
+// name, in the name's entry of the table of names (nameEntry.inner): the
+// innermost first, should a name be defined twice. The definitions come
+// from slabs (a fusion body's values cost no allocation each).
 type innerDefs struct {
-	m    map[string]*innerDef
-	slab []innerDef
+	slab   []innerDef
+	scopes []scope // the regions' scopes' slab
 }
 
 type innerDef struct {
@@ -64,14 +65,16 @@ const smallScope = 16
 
 // newTopScope is the top level's scope.
 func newTopScope(table *nameTable) *scope {
-	s := &scope{table: table, defs: &innerDefs{m: map[string]*innerDef{}}}
+	s := &scope{table: table, defs: &innerDefs{}}
 	s.top = s
 	return s
 }
 
 // child is a new scope within s.
 func (s *scope) child(lenient bool) *scope {
-	return &scope{parent: s, boundary: s.boundary, lenient: lenient, around: s.isLenient(), depth: s.depth + 1, top: s.top, defs: s.defs}
+	c := take(&s.defs.scopes)
+	*c = scope{parent: s, boundary: s.boundary, lenient: lenient, around: s.isLenient(), depth: s.depth + 1, top: s.top, defs: s.defs}
+	return c
 }
 
 // close makes s a fusion body's.
@@ -88,7 +91,12 @@ func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 	if s.depth == 0 {
 		return s.get(name), false // no region open sees into this one
 	}
-	for d := s.defs.m[name]; d != nil; d = d.next {
+	e := s.top.table.lookup(name)
+	var inner *innerDef
+	if e != nil {
+		inner = e.inner
+	}
+	for d := inner; d != nil; d = d.next {
 		if d.scope.depth > s.depth {
 			continue // in a region within s (s is not the innermost)
 		}
@@ -104,7 +112,10 @@ func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 		}
 		return nil, true
 	}
-	return s.top.get(name), false
+	if e == nil {
+		return nil, false
+	}
+	return e.v, false // the top level's (scope.get)
 }
 
 // get is the value name means in this scope itself (not its parents).
@@ -129,9 +140,10 @@ func (s *scope) get(name string) *ir.Value {
 // set makes v's name mean v in this scope, which defines it.
 func (s *scope) set(v *ir.Value) {
 	if s.table == nil {
+		e := s.top.table.entry(v.Name)
 		d := take(&s.defs.slab)
-		*d = innerDef{v: v, scope: s, next: s.defs.m[v.Name]}
-		s.defs.m[v.Name] = d
+		*d = innerDef{v: v, scope: s, next: e.inner}
+		e.inner = d
 	}
 	s.capture(v)
 }
@@ -171,16 +183,15 @@ func (s *scope) capture(v *ir.Value) {
 // end forgets the values s defines, as its region closes.
 func (s *scope) end() {
 	drop := func(name string) {
-		defs := s.defs.m
-		d := defs[name]
+		e := s.top.table.lookup(name)
+		if e == nil {
+			return
+		}
+		d := e.inner
 		for d != nil && d.scope == s {
 			d = d.next
 		}
-		if d == nil {
-			delete(defs, name)
-		} else {
-			defs[name] = d
-		}
+		e.inner = d
 	}
 	for _, v := range s.vals {
 		drop(v.Name)
@@ -233,7 +244,7 @@ func (b *builder) push(fr *frame, pos ir.Pos) {
 		fr.broken = true
 		fr.scope.lenient = true
 	}
-	b.stack = append(b.stack, fr)
+	b.stack = push(b.stack, fr)
 }
 
 func (b *builder) close(c *closeAST) {
@@ -332,14 +343,33 @@ func (b *builder) claimEntry(n *nameTok) (*nameEntry, bool) {
 	name := n.Text[1:]
 	e := b.names.entry(name)
 	if e.defined() {
-		b.errs.Add(b.pos(n.Pos), "%s is defined twice (first at %s)", n.Text, b.filePos.At(int(e.line), int(e.col)))
+		b.errorAt(b.pos(n.Pos), func() string {
+			return fmt.Sprintf("%s is defined twice (first at %s)", n.Text, b.filePos.At(int(e.line), int(e.col)))
+		})
 		return e, false
 	}
 	e.define(n.Pos)
 	return e, true
 }
 
-func (b *builder) poison(name string) { b.poisoned[name] = true }
+// poison marks name as one whose definition was rejected, so that its
+// uses are not reported: in its entry in the table of names, or for a
+// name the table does not hold, in b.poisoned.
+func (b *builder) poison(name string) {
+	if e := b.names.lookup(name); e != nil {
+		e.poisoned = true
+		return
+	}
+	b.poisoned[name] = true
+}
+
+// isPoisoned reports whether name was poisoned.
+func (b *builder) isPoisoned(name string) bool {
+	if e := b.names.lookup(name); e != nil && e.poisoned {
+		return true
+	}
+	return len(b.poisoned) > 0 && b.poisoned[name]
+}
 
 // poisonResults marks the results of a rejected op, except names that were
 // defined before (those still mean the earlier value).
@@ -363,7 +393,7 @@ func (b *builder) resolve(n *nameTok) *ir.Value {
 	if v != nil {
 		return v
 	}
-	if b.poisoned[name] || s.isLenient() {
+	if b.isPoisoned(name) || s.isLenient() {
 		return nil
 	}
 	pos := b.pos(n.Pos)

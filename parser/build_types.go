@@ -94,9 +94,10 @@ func (b *builder) attr(a *attrAST, code ir.Opcode) (ir.Attr, bool) {
 	switch {
 	case v.List != nil:
 		attr.Value.Kind = ir.KindInts
-		attr.Value.Ints = b.ir.intSlice(len(v.List.Items))
-		for _, it := range v.List.Items {
-			n, ok := b.int(it)
+		attr.Value.Ints = b.ir.intSlice(v.List.len())
+		for k := range v.List.len() {
+			it := v.List.item(k)
+			n, ok := b.int(&it)
 			if !ok {
 				return attr, false
 			}
@@ -145,9 +146,27 @@ func (b *builder) word(w string, words []string) string {
 func sortAttrs(attrs []ir.Attr) {
 	if len(attrs) > 16 {
 		byKey := func(a, b ir.Attr) int { return strings.Compare(a.Key, b.Key) }
-		if !slices.IsSortedFunc(attrs, byKey) {
-			slices.SortStableFunc(attrs, byKey)
+		if slices.IsSortedFunc(attrs, byKey) {
+			return
 		}
+		// Their indices are sorted, ties in order (stably), and each
+		// attribute is moved once: a sort moves an index (4 bytes) many
+		// times where it would move an attribute (96).
+		order := make([]int32, len(attrs))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(i, j int32) int {
+			if c := strings.Compare(attrs[i].Key, attrs[j].Key); c != 0 {
+				return c
+			}
+			return int(i - j)
+		})
+		sorted := make([]ir.Attr, len(attrs))
+		for k, i := range order {
+			sorted[k] = attrs[i]
+		}
+		copy(attrs, sorted)
 		return
 	}
 	// Insertion sort: attribute lists are short.
@@ -195,22 +214,27 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 		}
 	}
 	dims := b.dimBuf[:0]
+	if rank := t.Shape.rank(); rank > len(typeKey{}.dims) {
+		// The type's own dims (a long list, not copied again by tensorType).
+		dims = make([]ir.Dim, 0, rank)
+	}
 	elems := uint64(1)
-	for _, d := range t.Shape.Dims {
-		n, iok := b.int(d.Extent)
+	for k := range t.Shape.rank() {
+		extent, parallel, hasParallel := t.Shape.dim(k)
+		n, iok := b.int(&extent)
 		if !iok {
 			ok = false
 			continue
 		}
 		if n < 1 {
-			b.errs.Add(b.pos(d.Extent.Pos), "an extent must be at least 1, got %d", n)
+			b.errs.Add(b.pos(extent.Pos), "an extent must be at least 1, got %d", n)
 			ok = false
 			continue
 		}
 		dim := ir.Dim{Extent: n}
-		if d.Parallel != nil {
-			if d.Parallel.Text != "DIDx" {
-				b.errs.Add(b.pos(d.Parallel.Pos), "unknown device dimension %q in %d/%s (the only one is DIDx)", d.Parallel.Text, n, d.Parallel.Text)
+		if hasParallel {
+			if parallel.Text != "DIDx" {
+				b.errs.Add(b.pos(parallel.Pos), "unknown device dimension %q in %d/%s (the only one is DIDx)", parallel.Text, n, parallel.Text)
 				ok = false
 			}
 			dim.Parallel = ir.DIDx
@@ -229,7 +253,9 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 		elems = lo
 		dims = append(dims, dim)
 	}
-	b.dimBuf = dims
+	if t.Shape.rank() <= len(typeKey{}.dims) {
+		b.dimBuf = dims
+	}
 	var mem ir.MemoryType
 	if m := t.Shape.Mem; m != nil {
 		var mok bool
@@ -266,7 +292,12 @@ func (b *builder) tensorType(dt ir.DType, dims []ir.Dim, mem ir.MemoryType) *ir.
 		}
 	}
 	t := take(&b.ir.tensors)
-	*t = ir.TensorType{DType: dt, Dims: append(b.ir.dimSlice(len(dims)), dims...), Mem: mem}
+	*t = ir.TensorType{DType: dt, Dims: dims, Mem: mem}
+	if cached {
+		// dims is the builder's buffer, reused by the next type; a longer
+		// list is the type's own (typ).
+		t.Dims = append(b.ir.dimSlice(len(dims)), dims...)
+	}
 	if cached {
 		if b.typeCache == nil {
 			b.typeCache = map[typeKey]*ir.TensorType{}
@@ -284,9 +315,10 @@ func memHint(word string) string {
 }
 
 func typeText(t *typeAST) string {
-	parts := make([]string, len(t.Shape.Dims))
-	for i, d := range t.Shape.Dims {
-		parts[i] = d.Extent.Text
+	parts := make([]string, t.Shape.rank())
+	for i := range parts {
+		extent, _, _ := t.Shape.dim(i)
+		parts[i] = extent.Text
 	}
 	return t.Name.Text + "[" + strings.Join(parts, ", ") + "]"
 }

@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
@@ -53,26 +54,20 @@ type fastAlloc struct {
 	names    []nameTok
 	idents   []identTok
 	ints     []intTok
-	attrs    []attrAST
-	values   []attrValueAST
 	types    []typeAST
 	shapes   []shapeAST
-	dims     []dimAST
 	lists    []intListAST
-	strs     []string
 	namePtrs []*nameTok
-	attrPtrs []*attrAST
 	typePtrs []*typeAST
-	dimPtrs  []*dimAST
-	intPtrs  []*intTok
 	// scratch: a list's elements, gathered before they are carved (carveList),
 	// and where each type and dim starts (elideList)
-	intScratch                        []*intTok
-	nameScratch                       []*nameTok
-	opToks                            []lexeme // a line's operands (genericAST.fastOps)
-	attrScratch                       []*attrAST
+	nameToks                          []lexeme      // a line's results (names)
+	opToks                            []lexeme      // a line's operands (genericAST.fastOps)
+	itemToks                          []lexeme      // its lists' items (intListAST.fastItems)
+	dimToks                           []fastDim     // its types' dims (shapeAST.fastDims)
+	attrToks                          []fastAttr    // its attributes (genericAST.fastAttrs)
+	listScratch                       []*intListAST // their lists (genericAST.fastLists)
 	typeScratch                       []*typeAST
-	dimScratch                        []*dimAST
 	attrStarts, typeStarts, dimStarts []int32
 }
 
@@ -97,6 +92,16 @@ func put[T any](s *[]T, v T) *T {
 	}
 	*s = append(*s, v)
 	return &(*s)[len(*s)-1]
+}
+
+// push is append(s, v) for a list of a line, which may be millions long:
+// it doubles a full slice where append grows a long one by a quarter,
+// copying it four times over (and into fresh memory each time).
+func push[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		s = slices.Grow(s, len(s)+1)
+	}
+	return append(s, v)
 }
 
 // takeSlice returns a slice of n pointers carved from a slab (its capacity
@@ -145,9 +150,12 @@ func (p *fastParser) next() { p.i++ }
 // parseLineFast parses the line l (scanning its tokens as it goes); ok is
 // false when the line is not accepted. The tree is built in a's slabs.
 func parseLineFast(l *line, a *fastAlloc) (ast *lineAST, ok bool) {
+	first := l.at(0)
+	if k := first.kind(); k != tokIdent && k != tokVar && !first.is(l.src, '}') {
+		return nil, false // no statement starts so (a line of junk: no node made)
+	}
 	p := fastParser{l: l, a: a}
 	ast = put(&a.lines, lineAST{})
-	first := l.at(0)
 	switch {
 	case first.kind() == tokIdent && p.text(first) == "mesh":
 		ast.Mesh, ok = p.mesh()
@@ -187,16 +195,19 @@ func (p *fastParser) intList() (*intListAST, bool) {
 	l := put(&p.a.lists, intListAST{Pos: p.pos(p.tok()), Open: true})
 	p.next()
 	if p.tok().kind() == tokInt {
-		first := p.i
-		items := append(p.a.intScratch[:0], p.intTok())
+		// The items' tokens, after those of the line's lists before.
+		first, start := p.i, len(p.a.itemToks)
+		items := push(p.a.itemToks, *p.tok())
+		p.next()
 		for p.punct(',') && p.at(p.i+1).kind() == tokInt {
 			p.next()
-			items = append(items, p.intTok())
-			p.release(len(items))
+			items = push(items, *p.tok())
+			p.next()
+			p.release(len(items) - start)
 		}
-		p.a.intScratch = items
-		p.elideList(len(items), first)
-		l.Items = carveList(&p.a.intPtrs, items)
+		p.a.itemToks = items
+		p.elideList(len(items)-start, first)
+		l.fastItems, l.fastLine = items[start:len(items):len(items)], p.l
 	}
 	if !p.punct(']') {
 		return nil, false
@@ -232,26 +243,40 @@ func (p *fastParser) nameTok() *nameTok {
 	return n
 }
 
-// names reads %a, %b, ... (the current token is a name).
-func (p *fastParser) names() ([]*nameTok, bool) {
+// nameList reads %a, %b, ... (the current token is a name) as tokens, into
+// buf (emptied); ok is false where a comma is not followed by a name.
+func (p *fastParser) nameList(buf []lexeme) (names []lexeme, ok bool) {
 	first := p.i
-	out := append(p.a.nameScratch[:0], p.nameTok())
-	ok := true
+	names = push(buf[:0], *p.tok())
+	p.next()
+	ok = true
 	for p.punct(',') {
 		if p.at(p.i+1).kind() != tokVar {
 			ok = false
 			break
 		}
 		p.next()
-		out = append(out, p.nameTok())
-		p.release(len(out))
+		names = push(names, *p.tok())
+		p.next()
+		p.release(len(names))
 	}
-	p.a.nameScratch = out
-	p.elideList(len(out), first)
+	p.elideList(len(names), first)
+	return names, ok
+}
+
+// names reads %a, %b, ... (the current token is a name) as nodes.
+func (p *fastParser) names() ([]*nameTok, bool) {
+	toks, ok := p.nameList(p.a.nameToks)
+	p.a.nameToks = toks
 	if !ok {
 		return nil, false
 	}
-	return carveList(&p.a.namePtrs, out), true
+	out := takeSlice(&p.a.namePtrs, len(toks))
+	for k := range toks {
+		t := &toks[k]
+		out[k] = put(&p.a.names, nameTok{Pos: p.pos(t), Text: p.text(t)})
+	}
+	return out, true
 }
 
 func (p *fastParser) input() (*inputAST, bool) {
@@ -276,8 +301,10 @@ func (p *fastParser) output() (*outputAST, bool) {
 	if p.tok().kind() != tokVar {
 		return nil, false
 	}
-	var ok bool
-	out.Values, ok = p.names()
+	// The names' tokens (as generic's operands), not nodes.
+	names, ok := p.nameList(p.a.opToks)
+	p.a.opToks = names
+	out.fastValues, out.fastLine = names, p.l
 	return out, ok
 }
 
@@ -369,7 +396,7 @@ func (p *fastParser) generic() (*genericAST, bool) {
 		ops := p.a.opToks[:0]
 		ok := true
 		for {
-			ops = append(ops, *p.tok())
+			ops = push(ops, *p.tok())
 			p.next()
 			if !p.punct(',') {
 				break
@@ -389,7 +416,8 @@ func (p *fastParser) generic() (*genericAST, bool) {
 		g.fastOps, g.fastLine = ops, p.l
 	}
 	if p.tok().kind() == tokIdent {
-		attrs := p.a.attrScratch[:0]
+		attrs := p.a.attrToks[:0]
+		lists := p.a.listScratch[:0]
 		starts := p.a.attrStarts[:0]
 		ok := true
 		for ok && p.tok().kind() == tokIdent {
@@ -397,36 +425,33 @@ func (p *fastParser) generic() (*genericAST, bool) {
 				ok = false
 				break
 			}
-			starts = append(starts, int32(p.i))
-			a := put(&p.a.attrs, attrAST{Pos: p.pos(p.tok()), Key: p.text(p.tok())})
+			starts = push(starts, int32(p.i))
+			a := fastAttr{key: *p.tok()}
 			p.i += 2 // key =
 			t := p.tok()
-			v := put(&p.a.values, attrValueAST{Pos: p.pos(t)})
+			a.value = *t
 			switch {
-			case t.kind() == tokInt || t.kind() == tokFloat:
-				v.Num = put(&p.a.strs, p.text(t))
-				p.next()
-			case t.kind() == tokIdent:
-				v.Word = put(&p.a.strs, p.text(t))
+			case t.kind() == tokInt || t.kind() == tokFloat || t.kind() == tokIdent:
 				p.next()
 			case t.is(p.l.src, '['):
-				v.List, ok = p.intList()
+				var list *intListAST
+				list, ok = p.intList()
+				lists = push(lists, list)
 			default:
 				ok = false
 			}
 			if !ok {
 				break
 			}
-			a.Value = v
-			attrs = append(attrs, a)
+			attrs = push(attrs, a)
 			p.release(len(attrs))
 		}
-		p.a.attrScratch, p.a.attrStarts = attrs, starts
+		p.a.attrToks, p.a.listScratch, p.a.attrStarts = attrs, lists, starts
 		p.l.elideList(len(attrs), false, func(k int) int { return int(starts[k]) })
 		if !ok {
 			return nil, false
 		}
-		g.Attrs = carveList(&p.a.attrPtrs, attrs)
+		g.fastAttrs, g.fastLists, g.fastLine = attrs, lists, p.l
 	}
 	if p.punct(':') {
 		types := p.a.typeScratch[:0]
@@ -434,12 +459,12 @@ func (p *fastParser) generic() (*genericAST, bool) {
 		ok := true
 		for {
 			p.next() // : or ,
-			starts = append(starts, int32(p.i))
+			starts = push(starts, int32(p.i))
 			var t *typeAST
 			if t, ok = p.typ(); !ok {
 				break
 			}
-			types = append(types, t)
+			types = push(types, t)
 			if !p.punct(',') {
 				break
 			}
@@ -471,38 +496,41 @@ func (p *fastParser) typ() (*typeAST, bool) {
 	s := put(&p.a.shapes, shapeAST{Open: true})
 	p.next()
 	if p.tok().kind() == tokInt {
-		dims := p.a.dimScratch[:0]
+		// The dims' tokens, after those of the line's types before.
+		start := len(p.a.dimToks)
+		dims := p.a.dimToks
 		starts := p.a.dimStarts[:0]
 		ok := true
 		for {
-			starts = append(starts, int32(p.i))
+			starts = push(starts, int32(p.i))
 			if p.tok().kind() != tokInt {
 				ok = false
 				break
 			}
-			d := put(&p.a.dims, dimAST{Pos: p.pos(p.tok())})
-			d.Extent = p.intTok()
+			d := fastDim{extent: *p.tok()}
+			p.next()
 			if p.punct('/') {
 				p.next()
 				if p.tok().kind() != tokIdent {
 					ok = false
 					break
 				}
-				d.Parallel = p.identTok()
+				d.parallel = *p.tok()
+				p.next()
 			}
-			dims = append(dims, d)
+			dims = push(dims, d)
 			if !p.punct(',') {
 				break
 			}
 			p.next()
-			p.release(len(dims))
+			p.release(len(dims) - start)
 		}
-		p.a.dimScratch, p.a.dimStarts = dims, starts
-		p.l.elideList(len(dims), true, func(k int) int { return int(starts[k]) })
+		p.a.dimToks, p.a.dimStarts = dims, starts
+		p.l.elideList(len(dims)-start, true, func(k int) int { return int(starts[k]) })
 		if !ok {
 			return nil, false
 		}
-		s.Dims = carveList(&p.a.dimPtrs, dims)
+		s.fastDims, s.fastLine = dims[start:len(dims):len(dims)], p.l
 	}
 	if !p.punct(']') {
 		return nil, false
@@ -548,18 +576,13 @@ func (a *fastAlloc) reset() {
 	a.names = a.names[:0]
 	a.idents = a.idents[:0]
 	a.ints = a.ints[:0]
-	a.attrs = a.attrs[:0]
-	a.values = a.values[:0]
 	a.types = a.types[:0]
 	a.shapes = a.shapes[:0]
-	a.dims = a.dims[:0]
 	a.lists = a.lists[:0]
-	a.strs = a.strs[:0]
 	a.namePtrs = a.namePtrs[:0]
-	a.attrPtrs = a.attrPtrs[:0]
 	a.typePtrs = a.typePtrs[:0]
-	a.dimPtrs = a.dimPtrs[:0]
-	a.intPtrs = a.intPtrs[:0]
+	a.itemToks = a.itemToks[:0]
+	a.dimToks = a.dimToks[:0]
 }
 
 // scanParseAndBuild reads src a line at a time: each line is scanned as

@@ -70,6 +70,7 @@ func checkDifferential(t *testing.T, src []byte) {
 	eachLine("f.hir", src, func(l *line) {
 		fast, ok := parseLineFast(l, &alloc)
 		if ok {
+			materializeLists(fast)
 			materializeOperands(fast)
 		}
 		if _, bad := l.firstBad(); bad {
@@ -241,6 +242,68 @@ func materializeOperands(ast *lineAST) {
 		g.Operands = append(g.Operands, x)
 	}
 	g.fastOps, g.fastLine = nil, nil
+}
+
+// materializeLists turns the int lists' items and the shapes' dims of the
+// fast path's tree, kept as tokens, into the grammar's nodes, to compare
+// the trees.
+func materializeLists(ast *lineAST) {
+	list := func(l *intListAST) {
+		if l == nil || l.fastItems == nil {
+			return
+		}
+		for k := range l.len() {
+			it := l.item(k)
+			l.Items = append(l.Items, &it)
+		}
+		l.fastItems, l.fastLine = nil, nil
+	}
+	shape := func(t *typeAST) {
+		if t == nil || t.Shape == nil || t.Shape.fastDims == nil {
+			return
+		}
+		s := t.Shape
+		for k := range s.rank() {
+			extent, parallel, ok := s.dim(k)
+			d := &dimAST{Pos: extent.Pos, Extent: &extent}
+			if ok {
+				d.Parallel = &parallel
+			}
+			s.Dims = append(s.Dims, d)
+		}
+		s.fastDims, s.fastLine = nil, nil
+	}
+	switch {
+	case ast.Output != nil:
+		o := ast.Output
+		for k := range o.count() {
+			n := o.value(k)
+			o.Values = append(o.Values, &n)
+		}
+		o.fastValues, o.fastLine = nil, nil
+	case ast.Mesh != nil:
+		list(ast.Mesh.List)
+	case ast.Input != nil:
+		shape(ast.Input.Type)
+	case ast.Op != nil && ast.Op.Generic != nil:
+		g := ast.Op.Generic
+		lists := 0
+		for k := range g.fastAttrs {
+			a := new(attrNode)
+			g.attr(k, &lists, a)
+			g.Attrs = append(g.Attrs, &a.attrAST)
+		}
+		g.fastAttrs, g.fastLists = nil, nil
+		if g.fastOps == nil {
+			g.fastLine = nil
+		}
+		for _, a := range g.Attrs {
+			list(a.Value.List)
+		}
+		for _, t := range ast.Op.Generic.Types {
+			shape(t)
+		}
+	}
 }
 
 // eachLine calls f with every line of src that holds a token, read as

@@ -34,6 +34,23 @@ type inputAST struct {
 type outputAST struct {
 	Pos    lexer.Position
 	Values []*nameTok `parser:"'output' @@ ( ',' @@ )*"`
+
+	// The names as the fast path reads them, in place of Values (then
+	// nil), as fastOps are a generic op's: an output of millions.
+	fastValues []lexeme
+	fastLine   *line
+}
+
+// count is how many values the output names.
+func (o *outputAST) count() int { return len(o.Values) + len(o.fastValues) }
+
+// value is the output's name k.
+func (o *outputAST) value(k int) nameTok {
+	if o.fastValues == nil {
+		return *o.Values[k]
+	}
+	t := &o.fastValues[k]
+	return nameTok{Pos: o.fastLine.pos(t), Text: o.fastLine.text(t)}
 }
 
 type closeAST struct {
@@ -73,6 +90,48 @@ type genericAST struct {
 	// see unexported fields.)
 	fastOps  []lexeme
 	fastLine *line
+	// The attributes as the fast path reads them, in place of Attrs
+	// (then nil): their keys' and values' tokens, on fastLine, and the
+	// lists of those whose value is a list (its [), in order.
+	fastAttrs []fastAttr
+	fastLists []*intListAST
+}
+
+// fastAttr is an attribute as the fast path reads it: its key's token and
+// its value's (a list's [).
+type fastAttr struct{ key, value lexeme }
+
+// attrNode is an attribute as the grammar's node, with its value and the
+// value's text (genericAST.attr), reused from attribute to attribute.
+type attrNode struct {
+	attrAST
+	value attrValueAST
+	text  string
+}
+
+// attrCount is how many attributes the op has.
+func (g *genericAST) attrCount() int { return len(g.Attrs) + len(g.fastAttrs) }
+
+// attr is the op's attribute k, as the grammar's node, in a (lists
+// counts the attributes with a list value before k, the fast path's).
+func (g *genericAST) attr(k int, lists *int, a *attrNode) {
+	if g.fastAttrs == nil {
+		a.attrAST = *g.Attrs[k]
+		return
+	}
+	l, fa := g.fastLine, &g.fastAttrs[k]
+	a.attrAST = attrAST{Pos: l.pos(&fa.key), Key: l.text(&fa.key), Value: &a.value}
+	a.value = attrValueAST{Pos: l.pos(&fa.value)}
+	a.text = l.text(&fa.value)
+	switch fa.value.kind() {
+	case tokInt, tokFloat:
+		a.value.Num = &a.text
+	case tokIdent:
+		a.value.Word = &a.text
+	default:
+		a.value.List = g.fastLists[*lists]
+		*lists++
+	}
 }
 
 // operandAST is a value or a literal; inf and nan are literals, not names.
@@ -99,6 +158,24 @@ type intListAST struct {
 	Pos   lexer.Position
 	Open  bool      `parser:"@'['"`
 	Items []*intTok `parser:"( @@ ( ',' @@ )* )? ']'"`
+
+	// The items as the fast path reads them, in place of Items (then
+	// nil): their tokens, on fastLine, 16 bytes each and no pointer where
+	// an item costs 72 and a pointer (a list of millions of numbers). They
+	// are the fast path's, reused by the next line.
+	fastItems []lexeme
+	fastLine  *line
+}
+
+// len is how many items the list has.
+func (l *intListAST) len() int { return len(l.Items) + len(l.fastItems) }
+
+// item is the list's item k.
+func (l *intListAST) item(k int) intTok {
+	if l.fastItems != nil {
+		return l.fastLine.intTok(&l.fastItems[k])
+	}
+	return *l.Items[k]
 }
 
 // typeAST is f32[8/DIDx, 16] symmetric, or a type without a shape
@@ -113,6 +190,35 @@ type shapeAST struct {
 	Open bool      `parser:"@'['"`
 	Dims []*dimAST `parser:"( @@ ( ',' @@ )* )? ']'"`
 	Mem  *identTok `parser:"@@?"`
+
+	// The dims as the fast path reads them, in place of Dims (then nil),
+	// as fastItems are an intListAST's: a type of millions of dims.
+	fastDims []fastDim
+	fastLine *line
+}
+
+// fastDim is a dim as the fast path reads it: its extent's token and, for
+// N/DIDx, its device dimension's (else the zero lexeme, of no type).
+type fastDim struct{ extent, parallel lexeme }
+
+// rank is how many dims the shape has.
+func (s *shapeAST) rank() int { return len(s.Dims) + len(s.fastDims) }
+
+// dim is the shape's dim k: its extent and, when it has one (ok), its
+// device dimension.
+func (s *shapeAST) dim(k int) (extent intTok, parallel identTok, ok bool) {
+	if s.fastDims == nil {
+		d := s.Dims[k]
+		if d.Parallel != nil {
+			parallel, ok = *d.Parallel, true
+		}
+		return *d.Extent, parallel, ok
+	}
+	l, d := s.fastLine, &s.fastDims[k]
+	if d.parallel.typ != 0 {
+		parallel, ok = identTok{Pos: l.pos(&d.parallel), Text: l.text(&d.parallel)}, true
+	}
+	return l.intTok(&d.extent), parallel, ok
 }
 
 type dimAST struct {

@@ -150,6 +150,9 @@ func (l *line) pos(t *lexeme) lexer.Position {
 	return lexer.Position{Offset: t.off, Line: l.num, Column: t.off - l.start + 1}
 }
 
+// intTok is t as the grammar's node.
+func (l *line) intTok(t *lexeme) intTok { return intTok{Pos: l.pos(t), Text: l.text(t)} }
+
 // lexerToken is t as participle's token.
 func (l *line) lexerToken(t *lexeme) lexer.Token {
 	tok := lexer.Token{Type: t.kind(), Value: l.text(t), Pos: l.pos(t)}

@@ -31,11 +31,13 @@ type nameSlot struct {
 	idx int32  // the entry's number + 1
 }
 
-// nameEntry is 32 bytes: one is made for every name of the program.
+// nameEntry is 48 bytes: one is made for every name of the program.
 type nameEntry struct {
 	name      string
 	v         *ir.Value // the value at the top level, nil if none
+	inner     *innerDef // its values in the regions open, the innermost first (scope.set)
 	line, col int32     // the definition's position; line 0 until defined
+	poisoned  bool      // its definition was rejected: uses are not reported (builder.poison)
 }
 
 // defined reports whether the name is claimed (or poisoned) somewhere in
@@ -67,6 +69,14 @@ func (t *nameTable) resize(n int) {
 		h := t.hash(name)
 		slot, _ := t.find(name, h)
 		t.slots[slot] = nameSlot{tag: uint32(h >> 32), idx: i + 1}
+	}
+}
+
+// reserve makes room for n more names at once (a line that names
+// millions), rather than doubling the table again and again.
+func (t *nameTable) reserve(n int) {
+	if 2*(t.n+n) > len(t.slots) {
+		t.resize(t.n + n)
 	}
 }
 
