@@ -37,6 +37,8 @@ type Driver struct {
 	MemAlloc                     Proc `cu:"cuMemAlloc_v2 cuMemAlloc"`
 	MemFree                      Proc `cu:"cuMemFree_v2 cuMemFree"`
 	MemAllocAsync                Proc `cu:"cuMemAllocAsync"`
+	DeviceGetDefaultMemPool      Proc `cu:"cuDeviceGetDefaultMemPool"`
+	MemPoolSetAttribute          Proc `cu:"cuMemPoolSetAttribute"`
 	MemFreeAsync                 Proc `cu:"cuMemFreeAsync"`
 	MemHostAlloc                 Proc `cu:"cuMemHostAlloc"`
 	MemFreeHost                  Proc `cu:"cuMemFreeHost"`

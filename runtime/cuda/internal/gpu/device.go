@@ -133,6 +133,9 @@ func (d *Device) Open() error {
 			g, err = d.Drv.granularity(&prop, memAllocGranularityRecommended)
 		}
 		d.Granularity = g
+		if err == nil {
+			d.keepStagingPool()
+		}
 		return err
 	})
 	if err != nil {
@@ -330,4 +333,26 @@ func (d *Device) CheckOpen() error {
 // failure switches this rank to fds for good.
 func (d *Device) ImportCounts() (fabric, posixFD int64) {
 	return d.fabricImports.Load(), d.fdImports.Load()
+}
+
+// stagingPoolKeep is what the device's default memory pool keeps mapped
+// between synchronisations. Staged (strided reads, staged collective
+// inputs) allocates from that pool, which by default gives its memory
+// back to the driver at every synchronisation, so every Run's first
+// staging allocation mapped pages anew.
+const stagingPoolKeep = 256 << 20
+
+// memPoolAttrReleaseThreshold is CU_MEMPOOL_ATTR_RELEASE_THRESHOLD.
+const memPoolAttrReleaseThreshold = 4
+
+// keepStagingPool sets the default pool's release threshold (under
+// withCtx); a driver without pools keeps its default, which is only
+// slower.
+func (d *Device) keepStagingPool() {
+	var pool uintptr
+	if d.Drv.DeviceGetDefaultMemPool.Call2(uintptr(unsafe.Pointer(&pool)), uintptr(d.Dev)) != nil || pool == 0 {
+		return
+	}
+	keep := uint64(stagingPoolKeep)
+	_ = d.Drv.MemPoolSetAttribute.Call3(pool, memPoolAttrReleaseThreshold, uintptr(unsafe.Pointer(&keep)))
 }

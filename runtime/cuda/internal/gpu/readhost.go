@@ -29,7 +29,10 @@ type readBounce struct {
 }
 
 // ReadToHost copies each srcs[i] into dsts[i] after the work enqueued on
-// rs, and returns once all are there (rs synchronised).
+// rs, and returns once all are there (rs synchronised). A strided tensor
+// (a view: select, slice) is packed on the device first and read through
+// the pinned buffer too: read the pageable way, a strided 8 KiB output
+// cost a Run 235 µs on an H200.
 func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Stream) error {
 	s, err := d.Stream(rs)
 	if err != nil {
@@ -47,7 +50,7 @@ func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Str
 			return fmt.Errorf("cuda: rank %d: read to host: %d bytes for a tensor of %d", d.Opts.Rank, len(dsts[i]), t.Bytes())
 		}
 		slots[i] = -1
-		if n := align256(len(dsts[i])); n > 0 && t.IsContiguous() && total+n <= maxReadBounce {
+		if n := align256(len(dsts[i])); n > 0 && total+n <= maxReadBounce {
 			slots[i], total = total, total+n
 		}
 	}
@@ -74,9 +77,18 @@ func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Str
 			if err != nil {
 				return err
 			}
-			if err := d.WithCtx(func() error {
-				return d.Drv.MemcpyDtoHAsync.Call4(uintptr(unsafe.Add(b.host, at)), uintptr(ptr), uintptr(n), s.H)
-			}); err != nil {
+			to := uintptr(unsafe.Add(b.host, at))
+			if t.IsContiguous() {
+				err = d.WithCtx(func() error { return d.Drv.MemcpyDtoHAsync.Call4(to, uintptr(ptr), uintptr(n), s.H) })
+			} else {
+				err = d.Staged(n, s, func(tmp uint64) error {
+					if err := d.StridedCopy(tmp, runtime.ContiguousStrides(t.Shape), ptr, t.EffectiveStrides(), t, s); err != nil {
+						return err
+					}
+					return d.Drv.MemcpyDtoHAsync.Call4(to, uintptr(tmp), uintptr(n), s.H)
+				})
+			}
+			if err != nil {
 				return fmt.Errorf("cuda: rank %d: read to host: %w", d.Opts.Rank, err)
 			}
 		}
