@@ -101,6 +101,10 @@ fi
 if [ "${HIR_OVERLAP_ONLY:-0}" = 1 ]; then
   # HIR_COLL_BLOCKS=N passed through caps the collectives' grid (fewer
   # SMs taken from the matmul); the figures' variants say -blocksN.
+  # The decompositions against the unpipelined program, eager and graph,
+  # on 2 and (with 4 GPUs) 4 ranks.
+  timeout 150 "$bin/cuda.test" -test.run='^(TestDecompositionsOnGPU|TestDecompositionsOnGPU4)$' -test.v -test.count=1 -test.timeout=145s >"$out/decompositions.log" 2>&1
+  row "decompositions vs unpipelined (eager, graph)" "exit $?: $(grep -E '^--- ' "$out/decompositions.log" | tr '\n' ' ')"
   HIR_OVERLAP=1 timeout 300 "$bin/cuda.test" -test.run='^$' -test.bench='^BenchmarkOverlap$' -test.benchtime=1x -test.timeout=295s >"$out/overlap-bench.log" 2>&1
   row "overlap benchmark" "exit $?"
   timeout 240 python3 -m torch.distributed.run --nproc_per_node=2 scripts/overlap_peer.py >"$out/overlap-peer.log" 2>&1
