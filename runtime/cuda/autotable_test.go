@@ -147,9 +147,11 @@ func TestAutoFollowsTable(t *testing.T) {
 	// Without a table: the compiled-in choices.
 	d.State.Table = nil
 	assert.Equal(t, "ll", plan(ir.OpAllReduce, sym, sym2, 1024, 1024), "no table, small all_reduce")
-	assert.Equal(t, "two_shot", plan(ir.OpAllReduce, sym, sym2, 4<<20, 4<<20), "no table, large all_reduce")
-	assert.Equal(t, "copy_engine", plan(ir.OpAllGather, sym, sym2, 16<<20, 32<<20), "no table, large all_gather of a symmetric input")
-	assert.Equal(t, "one_shot", plan(ir.OpAllGather, glob, sym2, 16<<20, 32<<20), "no table, large all_gather of a global input")
+	assert.Equal(t, "one_shot", plan(ir.OpAllReduce, sym, sym2, 4<<20, 4<<20), "no table, large all_reduce on two ranks")
+	assert.Equal(t, "one_shot", plan(ir.OpAllGather, sym, sym2, 16<<20, 32<<20), "no table, all_gather of 64 MiB")
+	big, big2 := fakeBuf(d, 256<<20, ir.Symmetric), fakeBuf(d, 256<<20, ir.Symmetric)
+	assert.Equal(t, "copy_engine", plan(ir.OpAllGather, big, big2, 64<<20, 128<<20), "no table, large all_gather of a symmetric input")
+	assert.Equal(t, "one_shot", plan(ir.OpAllGather, fakeBuf(d, 256<<20, ir.Global), big2, 64<<20, 128<<20), "no table, large all_gather of a global input")
 }
 
 func TestBenchCallShapes(t *testing.T) {

@@ -71,24 +71,45 @@ func TestPlanRejectsBadCalls(t *testing.T) {
 	}
 }
 
+// TestPlanAuto: auto's compiled-in choices (no measured table), as
+// DefaultAlgo documents them, on 2 and on 4 ranks.
 func TestPlanAuto(t *testing.T) {
-	d := fakeDevice(0, 2)
-	sym := fakeBuf(d, 64<<20, ir.Symmetric)
-	sym2 := fakeBuf(d, 64<<20, ir.Symmetric)
-	glob := fakeBuf(d, 64<<20, ir.Global)
 	for _, c := range []struct {
-		out  *gpu.Buffer
-		n    int64
-		want string
+		world   int
+		op      ir.Opcode
+		symIn   bool
+		symOut  bool
+		n       int64 // bf16 elements of the input
+		want    string
+		comment string
 	}{
-		{sym2, 1024, "ll"},
-		{glob, 1024, "ll"},
-		{sym2, 4 << 20, "two_shot"},
-		{glob, 4 << 20, "one_shot"},
+		{2, ir.OpAllReduce, true, true, 1024, "ll", "fits ll"},
+		{2, ir.OpAllReduce, true, false, 1024, "ll", "ll needs nothing symmetric"},
+		{2, ir.OpAllReduce, true, true, 4 << 20, "one_shot", "two ranks, up to AutoOneShotMax"},
+		{2, ir.OpAllReduce, true, false, 4 << 20, "one_shot", "one_shot writes only its own output"},
+		{2, ir.OpAllReduce, true, true, 40 << 20, "two_shot", "two ranks, past AutoOneShotMax"},
+		{2, ir.OpAllReduce, false, false, 40 << 20, "ring", "nothing symmetric"},
+		{4, ir.OpAllReduce, true, true, 4 << 20, "two_shot", "more ranks, below AutoRingMin"},
+		{4, ir.OpAllReduce, true, true, 40 << 20, "ring", "more ranks, from AutoRingMin"},
+		{2, ir.OpReduceScatter, true, false, 8 << 20, "one_shot", "reduce_scatter on two ranks"},
+		{4, ir.OpReduceScatter, true, false, 40 << 20, "ring", "reduce_scatter on more ranks"},
+		{2, ir.OpReduceScatter, false, false, 8 << 20, "ring", "reduce_scatter of a global input"},
 	} {
-		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoAuto, In: tensor(sym, ir.BF16, c.n), Out: tensor(c.out, ir.BF16, c.n)}, false)
-		require.NoError(t, err)
-		assert.Equal(t, c.want, p.Impl.String(), "auto for bf16[%d] into %v", c.n, c.out.MemType)
+		d := fakeDevice(0, c.world)
+		mem := func(sym bool) ir.MemoryType {
+			if sym {
+				return ir.Symmetric
+			}
+			return ir.Global
+		}
+		in, out := fakeBuf(d, 256<<20, mem(c.symIn)), fakeBuf(d, 256<<20, mem(c.symOut))
+		nOut := c.n
+		if c.op == ir.OpReduceScatter {
+			nOut = c.n / int64(c.world)
+		}
+		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: c.op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, c.n), Out: tensor(out, ir.BF16, nOut)}, false)
+		require.NoError(t, err, c.comment)
+		assert.Equal(t, c.want, p.Impl.String(), "%s on %d ranks, bf16[%d]: %s", c.op, c.world, c.n, c.comment)
 	}
 }
 

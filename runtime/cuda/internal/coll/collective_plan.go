@@ -181,12 +181,20 @@ func (d *Comm) resolveAlgo(p *CollPlan, graph bool) ir.Algo {
 	return d.DefaultAlgo(p)
 }
 
-// defaultAlgo is the compiled-in choice: ll where it fits (each rank
-// sends each peer at most ir.LLMaxBytes; but one_shot for the copying
-// collectives in bulk), else one_shot, except all_reduce above
-// Tuning.AutoOneShotMax with a symmetric output, which runs two_shot (same
-// rank-order result, 1/D of the loads), and all_gather of a symmetric
-// input from Tuning.AutoCEMin bytes of output, which runs copy_engine.
+// defaultAlgo is the compiled-in choice, where no measured table has
+// the call: ll where it fits (each rank sends each peer at most
+// ir.LLMaxBytes; but one_shot for the copying collectives in bulk); past
+// it, what the sweeps on 2 and 4 H200s (docs/bench/h200-x2.json, -x4.json)
+// found fastest, wherever the operands allow it:
+//   - all_reduce: on two ranks one_shot up to Tuning.AutoOneShotMax
+//     (64 MiB; bulk two_shot was 7–13 % slower there); on more, the ring
+//     from Tuning.AutoRingMin (64 MiB: 310 against two_shot's 331 µs on
+//     4 GPUs); else two_shot (same rank-order result, 1/D of the data);
+//   - reduce_scatter: one_shot on two ranks, the ring on more (32 MiB on
+//     4 GPUs: 105 against 124 µs);
+//   - all_gather of a symmetric input from Tuning.AutoCEMin bytes of
+//     output (256 MiB): copy_engine;
+//   - else one_shot.
 func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
 	if d.Fits(p, ir.AlgoLL) {
 		// In bulk, ll's all_gather, all_to_all and broadcast move the data
@@ -198,10 +206,23 @@ func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
 		}
 		return ir.AlgoLL
 	}
+	D := d.Opts.WorldSize
 	switch p.op {
 	case ir.OpAllReduce:
-		if p.in.Bytes() > d.Tune.AutoOneShotMax && p.outB.Kind == gpu.KindSym {
+		n := p.in.Bytes()
+		switch {
+		case D == 2 && n <= d.Tune.AutoOneShotMax && d.Fits(p, ir.AlgoOneShot):
+			return ir.AlgoOneShot
+		case D > 2 && d.Tune.AutoRingMin > 0 && n >= d.Tune.AutoRingMin:
+			return ir.AlgoRing
+		case d.Fits(p, ir.AlgoTwoShot):
 			return ir.AlgoTwoShot
+		case !d.Fits(p, ir.AlgoOneShot):
+			return ir.AlgoRing // touches nothing of the tensors remotely
+		}
+	case ir.OpReduceScatter:
+		if D > 2 || !d.Fits(p, ir.AlgoOneShot) {
+			return ir.AlgoRing
 		}
 	case ir.OpAllGather:
 		if d.Tune.AutoCEMin > 0 && p.out.Bytes() >= d.Tune.AutoCEMin && p.inB.Kind == gpu.KindSym {
@@ -224,7 +245,8 @@ func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
 //
 // Tuning.AutoCEMin is the smallest all_gather output auto sends through
 // the copy engines (HIR_COLL_AUTO_CE_MIN, bytes; 0: never; default
-// 64 MiB).
+// 256 MiB: on 2 and 4 H200s copy_engine was slower than one_shot up to
+// 128 MiB and faster from 256).
 
 // fits says whether algorithm algo can run p as auto's choice: op has it,
 // the operands are symmetric where it touches them remotely, and NCCL

@@ -17,8 +17,13 @@ const EnvMatmul = "HIR_CUDA_MATMUL"
 // knobs") has the table of variables, defaults and meanings.
 type Tuning struct {
 	// AutoOneShotMax is the largest all_reduce (bytes) auto runs one_shot
-	// for without a measured table (HIR_COLL_AUTO_ONESHOT_MAX).
+	// for on two ranks without a measured table, past what ll takes
+	// (HIR_COLL_AUTO_ONESHOT_MAX).
 	AutoOneShotMax int64
+	// AutoRingMin is the smallest all_reduce (bytes) auto runs as the ring
+	// on more than two ranks without a measured table; 0: never
+	// (HIR_COLL_AUTO_RING_MIN).
+	AutoRingMin int64
 	// LLMax is the largest all_reduce (bytes) one_shot runs through the LL
 	// kernel, at most llCapBytes; 0 turns it off (HIR_COLL_LL_MAX).
 	LLMax int64
@@ -82,7 +87,8 @@ type Tuning struct {
 // DefaultTuning is the Tuning with no variable set.
 func DefaultTuning() Tuning {
 	return Tuning{
-		AutoOneShotMax: oneShotLLMax,
+		AutoOneShotMax: 64 << 20,
+		AutoRingMin:    64 << 20,
 		LLMax:          oneShotLLMax,
 		LLTwoShotMin:   256 << 10,
 		LLBulkMin:      256 << 10,
@@ -90,7 +96,7 @@ func DefaultTuning() Tuning {
 		BulkPortion:    8 << 10,
 		CEPush:         true,
 		TwoShotCEMin:   128 << 20,
-		AutoCEMin:      64 << 20,
+		AutoCEMin:      256 << 20,
 		RingBlocks:     RingDefault.Blocks, RingSeg: RingDefault.Seg, RingSlots: RingDefault.Slots, RingWave: RingDefault.Wave,
 		BlasWorkspace: 32 << 20,
 		TransferSMMax: 0, // measured: no size where the kernel won (RUNTIME-CUDA.md)
@@ -103,6 +109,9 @@ func TuningFromEnv() Tuning {
 	t := DefaultTuning()
 	if v, ok := envInt("HIR_COLL_AUTO_ONESHOT_MAX"); ok && v >= 0 {
 		t.AutoOneShotMax = v
+	}
+	if v, ok := envInt("HIR_COLL_AUTO_RING_MIN"); ok && v >= 0 {
+		t.AutoRingMin = v
 	}
 	if v, ok := envInt("HIR_COLL_LL_MAX"); ok && v >= 0 {
 		t.LLMax = min(v, LlCapBytes)
