@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	"github.com/hirlab/hir/ir"
-	"github.com/hirlab/hir/numeric"
+	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim/internal/compute"
 )
 
 // The collective algorithms. Each runs on one rank's stream after the
@@ -86,90 +87,19 @@ var algorithms = map[algoKey]simAlgo{
 // Staging slots (simAlgo.slot): what one sender puts in a receiver's slot.
 
 // inputSlot: one whole input (staged all_gather, broadcast, reduce, gather).
-func (j *collJob) inputSlot() int64 { return j.in.n * j.in.esz() }
+func (j *collJob) inputSlot() int64 { return j.in.N * j.in.ESize() }
 
 // outputSlot: one output's worth (reduce_scatter's ring, staged scatter).
-func (j *collJob) outputSlot() int64 { return j.out.n * j.in.esz() }
+func (j *collJob) outputSlot() int64 { return j.out.N * j.in.ESize() }
 
 // blockSlot: the input's block for one rank (staged all_to_all).
-func (j *collJob) blockSlot() int64 { return j.in.n / int64(j.d.rt.size) * j.in.esz() }
+func (j *collJob) blockSlot() int64 { return j.in.N / int64(j.d.rt.size) * j.in.ESize() }
 
 // chunkSlot: the largest of the D flat chunks of the input (all_reduce's
 // ring, chunkBounds).
 func (j *collJob) chunkSlot() int64 {
 	D := int64(j.d.rt.size)
-	return (j.in.n + D - 1) / D * j.in.esz()
-}
-
-// acc holds values being reduced: floats in f (in compute precision), ints
-// in i.
-type acc struct {
-	f []float64
-	i []int64
-}
-
-func (j *collJob) load(v *view, lo, hi int64) acc {
-	if isFloatClass(v.dt) {
-		return acc{f: v.loadF(lo, hi)}
-	}
-	return acc{i: v.loadI(lo, hi)}
-}
-
-// combine folds b into a: a = a op b, rounded to the compute precision.
-func (j *collJob) combine(a, b acc) {
-	dt := j.in.dt
-	if a.f != nil || b.f != nil {
-		for e := range a.f {
-			x, y := a.f[e], b.f[e]
-			var r float64
-			switch j.reduceOp {
-			case ir.ReduceSum, ir.ReduceAvg:
-				r = x + y
-			case ir.ReduceProd:
-				r = x * y
-			case ir.ReduceMax:
-				r = ir.MaxFloat(x, y)
-			case ir.ReduceMin:
-				r = ir.MinFloat(x, y)
-			}
-			a.f[e] = computeRound(dt, r)
-		}
-		return
-	}
-	for e := range a.i {
-		x, y := a.i[e], b.i[e]
-		var r int64
-		switch j.reduceOp {
-		case ir.ReduceSum:
-			r = x + y
-		case ir.ReduceProd:
-			r = x * y
-		case ir.ReduceMax:
-			r = max(x, y)
-		case ir.ReduceMin:
-			r = min(x, y)
-		}
-		a.i[e] = numeric.WrapInt(dt, r)
-	}
-}
-
-// finalize divides by the world size for avg.
-func (j *collJob) finalize(a acc) {
-	if j.reduceOp != ir.ReduceAvg {
-		return
-	}
-	D := float64(j.d.rt.size)
-	for e := range a.f {
-		a.f[e] = computeRound(j.in.dt, a.f[e]/D)
-	}
-}
-
-func (j *collJob) store(v *view, lo int64, a acc) {
-	if a.f != nil {
-		v.storeF(lo, a.f)
-	} else {
-		v.storeI(lo, a.i)
-	}
+	return (j.in.N + D - 1) / D * j.in.ESize()
 }
 
 // peer is v as it lies in peer's shard of its symmetric buffer.
@@ -195,37 +125,30 @@ func (j *collJob) peer(v *view, p int) (*view, error) {
 
 // reduceFromPeers reduces elements [lo, hi) of v (sliced by sel) over every
 // rank's copy, in rank order 0..D-1.
-func (j *collJob) reduceFromPeers(v *view, sel func(*view) *view, lo, hi int64) (acc, error) {
-	var total acc
+func (j *collJob) reduceFromPeers(v *view, sel func(*view) *compute.View, lo, hi int64) (compute.Acc, error) {
+	var total compute.Acc
 	for p := 0; p < j.d.rt.size; p++ {
 		pv, err := j.peer(v, p)
 		if err != nil {
-			return acc{}, err
+			return compute.Acc{}, err
 		}
-		x := j.load(sel(pv), lo, hi)
+		x := compute.Load(sel(pv), lo, hi)
 		if p == 0 {
 			total = x
 		} else {
-			j.combine(total, x)
+			j.red.Combine(total, x)
 		}
 	}
-	j.finalize(total)
+	j.red.Finalize(total)
 	return total, nil
 }
 
-func whole(v *view) *view { return v }
+func whole(v *view) *compute.View { return &v.View }
 
 // block is block p (of extent k) along axis.
-func block(v *view, axis int, p int, k int64) *view { return v.slice(axis, int64(p)*k, k) }
-
-// chunkBounds splits n elements into D contiguous chunks as evenly as
-// possible: chunk c is [b[c], b[c+1]).
-func chunkBounds(n int64, D int) []int64 {
-	b := make([]int64, D+1)
-	for c := 0; c <= D; c++ {
-		b[c] = int64(c) * n / int64(D)
-	}
-	return b
+func block(v *view, axis int, p int, k int64) *compute.View {
+	b := v.Slice(axis, int64(p)*k, k)
+	return &b
 }
 
 func mod(a, n int) int { return ((a % n) + n) % n }
@@ -234,14 +157,14 @@ func mod(a, n int) int { return ((a % n) + n) % n }
 
 // allReduceOneShot: every rank reads every peer's whole input and reduces.
 func (j *collJob) allReduceOneShot(m *member) error {
-	total, err := j.reduceFromPeers(j.in, whole, 0, j.in.n)
+	total, err := j.reduceFromPeers(j.in, whole, 0, j.in.N)
 	if err != nil {
 		return err
 	}
 	if err := m.barrier(); err != nil {
 		return err
 	}
-	j.store(j.out, 0, total)
+	compute.Store(&j.out.View, 0, total)
 	return nil
 }
 
@@ -249,7 +172,7 @@ func (j *collJob) allReduceOneShot(m *member) error {
 // (reduce-scatter), then writes it into every peer's output (all-gather).
 func (j *collJob) allReduceTwoShot(m *member) error {
 	r := j.d.rank
-	b := chunkBounds(j.in.n, j.d.rt.size)
+	b := compute.ChunkBounds(j.in.N, j.d.rt.size)
 	if b[r] == b[r+1] {
 		return m.barrier() // an empty chunk (fewer elements than ranks): nothing to read or write
 	}
@@ -262,7 +185,7 @@ func (j *collJob) allReduceTwoShot(m *member) error {
 		if err != nil {
 			return err
 		}
-		j.store(pv, b[r], total)
+		compute.Store(&pv.View, b[r], total)
 	}
 	return m.barrier()
 }
@@ -270,15 +193,15 @@ func (j *collJob) allReduceTwoShot(m *member) error {
 // allReduceRing: a ring over private staging buffers on the packed input:
 // D-1 reduce-scatter steps, then D-1 all-gather steps.
 func (j *collJob) allReduceRing(m *member) error {
-	work := j.in.packed(0, j.in.n)
-	b := chunkBounds(j.in.n, j.d.rt.size)
+	work := j.in.Packed(0, j.in.N)
+	b := compute.ChunkBounds(j.in.N, j.d.rt.size)
 	if err := j.ringReduceScatter(m, work, b); err != nil {
 		return err
 	}
 	if err := j.ringAllGather(m, work, b); err != nil {
 		return err
 	}
-	j.out.unpack(0, work)
+	j.out.Unpack(0, work)
 	return m.finish()
 }
 
@@ -289,7 +212,7 @@ func (j *collJob) allReduceRing(m *member) error {
 // as a ring's staging buffers hold them.
 func (j *collJob) ringReduceScatter(m *member, work []byte, b []int64) error {
 	D, r := j.d.rt.size, j.d.rank
-	dt, es := j.in.dt, j.in.esz()
+	dt, es := j.in.DT, j.in.ESize()
 	right, left := mod(r+1, D), mod(r-1, D)
 	chunk := func(c int) []byte { return work[b[c]*es : b[c+1]*es] }
 	for s := 0; s < D-1; s++ {
@@ -299,9 +222,9 @@ func (j *collJob) ringReduceScatter(m *member, work []byte, b []int64) error {
 		}
 		mine := chunk(recv)
 		err := m.recv(left, int64(len(mine)), func(staged []byte) error {
-			partial := j.load(flatView(dt, staged), 0, b[recv+1]-b[recv])
-			j.combine(partial, j.load(flatView(dt, mine), 0, b[recv+1]-b[recv]))
-			j.store(flatView(dt, mine), 0, partial)
+			partial := compute.Load(compute.Flat(dt, staged), 0, b[recv+1]-b[recv])
+			j.red.Combine(partial, compute.Load(compute.Flat(dt, mine), 0, b[recv+1]-b[recv]))
+			compute.Store(compute.Flat(dt, mine), 0, partial)
 			return nil
 		})
 		if err != nil {
@@ -309,10 +232,10 @@ func (j *collJob) ringReduceScatter(m *member, work []byte, b []int64) error {
 		}
 	}
 	if j.reduceOp == ir.ReduceAvg {
-		own := flatView(dt, chunk(r))
-		a := j.load(own, 0, own.n)
-		j.finalize(a)
-		j.store(own, 0, a)
+		own := compute.Flat(dt, chunk(r))
+		a := compute.Load(own, 0, own.N)
+		j.red.Finalize(a)
+		compute.Store(own, 0, a)
 	}
 	return nil
 }
@@ -321,7 +244,7 @@ func (j *collJob) ringReduceScatter(m *member, work []byte, b []int64) error {
 // chunk r-s to the right and receives chunk r-s-1 from the left.
 func (j *collJob) ringAllGather(m *member, work []byte, b []int64) error {
 	D, r := j.d.rt.size, j.d.rank
-	es := j.in.esz()
+	es := j.in.ESize()
 	right, left := mod(r+1, D), mod(r-1, D)
 	chunk := func(c int) []byte { return work[b[c]*es : b[c+1]*es] }
 	for s := 0; s < D-1; s++ {
@@ -342,35 +265,35 @@ func (j *collJob) ringAllGather(m *member, work []byte, b []int64) error {
 // reduceScatterOneShot: rank r reads chunk r (along the axis) of every
 // peer's input and reduces.
 func (j *collJob) reduceScatterOneShot(m *member) error {
-	r, k := j.d.rank, j.out.shape[j.axis]
-	total, err := j.reduceFromPeers(j.in, func(v *view) *view { return block(v, j.axis, r, k) }, 0, j.out.n)
+	r, k := j.d.rank, j.out.Shape[j.axis]
+	total, err := j.reduceFromPeers(j.in, func(v *view) *compute.View { return block(v, j.axis, r, k) }, 0, j.out.N)
 	if err != nil {
 		return err
 	}
 	if err := m.barrier(); err != nil {
 		return err
 	}
-	j.store(j.out, 0, total)
+	compute.Store(&j.out.View, 0, total)
 	return nil
 }
 
 // reduceScatterRing: the ring's reduce-scatter half over the input's chunks
 // along the axis, packed one after another.
 func (j *collJob) reduceScatterRing(m *member) error {
-	D, r, k := j.d.rt.size, j.d.rank, j.out.shape[j.axis]
+	D, r, k := j.d.rt.size, j.d.rank, j.out.Shape[j.axis]
 	var work []byte
 	for c := 0; c < D; c++ {
-		work = append(work, block(j.in, j.axis, c, k).packed(0, j.out.n)...)
+		work = append(work, block(j.in, j.axis, c, k).Packed(0, j.out.N)...)
 	}
 	b := make([]int64, D+1)
 	for c := range b {
-		b[c] = int64(c) * j.out.n
+		b[c] = int64(c) * j.out.N
 	}
 	if err := j.ringReduceScatter(m, work, b); err != nil {
 		return err
 	}
-	es := j.in.esz()
-	j.out.unpack(0, work[b[r]*es:b[r+1]*es])
+	es := j.in.ESize()
+	j.out.Unpack(0, work[b[r]*es:b[r+1]*es])
 	return m.finish()
 }
 
@@ -383,35 +306,35 @@ func (j *collJob) reduceScatterRing(m *member) error {
 // allReduceLL: every rank sends its whole input to every peer and reduces
 // the D inputs in rank order, as one_shot does.
 func (j *collJob) allReduceLL(m *member) error {
-	return j.reduceLL(m, func(int) *view { return j.in })
+	return j.reduceLL(m, func(int) *compute.View { return &j.in.View })
 }
 
 // reduceScatterLL: every rank sends block p of its input to rank p and
 // reduces the D blocks it receives in rank order, as one_shot does.
 func (j *collJob) reduceScatterLL(m *member) error {
-	k := j.out.shape[j.axis]
-	return j.reduceLL(m, func(p int) *view { return block(j.in, j.axis, p, k) })
+	k := j.out.Shape[j.axis]
+	return j.reduceLL(m, func(p int) *compute.View { return block(j.in, j.axis, p, k) })
 }
 
 // reduceLL sends piece(p) to each peer p, then folds this rank's own piece
 // and what each peer sent into one total in rank order 0..D-1.
-func (j *collJob) reduceLL(m *member, piece func(p int) *view) error {
+func (j *collJob) reduceLL(m *member, piece func(p int) *compute.View) error {
 	D, r := j.d.rt.size, j.d.rank
-	n := j.out.n
+	n := j.out.N
 	for p := 0; p < D; p++ {
 		if p != r {
-			if err := m.send(p, piece(p).packed(0, n)); err != nil {
+			if err := m.send(p, piece(p).Packed(0, n)); err != nil {
 				return err
 			}
 		}
 	}
-	var total acc
+	var total compute.Acc
 	for q := 0; q < D; q++ {
-		var x acc
+		var x compute.Acc
 		if q == r {
-			x = j.load(piece(r), 0, n)
-		} else if err := m.recv(q, n*j.in.esz(), func(staged []byte) error {
-			x = j.load(flatView(j.in.dt, staged), 0, n)
+			x = compute.Load(piece(r), 0, n)
+		} else if err := m.recv(q, n*j.in.ESize(), func(staged []byte) error {
+			x = compute.Load(compute.Flat(j.in.DT, staged), 0, n)
 			return nil
 		}); err != nil {
 			return err
@@ -419,19 +342,19 @@ func (j *collJob) reduceLL(m *member, piece func(p int) *view) error {
 		if q == 0 {
 			total = x
 		} else {
-			j.combine(total, x)
+			j.red.Combine(total, x)
 		}
 	}
-	j.finalize(total)
-	j.store(j.out, 0, total)
+	j.red.Finalize(total)
+	compute.Store(&j.out.View, 0, total)
 	return m.finish()
 }
 
 // allGatherLL: every rank sends its input to every peer and places what
 // rank q sent in block q of its output.
 func (j *collJob) allGatherLL(m *member) error {
-	D, r, k := j.d.rt.size, j.d.rank, j.in.shape[j.axis]
-	data := j.in.packed(0, j.in.n)
+	D, r, k := j.d.rt.size, j.d.rank, j.in.Shape[j.axis]
+	data := j.in.Packed(0, j.in.N)
 	for p := 0; p < D; p++ {
 		if p != r {
 			if err := m.send(p, data); err != nil {
@@ -439,13 +362,13 @@ func (j *collJob) allGatherLL(m *member) error {
 			}
 		}
 	}
-	block(j.out, j.axis, r, k).unpack(0, data)
+	block(j.out, j.axis, r, k).Unpack(0, data)
 	for q := 0; q < D; q++ {
 		if q == r {
 			continue
 		}
 		dst := block(j.out, j.axis, q, k)
-		if err := m.recv(q, j.in.n*j.in.esz(), func(staged []byte) error { dst.unpack(0, staged); return nil }); err != nil {
+		if err := m.recv(q, j.in.N*j.in.ESize(), func(staged []byte) error { dst.Unpack(0, staged); return nil }); err != nil {
 			return err
 		}
 	}
@@ -457,13 +380,13 @@ func (j *collJob) allGatherLL(m *member) error {
 // allGatherOneShot: rank r writes its input into block r of every peer's
 // output; the closing barrier makes all writes visible before anyone goes on.
 func (j *collJob) allGatherOneShot(m *member) error {
-	r, k := j.d.rank, j.in.shape[j.axis]
+	r, k := j.d.rank, j.in.Shape[j.axis]
 	for p := 0; p < j.d.rt.size; p++ {
 		pv, err := j.peer(j.out, p)
 		if err != nil {
 			return err
 		}
-		copyView(block(pv, j.axis, r, k), j.in)
+		compute.Copy(block(pv, j.axis, r, k), &j.in.View)
 	}
 	return m.barrier()
 }
@@ -473,8 +396,8 @@ func (j *collJob) allGatherOneShot(m *member) error {
 // from the left until every block has gone round; each write is followed by
 // a signal to the neighbour.
 func (j *collJob) allGatherRing(m *member) error {
-	D, r, k := j.d.rt.size, j.d.rank, j.in.shape[j.axis]
-	copyView(block(j.out, j.axis, r, k), j.in)
+	D, r, k := j.d.rt.size, j.d.rank, j.in.Shape[j.axis]
+	compute.Copy(block(j.out, j.axis, r, k), &j.in.View)
 	if D == 1 {
 		return nil
 	}
@@ -483,14 +406,14 @@ func (j *collJob) allGatherRing(m *member) error {
 	if err != nil {
 		return err
 	}
-	copyView(block(rightOut, j.axis, r, k), j.in)
+	compute.Copy(block(rightOut, j.axis, r, k), &j.in.View)
 	m.signal(right, chData)
 	for s := 1; s < D-1; s++ {
 		if err := m.wait(chData, left); err != nil {
 			return err
 		}
 		c := mod(r-s, D)
-		copyView(block(rightOut, j.axis, c, k), block(j.out, j.axis, c, k))
+		compute.Copy(block(rightOut, j.axis, c, k), block(j.out, j.axis, c, k))
 		m.signal(right, chData)
 	}
 	return m.wait(chData, left) // the last block
@@ -499,33 +422,33 @@ func (j *collJob) allGatherRing(m *member) error {
 // allGatherCopyEngine: rank r maps every shard of the input's symmetric
 // buffer as one range and copies each rank's place in it into its output.
 func (j *collJob) allGatherCopyEngine(m *member) error {
-	k := j.in.shape[j.axis]
+	k := j.in.Shape[j.axis]
 	cv, err := j.d.ContiguousView(j.in.buf)
 	if err != nil {
 		return fmt.Errorf("%s: %v", j.what, err)
 	}
 	shard := j.in.buf.Size()
 	for p := 0; p < j.d.rt.size; p++ {
-		copyView(block(j.out, j.axis, p, k), j.in.on(cv.(*buffer), int64(p)*shard))
+		compute.Copy(block(j.out, j.axis, p, k), &j.in.on(cv.(*buffer), int64(p)*shard).View)
 	}
 	return m.barrier()
 }
 
 // allGatherStagedRing: the ring's all-gather half over staging buffers.
 func (j *collJob) allGatherStagedRing(m *member) error {
-	D, r, k := j.d.rt.size, j.d.rank, j.in.shape[j.axis]
-	es := j.in.esz()
-	work := make([]byte, int64(D)*j.in.n*es)
-	copy(work[int64(r)*j.in.n*es:], j.in.packed(0, j.in.n))
+	D, r, k := j.d.rt.size, j.d.rank, j.in.Shape[j.axis]
+	es := j.in.ESize()
+	work := make([]byte, int64(D)*j.in.N*es)
+	copy(work[int64(r)*j.in.N*es:], j.in.Packed(0, j.in.N))
 	b := make([]int64, D+1)
 	for c := range b {
-		b[c] = int64(c) * j.in.n
+		b[c] = int64(c) * j.in.N
 	}
 	if err := j.ringAllGather(m, work, b); err != nil {
 		return err
 	}
 	for c := 0; c < D; c++ {
-		block(j.out, j.axis, c, k).unpack(0, work[b[c]*es:b[c+1]*es])
+		block(j.out, j.axis, c, k).Unpack(0, work[b[c]*es:b[c+1]*es])
 	}
 	return m.finish()
 }
@@ -537,10 +460,10 @@ func (j *collJob) allGatherStagedRing(m *member) error {
 // p's block for r from p's input (a remote load), for every p >= r.
 func (j *collJob) allToAllOneShot(m *member) error {
 	r, a, b := j.d.rank, j.concat, j.axis
-	ka, kb := j.in.shape[a], j.out.shape[b]
+	ka, kb := j.in.Shape[a], j.out.Shape[b]
 	for p := r; p < j.d.rt.size; p++ {
 		if p == r {
-			copyView(block(j.out, a, r, ka), block(j.in, b, r, kb))
+			compute.Copy(block(j.out, a, r, ka), block(j.in, b, r, kb))
 			continue
 		}
 		pOut, err := j.peer(j.out, p)
@@ -551,8 +474,8 @@ func (j *collJob) allToAllOneShot(m *member) error {
 		if err != nil {
 			return err
 		}
-		copyView(block(pOut, a, r, ka), block(j.in, b, p, kb))
-		copyView(block(j.out, a, p, ka), block(pIn, b, r, kb))
+		compute.Copy(block(pOut, a, r, ka), block(j.in, b, p, kb))
+		compute.Copy(block(j.out, a, p, ka), block(pIn, b, r, kb))
 	}
 	return m.barrier()
 }
@@ -561,22 +484,22 @@ func (j *collJob) allToAllOneShot(m *member) error {
 // staging buffer, then unpacks what the peers staged for it.
 func (j *collJob) allToAllStaged(m *member) error {
 	r, a, b := j.d.rank, j.concat, j.axis
-	ka, kb := j.in.shape[a], j.out.shape[b]
-	blockElems := j.in.n / int64(j.d.rt.size)
+	ka, kb := j.in.Shape[a], j.out.Shape[b]
+	blockElems := j.in.N / int64(j.d.rt.size)
 	for p := 0; p < j.d.rt.size; p++ {
 		if p != r {
-			if err := m.send(p, block(j.in, b, p, kb).packed(0, blockElems)); err != nil {
+			if err := m.send(p, block(j.in, b, p, kb).Packed(0, blockElems)); err != nil {
 				return err
 			}
 		}
 	}
-	copyView(block(j.out, a, r, ka), block(j.in, b, r, kb))
+	compute.Copy(block(j.out, a, r, ka), block(j.in, b, r, kb))
 	for p := 0; p < j.d.rt.size; p++ {
 		if p == r {
 			continue
 		}
 		dst := block(j.out, a, p, ka)
-		if err := m.recv(p, blockElems*j.in.esz(), func(staged []byte) error { dst.unpack(0, staged); return nil }); err != nil {
+		if err := m.recv(p, blockElems*j.in.ESize(), func(staged []byte) error { dst.Unpack(0, staged); return nil }); err != nil {
 			return err
 		}
 	}
@@ -588,27 +511,27 @@ func (j *collJob) allToAllStaged(m *member) error {
 // broadcastOneShot: every rank reads the root's input; barrier; writes its
 // output.
 func (j *collJob) broadcastOneShot(m *member) error {
-	return j.fromRootOneShot(m, func(root *view) *view { return root })
+	return j.fromRootOneShot(m, func(root *view) *compute.View { return &root.View })
 }
 
 // scatterOneShot: every rank reads its block of the root's input; barrier;
 // writes its output.
 func (j *collJob) scatterOneShot(m *member) error {
-	return j.fromRootOneShot(m, func(root *view) *view { return block(root, j.axis, j.d.rank, j.out.shape[j.axis]) })
+	return j.fromRootOneShot(m, func(root *view) *compute.View { return block(root, j.axis, j.d.rank, j.out.Shape[j.axis]) })
 }
 
 // fromRootOneShot reads part of the root's input (all of it, or this rank's
 // block), waits for every rank to have read, and writes it to the output.
-func (j *collJob) fromRootOneShot(m *member, part func(root *view) *view) error {
+func (j *collJob) fromRootOneShot(m *member, part func(root *view) *compute.View) error {
 	src, err := j.peer(j.in, j.root)
 	if err != nil {
 		return err
 	}
-	data := part(src).packed(0, j.out.n)
+	data := part(src).Packed(0, j.out.N)
 	if err := m.barrier(); err != nil {
 		return err
 	}
-	j.out.unpack(0, data)
+	j.out.Unpack(0, data)
 	return nil
 }
 
@@ -627,92 +550,92 @@ func (j *collJob) gatherOneShot(m *member) error {
 	if j.d.rank != j.root {
 		return m.barrier()
 	}
-	k := j.in.shape[j.axis]
+	k := j.in.Shape[j.axis]
 	for p := 0; p < j.d.rt.size; p++ {
 		pv, err := j.peer(j.in, p)
 		if err != nil {
 			return err
 		}
-		copyView(block(j.out, j.axis, p, k), pv)
+		compute.Copy(block(j.out, j.axis, p, k), &pv.View)
 	}
 	return m.barrier()
 }
 
 // broadcastStaged: the root sends its input to every rank's staging buffer.
 func (j *collJob) broadcastStaged(m *member) error {
-	return j.fromRootStaged(m, func(int) *view { return j.in })
+	return j.fromRootStaged(m, func(int) *compute.View { return &j.in.View })
 }
 
 // scatterStaged: the root sends block p of its input to rank p's staging
 // buffer.
 func (j *collJob) scatterStaged(m *member) error {
-	return j.fromRootStaged(m, func(p int) *view { return block(j.in, j.axis, p, j.out.shape[j.axis]) })
+	return j.fromRootStaged(m, func(p int) *compute.View { return block(j.in, j.axis, p, j.out.Shape[j.axis]) })
 }
 
 // fromRootStaged: the root sends part(p) of its input to each rank p
 // through p's staging buffer and copies its own part; the others unpack
 // what they receive.
-func (j *collJob) fromRootStaged(m *member, part func(p int) *view) error {
+func (j *collJob) fromRootStaged(m *member, part func(p int) *compute.View) error {
 	r, root := j.d.rank, j.root
 	if r == root {
 		for p := 0; p < j.d.rt.size; p++ {
 			if p != root {
-				if err := m.send(p, part(p).packed(0, j.out.n)); err != nil {
+				if err := m.send(p, part(p).Packed(0, j.out.N)); err != nil {
 					return err
 				}
 			}
 		}
-		copyView(j.out, part(root))
+		compute.Copy(&j.out.View, part(root))
 		return m.finish()
 	}
-	return m.recv(root, j.out.n*j.in.esz(), func(staged []byte) error { j.out.unpack(0, staged); return nil })
+	return m.recv(root, j.out.N*j.in.ESize(), func(staged []byte) error { j.out.Unpack(0, staged); return nil })
 }
 
 // reduceStaged: every rank sends its input to the root's staging buffer;
 // the root reduces them in rank order.
 func (j *collJob) reduceStaged(m *member) error {
-	var total acc
-	err := j.toRootStaged(m, func(p int, v *view) {
-		x := j.load(v, 0, v.n)
+	var total compute.Acc
+	err := j.toRootStaged(m, func(p int, v *compute.View) {
+		x := compute.Load(v, 0, v.N)
 		if p == 0 {
 			total = x
 		} else {
-			j.combine(total, x)
+			j.red.Combine(total, x)
 		}
 	})
 	if err != nil || j.d.rank != j.root {
 		return err
 	}
-	j.finalize(total)
-	j.store(j.out, 0, total)
+	j.red.Finalize(total)
+	compute.Store(&j.out.View, 0, total)
 	return nil
 }
 
 // gatherStaged: every rank sends its input to the root's staging buffer;
 // the root places rank p's in block p of its output.
 func (j *collJob) gatherStaged(m *member) error {
-	return j.toRootStaged(m, func(p int, v *view) { copyView(block(j.out, j.axis, p, j.in.shape[j.axis]), v) })
+	return j.toRootStaged(m, func(p int, v *compute.View) { compute.Copy(block(j.out, j.axis, p, j.in.Shape[j.axis]), v) })
 }
 
 // toRootStaged: ranks other than the root send their input to the root's
 // staging buffer; the root hands use each rank's input (its own in place),
 // in rank order.
-func (j *collJob) toRootStaged(m *member, use func(p int, v *view)) error {
+func (j *collJob) toRootStaged(m *member, use func(p int, v *compute.View)) error {
 	r, root := j.d.rank, j.root
 	if r != root {
-		if err := m.send(root, j.in.packed(0, j.in.n)); err != nil {
+		if err := m.send(root, j.in.Packed(0, j.in.N)); err != nil {
 			return err
 		}
 		return m.finish()
 	}
 	for p := 0; p < j.d.rt.size; p++ {
 		if p == root {
-			use(p, j.in)
+			use(p, &j.in.View)
 			continue
 		}
-		err := m.recv(p, j.in.n*j.in.esz(), func(staged []byte) error {
-			v := flatView(j.in.dt, staged)
-			v.shape, v.strides = j.in.shape, runtimeStrides(j.in.shape)
+		err := m.recv(p, j.in.N*j.in.ESize(), func(staged []byte) error {
+			v := compute.Flat(j.in.DT, staged)
+			v.Shape, v.Strides = j.in.Shape, runtime.ContiguousStrides(j.in.Shape)
 			use(p, v)
 			return nil
 		})

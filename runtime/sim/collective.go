@@ -5,6 +5,7 @@ import (
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim/internal/compute"
 )
 
 // Collective validates the call, then enqueues it on s. When the stream
@@ -19,6 +20,7 @@ type collJob struct {
 	algo     ir.Algo // as called
 	alg      simAlgo // what runs (algorithms, in algorithms.go)
 	reduceOp ir.ReduceOp
+	red      compute.Reducer // reduceOp's arithmetic over the input's dtype and the ranks
 	root     int
 	axis     int
 	concat   int
@@ -65,7 +67,7 @@ func (d *Device) prepareCollective(c *runtime.CollectiveCall) (*collJob, error) 
 	if err != nil {
 		return nil, err
 	}
-	j := &collJob{d: d, op: c.Op, algo: algo, reduceOp: rc.ReduceOp, root: rc.Root, axis: rc.Axis, concat: rc.ConcatAxis,
+	j := &collJob{d: d, op: c.Op, algo: algo, reduceOp: rc.ReduceOp, red: compute.Reducer{Op: rc.ReduceOp, DT: in.DT, Ranks: d.rt.size}, root: rc.Root, axis: rc.Axis, concat: rc.ConcatAxis,
 		access: rc.Access, in: in, out: out}
 	var ok bool
 	if j.alg, ok = algorithms[algoKey{c.Op, algo}]; !ok {
@@ -93,14 +95,14 @@ type callDesc struct {
 
 func (j *collJob) desc() callDesc {
 	describe := func(v *view, remote bool) string {
-		s := fmt.Sprint(v.shape)
+		s := fmt.Sprint(v.Shape)
 		if remote {
-			s += fmt.Sprintf(" at offset %d strides %v of symmetric alloc #%d", v.off, v.strides, v.buf.sym.seq)
+			s += fmt.Sprintf(" at offset %d strides %v of symmetric alloc #%d", v.off, v.Strides, v.buf.sym.seq)
 		}
 		return s
 	}
 	return callDesc{op: j.op.String(), algo: j.algo, reduceOp: j.reduceOp, root: j.root, axis: j.axis, concat: j.concat,
-		dtype: j.in.dt, in: describe(j.in, j.access.ReadsInput), out: describe(j.out, j.access.WritesOutput)}
+		dtype: j.in.DT, in: describe(j.in, j.access.ReadsInput), out: describe(j.out, j.access.WritesOutput)}
 }
 
 func (c callDesc) String() string {
@@ -122,8 +124,8 @@ type arrival struct {
 // live at once: the running total and the peer's chunk being folded in),
 // and the ring and staged algorithms pack the input and the output.
 func (j *collJob) scratchBytes() int64 {
-	n := max(j.in.n, j.out.n)
-	return 16*n + j.in.n*j.in.esz() + j.out.n*j.out.esz()
+	n := max(j.in.N, j.out.N)
+	return 16*n + j.in.N*j.in.ESize() + j.out.N*j.out.ESize()
 }
 
 // stagingSlot is the bytes one sender needs in a receiver's staging buffer

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim/internal/compute"
 )
 
 // CopyFromHost copies host bytes (the tensor's elements, row-major) into
@@ -22,7 +23,7 @@ func (d *Device) CopyFromHost(dst runtime.Tensor, src []byte, rs runtime.Stream)
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "copy from host: buffer %d freed before the copy ran", v.buf.id)
 		}
-		v.unpack(0, src)
+		v.Unpack(0, src)
 		return nil
 	}})
 }
@@ -44,11 +45,11 @@ func (d *Device) CopyToHost(dst []byte, src runtime.Tensor, rs runtime.Stream) e
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "copy to host: buffer %d freed before the copy ran", v.buf.id)
 		}
-		if v.contig { // no packed copy: it would double the memory a readback takes
-			copy(dst, v.data[:v.n*v.esz()])
+		if v.Contig { // no packed copy: it would double the memory a readback takes
+			copy(dst, v.Data[:v.N*v.ESize()])
 			return nil
 		}
-		copy(dst, v.packed(0, v.n))
+		copy(dst, v.Packed(0, v.N))
 		return nil
 	}})
 }
@@ -68,14 +69,14 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 	if err != nil {
 		return errorf(d.rank, "copy: source: %v", err)
 	}
-	if dv.dt != sv.dt || dv.n != sv.n {
-		return errorf(d.rank, "copy: %s%v into %s%v: dtype and element count must match", sv.dt, sv.shape, dv.dt, dv.shape)
+	if dv.DT != sv.DT || dv.N != sv.N {
+		return errorf(d.rank, "copy: %s%v into %s%v: dtype and element count must match", sv.DT, sv.Shape, dv.DT, dv.Shape)
 	}
 	return s.enqueue(work{run: func(*stream) error {
 		if dv.buf.freed.Load() || sv.buf.freed.Load() {
 			return errorf(d.rank, "copy: a buffer was freed before the copy ran")
 		}
-		copyView(dv, sv)
+		compute.Copy(&dv.View, &sv.View)
 		return nil
 	}})
 }
@@ -94,8 +95,8 @@ func (d *Device) Zero(t runtime.Tensor, rs runtime.Stream) error {
 		if v.buf.freed.Load() {
 			return errorf(d.rank, "zero: buffer %d freed before it ran", v.buf.id)
 		}
-		es := v.esz()
-		v.each(0, v.n, func(_, off int64) { clear(v.data[off*es : (off+1)*es]) })
+		es := v.ESize()
+		v.Each(0, v.N, func(_, off int64) { clear(v.Data[off*es : (off+1)*es]) })
 		return nil
 	}})
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim/internal/compute"
 )
 
 // Send and Recv: the k-th send from a to b meets b's k-th recv from a (both
@@ -72,9 +73,9 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 		res, err := d.rt.rv.meet(key, []int{src, dst}, me, p2pArrival{v}, d.rt.timeout, what, s.running,
 			func(payloads map[int]any) (any, error) {
 				sv, rv := payloads[0].(p2pArrival).v, payloads[1].(p2pArrival).v
-				if sv.dt != rv.dt || sv.n != rv.n {
+				if sv.DT != rv.DT || sv.N != rv.N {
 					return nil, fmt.Errorf("%s: the send is %s%v (%d bytes) but the recv wants %s%v (%d bytes)",
-						what, sv.dt, sv.shape, sv.n*sv.esz(), rv.dt, rv.shape, rv.n*rv.esz())
+						what, sv.DT, sv.Shape, sv.N*sv.ESize(), rv.DT, rv.Shape, rv.N*rv.ESize())
 				}
 				return &p2pPair{send: sv, recv: rv, done: make(chan struct{})}, nil
 			})
@@ -83,7 +84,7 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 		}
 		pair := res.(*p2pPair)
 		if sending {
-			copyView(pair.recv, pair.send)
+			compute.Copy(&pair.recv.View, &pair.send.View)
 			close(pair.done)
 			return nil
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim/internal/compute"
 )
 
 // A stream is a worker goroutine running its queue in order, as a CUDA
@@ -63,7 +64,7 @@ type stream struct {
 	closing   bool
 	exited    chan struct{}
 
-	arena arena // the working arrays of the kernels this stream runs, one at a time (worker only)
+	arena compute.Arena // the working arrays of the kernels this stream runs, one at a time (worker only)
 
 	capture *capture // the open capture this stream records into, if any (under mu)
 	replay  *graph   // the replay of the work running now (worker only)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/sim/internal/compute"
 )
 
 // One-sided transfers (runtime.OneSided): the CPU runtime's side of package
@@ -86,12 +87,12 @@ func (d *Device) PreparePeerCopy(local, remote runtime.Tensor, peer int, write b
 	if err != nil {
 		return nil, errorf(d.rank, "one-sided copy: the remote window: %v", err)
 	}
-	if !rv.contig {
+	if !rv.Contig {
 		return nil, errorf(d.rank, "one-sided copy: the remote window must be contiguous")
 	}
-	if lv.dt != rv.dt || lv.n != rv.n {
+	if lv.DT != rv.DT || lv.N != rv.N {
 		return nil, errorf(d.rank, "one-sided copy: the local tensor is %s%v but the remote window is %s%v: dtype and element count must match",
-			lv.dt, lv.shape, rv.dt, rv.shape)
+			lv.DT, lv.Shape, rv.DT, rv.Shape)
 	}
 	owner := rv.buf.sym.shards[peer]
 	return &peerCopy{d: d, local: lv, remote: rv.on(owner, 0), owner: owner, peer: peer, write: write}, nil
@@ -133,9 +134,9 @@ func (c *peerCopy) run() error {
 		return errorf(c.d.rank, "one-sided %s %s rank %d: the local buffer %d was freed before the transfer ran", verb, dir, c.peer, c.local.buf.id)
 	}
 	if c.write {
-		copyView(c.remote, c.local)
+		compute.Copy(&c.remote.View, &c.local.View)
 	} else {
-		copyView(c.local, c.remote)
+		compute.Copy(&c.local.View, &c.remote.View)
 	}
 	return nil
 }

@@ -1,11 +1,18 @@
-package sim
+// Package compute is the CPU runtime's arithmetic, with no knowledge of
+// devices, streams or ranks: typed strided views over bytes (View), the
+// compute-kernel interpreter (Compile turns a pointwise op, a reduction,
+// matmul or a fusion into a Kernel; Kernel.Run runs it over views), and
+// what the reducing collectives do to the values they gather (Reducer).
+// runtime/sim checks tensors against its buffers, runs kernels on its
+// streams and moves the collectives' data between ranks, and calls this
+// package for the numbers.
+package compute
 
 import (
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/numeric"
@@ -14,27 +21,23 @@ import (
 
 // Compile turns a compute op into a plan the interpreter runs: a list of
 // steps over value slots (the kernel's inputs, then every intermediate),
-// with every dtype, shape and broadcast resolved up front so Launch only
+// with every dtype, shape and broadcast resolved up front so a launch only
 // checks its arguments and runs. A fusion's body becomes one step per op.
 
-type kernel struct {
+// Kernel is a compiled compute op.
+type Kernel struct {
 	name    string
-	inputs  []runtime.TensorShape
-	outputs []runtime.TensorShape
+	Inputs  []runtime.TensorShape
+	Outputs []runtime.TensorShape
 	slots   []slotInfo // inputs first
 	steps   []step
 	yields  []operand // what each output gets
-
-	scratch     int64  // scratchBytes, worked out once
-	scratchWhat string // how the budget names it
-
-	mu   sync.Mutex
-	idle []*launch // records of finished launches, for the next (Launch)
 }
 
-var _ runtime.Kernel = (*kernel)(nil)
+var _ runtime.Kernel = (*Kernel)(nil)
 
-func (k *kernel) Name() string { return k.name }
+// Name names the kernel for messages: the op, or the fusion's ops.
+func (k *Kernel) Name() string { return k.name }
 
 type slotInfo struct {
 	dt    ir.DType
@@ -70,29 +73,19 @@ type step struct {
 }
 
 type compiler struct {
-	mem    *memoryBudget // broadcast and reduction maps are checked against it before they are made
-	rank   int
-	k      *kernel
+	check  func(n int64, what string) error // broadcast and reduction maps are checked against it before they are made
+	k      *Kernel
 	byPtr  map[*ir.Value]int
 	byName map[string]int
 }
 
 // Compile prepares a kernel for a pointwise op, a reduction, matmul or a
-// whole fusion over the spec's local shapes.
-func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
-	if spec == nil || spec.Op == nil {
-		return nil, errorf(d.rank, "compile: no op")
-	}
-	k, err := compile(spec, &d.rt.mem)
-	if err != nil {
-		return nil, errorf(d.rank, "compile %s at %s: %v", spec.Op.Code, spec.Op.Pos, err)
-	}
-	return k, nil
-}
-
-func compile(spec *runtime.KernelSpec, mem *memoryBudget) (*kernel, error) {
+// whole fusion over the spec's local shapes. fits (nil: anything fits)
+// says whether n bytes the kernel keeps outside its arguments (its
+// broadcast and reduction maps) fit now.
+func Compile(spec *runtime.KernelSpec, fits func(n int64, what string) error) (*Kernel, error) {
 	op := spec.Op
-	c := &compiler{mem: mem, k: &kernel{name: op.Code.String(), inputs: cloneShapes(spec.Inputs), outputs: cloneShapes(spec.Outputs)},
+	c := &compiler{check: fits, k: &Kernel{name: op.Code.String(), Inputs: cloneShapes(spec.Inputs), Outputs: cloneShapes(spec.Outputs)},
 		byPtr: map[*ir.Value]int{}, byName: map[string]int{}}
 	var tensors []*ir.Value
 	for _, v := range op.Operands {
@@ -154,7 +147,6 @@ func compile(spec *runtime.KernelSpec, mem *memoryBudget) (*kernel, error) {
 		}
 		c.k.yields = append(c.k.yields, operand{slot: s})
 	}
-	c.k.scratch, c.k.scratchWhat = c.k.scratchBytes(), c.k.name+"'s working memory"
 	return c.k, nil
 }
 
@@ -335,27 +327,27 @@ func (c *compiler) pointwise(op *ir.Op) (step, error) {
 // memory budget now (the map lives as long as the kernel, outside any
 // buffer, so it is checked rather than taken).
 func (c *compiler) fits(shape []int64, what string) error {
-	if c.mem == nil {
+	if c.check == nil {
 		return nil
 	}
 	n := ir.Product(shape)
 	if n > math.MaxInt64/8 {
 		n = math.MaxInt64 / 8
 	}
-	return c.mem.check(8*n, "the kernel's "+what)
+	return c.check(8*n, "the kernel's "+what)
 }
 
-// scratchBytes is the memory a run of k holds besides its arguments: every
+// ScratchBytes is the memory a run of k holds besides its arguments: every
 // slot (inputs and intermediates) is held as float64 or int64, and a
 // literal yield is spread over the output first.
-func (k *kernel) scratchBytes() int64 {
+func (k *Kernel) ScratchBytes() int64 {
 	var n int64
 	for _, s := range k.slots {
 		n += ir.Product(s.shape)
 	}
 	for i, y := range k.yields {
-		if y.slot < 0 && i < len(k.outputs) {
-			n += ir.Product(k.outputs[i].Shape)
+		if y.slot < 0 && i < len(k.Outputs) {
+			n += ir.Product(k.Outputs[i].Shape)
 		}
 	}
 	if n > math.MaxInt64/8 {
@@ -476,114 +468,4 @@ func (c *compiler) matmul(op *ir.Op) (step, error) {
 	st.inDT, st.dt = a.dt, a.dt
 	st.shape = append(append([]int64(nil), batchDims...), st.m, st.n)
 	return st, nil
-}
-
-// Launch runs k on stream s: args are the kernel's tensor inputs, then its
-// outputs. Inputs are read whole before any output is written, so outputs
-// may alias inputs.
-func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Stream) error {
-	k, ok := rk.(*kernel)
-	if !ok || k == nil {
-		return errorf(d.rank, "launch: %T is not a sim kernel", rk)
-	}
-	s, err := d.stream(rs)
-	if err != nil {
-		return err
-	}
-	if len(args) != len(k.inputs)+len(k.outputs) {
-		return errorf(d.rank, "launch %s: %d arguments, want %d inputs and %d outputs", k.name, len(args), len(k.inputs), len(k.outputs))
-	}
-	l := k.takeLaunch(d, len(args))
-	for i, t := range args {
-		want := k.inputs
-		j := i
-		if i >= len(k.inputs) {
-			want, j = k.outputs, i-len(k.inputs)
-		}
-		if t.DType != want[j].DType || !slices.Equal(t.Shape, want[j].Shape) {
-			k.putLaunch(l)
-			return errorf(d.rank, "launch %s: argument %d is %s%v, the kernel was compiled for %s%v", k.name, i, t.DType, t.Shape, want[j].DType, want[j].Shape)
-		}
-		if err := d.rt.fillView(&l.views[i], t); err != nil {
-			k.putLaunch(l)
-			return errorf(d.rank, "launch %s: argument %d: %v", k.name, i, err)
-		}
-	}
-	if err := s.enqueue(work{task: l}); err != nil {
-		k.putLaunch(l)
-		return err
-	}
-	return nil
-}
-
-// launch is one launch of a kernel: its argument views. The kernel keeps
-// the records of finished launches and hands them to later ones, and the
-// stream lends the run its working arrays, so a launch allocates nothing
-// once warm.
-type launch struct {
-	d     *Device
-	k     *kernel
-	views []view
-	ptrs  []*view // into views
-	// kept: a captured launch belongs to its graph, which runs it at
-	// every replay, so it is never handed to another launch.
-	kept bool
-}
-
-// keep marks l as a graph's (capture.record).
-func (l *launch) keep() { l.kept = true }
-
-func (k *kernel) takeLaunch(d *Device, n int) *launch {
-	k.mu.Lock()
-	var l *launch
-	if m := len(k.idle); m > 0 {
-		l = k.idle[m-1]
-		k.idle[m-1] = nil
-		k.idle = k.idle[:m-1]
-	}
-	k.mu.Unlock()
-	if l == nil {
-		l = &launch{k: k}
-	}
-	l.d = d
-	if cap(l.views) < n {
-		l.views = make([]view, n)
-		l.ptrs = make([]*view, n)
-	}
-	l.views, l.ptrs = l.views[:n], l.ptrs[:n]
-	for i := range l.views {
-		l.ptrs[i] = &l.views[i]
-	}
-	return l
-}
-
-// putLaunch keeps l for a later launch, dropping what it points to.
-func (k *kernel) putLaunch(l *launch) {
-	for i := range l.views {
-		l.views[i] = view{shape: l.views[i].shape[:0], strides: l.views[i].strides[:0]}
-	}
-	l.d = nil
-	k.mu.Lock()
-	k.idle = append(k.idle, l)
-	k.mu.Unlock()
-}
-
-func (l *launch) run(s *stream) error {
-	if !l.kept {
-		defer l.k.putLaunch(l)
-	}
-	d, k, views := l.d, l.k, l.ptrs
-	for i, v := range views {
-		if v.buf.freed.Load() {
-			return errorf(d.rank, "launch %s: argument %d's buffer was freed before the kernel ran", k.name, i)
-		}
-	}
-	if err := d.rt.mem.take(k.scratch, k.scratchWhat); err != nil {
-		return errorf(d.rank, "%w", err)
-	}
-	defer d.rt.mem.give(k.scratch)
-	if err := k.run(views[:len(k.inputs)], views[len(k.inputs):], &s.arena); err != nil {
-		return errorf(d.rank, "%s: %v", k.name, err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package sim
+package compute
 
 import (
 	"fmt"
@@ -28,13 +28,13 @@ func computeRound(dt ir.DType, x float64) float64 {
 	return float64(float32(x))
 }
 
-// arena hands a kernel run its arrays, zeroed, reusing the storage of the
+// Arena hands a kernel run its arrays, zeroed, reusing the storage of the
 // stream's previous kernel runs (one stream runs one kernel at a time, and
 // a kernel asks for the same sizes in the same order every run). Only
 // small arrays are kept, so a large kernel's working memory is still the
 // garbage collector's once the run ends (and held against the budget only
 // while it runs).
-type arena struct {
+type Arena struct {
 	f    [][]float64
 	i    [][]int64
 	nf   int
@@ -45,7 +45,7 @@ type arena struct {
 // arenaKeep is the largest array (in elements) an arena keeps between runs.
 const arenaKeep = 4096
 
-func (a *arena) reset(slots int) []array {
+func (a *Arena) reset(slots int) []array {
 	a.nf, a.ni = 0, 0
 	if cap(a.vals) < slots {
 		a.vals = make([]array, slots)
@@ -57,7 +57,7 @@ func (a *arena) reset(slots int) []array {
 
 // floats and ints are two typed copies on purpose: one generic take in
 // their place cost 150 ns per IR op in BenchmarkOverheadPerOp.
-func (a *arena) floats(n int64) []float64 {
+func (a *Arena) floats(n int64) []float64 {
 	if a == nil || n > arenaKeep {
 		return make([]float64, n)
 	}
@@ -77,7 +77,7 @@ func (a *arena) floats(n int64) []float64 {
 	return b
 }
 
-func (a *arena) ints(n int64) []int64 {
+func (a *Arena) ints(n int64) []int64 {
 	if a == nil || n > arenaKeep {
 		return make([]int64, n)
 	}
@@ -97,9 +97,11 @@ func (a *arena) ints(n int64) []int64 {
 	return b
 }
 
-// run runs k on the input and output views; a (nil: allocate afresh) holds
-// its working arrays.
-func (k *kernel) run(ins, outs []*view, a *arena) error {
+// Run runs k on the input and output views (the kernel's inputs, then its
+// outputs, of the shapes it was compiled for); a (nil: allocate afresh)
+// holds its working arrays. Inputs are read whole before any output is
+// written, so outputs may alias inputs.
+func (k *Kernel) Run(ins, outs []*View, a *Arena) error {
 	var vals []array
 	if a != nil {
 		vals = a.reset(len(k.slots))
@@ -107,10 +109,10 @@ func (k *kernel) run(ins, outs []*view, a *arena) error {
 		vals = make([]array, len(k.slots))
 	}
 	for i, v := range ins {
-		if isFloatClass(v.dt) {
-			vals[i].f = loadFInto(a.floats(v.n), v)
+		if isFloatClass(v.DT) {
+			vals[i].f = loadFInto(a.floats(v.N), v)
 		} else {
-			vals[i].i = loadIInto(a.ints(v.n), v)
+			vals[i].i = loadIInto(a.ints(v.N), v)
 		}
 	}
 	for si := range k.steps {
@@ -124,46 +126,46 @@ func (k *kernel) run(ins, outs []*view, a *arena) error {
 	for i, y := range k.yields {
 		v := outs[i]
 		if y.slot < 0 {
-			if isFloatClass(v.dt) {
-				xs := a.floats(v.n)
+			if isFloatClass(v.DT) {
+				xs := a.floats(v.N)
 				for j := range xs {
 					xs[j] = y.f
 				}
-				v.storeF(0, xs)
+				v.StoreF(0, xs)
 			} else {
-				xs := a.ints(v.n)
+				xs := a.ints(v.N)
 				for j := range xs {
 					xs[j] = y.i
 				}
-				v.storeI(0, xs)
+				v.StoreI(0, xs)
 			}
 			continue
 		}
 		a := vals[y.slot]
-		if isFloatClass(v.dt) {
-			v.storeF(0, a.f)
+		if isFloatClass(v.DT) {
+			v.StoreF(0, a.f)
 		} else {
-			v.storeI(0, a.i)
+			v.StoreI(0, a.i)
 		}
 	}
 	return nil
 }
 
-// loadFInto reads v's elements as float64 into out (v.n long).
-func loadFInto(out []float64, v *view) []float64 {
-	if v.contig {
+// loadFInto reads v's elements as float64 into out (v.N long).
+func loadFInto(out []float64, v *View) []float64 {
+	if v.Contig {
 		for k := range out {
-			out[k] = numeric.LoadFloat(v.dt, v.data, int64(k))
+			out[k] = numeric.LoadFloat(v.DT, v.Data, int64(k))
 		}
 		return out
 	}
-	v.each(0, v.n, func(k, off int64) { out[k] = numeric.LoadFloat(v.dt, v.data, off) })
+	v.Each(0, v.N, func(k, off int64) { out[k] = numeric.LoadFloat(v.DT, v.Data, off) })
 	return out
 }
 
-// loadIInto reads v's elements as int64 into out (v.n long).
-func loadIInto(out []int64, v *view) []int64 {
-	v.each(0, v.n, func(k, off int64) { out[k] = numeric.LoadInt(v.dt, v.data, off) })
+// loadIInto reads v's elements as int64 into out (v.N long).
+func loadIInto(out []int64, v *View) []int64 {
+	v.Each(0, v.N, func(k, off int64) { out[k] = numeric.LoadInt(v.DT, v.Data, off) })
 	return out
 }
 
@@ -188,7 +190,7 @@ func argI(vals []array, o *operand, e int64) int64 {
 	return vals[o.slot].i[e]
 }
 
-func (st *step) exec(vals []array, a *arena) (array, error) {
+func (st *step) exec(vals []array, a *Arena) (array, error) {
 	n := ir.Product(st.shape)
 	switch {
 	case st.code == ir.OpCast:
@@ -205,7 +207,7 @@ func (st *step) exec(vals []array, a *arena) (array, error) {
 	return array{}, fmt.Errorf("%s at %s: not supported by the interpreter", st.code, st.pos)
 }
 
-func (st *step) pointwise(vals []array, n int64, a *arena) (array, error) {
+func (st *step) pointwise(vals []array, n int64, a *Arena) (array, error) {
 	var out array
 	info := st.code.Info() // the scalar semantics (ir/scalar.go)
 	if isFloatClass(st.dt) {
@@ -240,7 +242,7 @@ func (st *step) pointwise(vals []array, n int64, a *arena) (array, error) {
 // cast's result is its dtype's value even inside a fusion), float to int
 // truncates and saturates with NaN as 0, to bool is x != 0, bool and ints
 // to floats are exact or rounded to nearest.
-func (st *step) cast(vals []array, n int64, a *arena) array {
+func (st *step) cast(vals []array, n int64, a *Arena) array {
 	var out array
 	from, to := st.inDT, st.dt
 	src := &st.args[0]
@@ -269,7 +271,7 @@ func (st *step) cast(vals []array, n int64, a *arena) array {
 	return out
 }
 
-func (st *step) where(vals []array, n int64, ar *arena) array {
+func (st *step) where(vals []array, n int64, ar *Arena) array {
 	var out array
 	c, a, b := &st.args[0], &st.args[1], &st.args[2]
 	if isFloatClass(st.dt) {
@@ -296,7 +298,7 @@ func (st *step) where(vals []array, n int64, ar *arena) array {
 
 // reduce walks the input in row-major order, so each output accumulates its
 // elements in index order: floats in f32 (f64 for f64), ints in int64.
-func (st *step) reduce(vals []array, n int64, a *arena) array {
+func (st *step) reduce(vals []array, n int64, a *Arena) array {
 	in := vals[st.args[0].slot]
 	var out array
 	if isFloatClass(st.dt) {
@@ -347,7 +349,7 @@ func (st *step) reduce(vals []array, n int64, a *arena) array {
 
 // matmul accumulates each output over k in order, in f32 (f64 for f64):
 // the product is rounded, then the sum (no fused multiply-add).
-func (st *step) matmul(vals []array, n int64, ar *arena) array {
+func (st *step) matmul(vals []array, n int64, ar *Arena) array {
 	a, b := vals[st.args[0].slot].f, vals[st.args[1].slot].f
 	out := array{f: ar.floats(n)}
 	for bt := int64(0); bt < st.batch; bt++ {
