@@ -67,10 +67,12 @@ func BenchmarkFusion(b *testing.B) {
 	rt := newRuntime(b, 1, 30*time.Second)
 	d := rt.devices[0]
 	x, t1, t2, t3 := val("x"), val("t1"), val("t2"), val("t3")
+	sum := &ir.Op{Code: ir.OpSum, Operands: []*ir.Value{t2}, Results: []*ir.Value{t3}}
+	sum.SetAttr("axes", ir.AttrValue{Kind: ir.KindInts, Ints: []int64{1}})
 	body := &ir.Block{Ops: []*ir.Op{
 		{Code: ir.OpMul, Operands: []*ir.Value{x, ir.Float(2)}, Results: []*ir.Value{t1}},
 		{Code: ir.OpGelu, Operands: []*ir.Value{t1}, Results: []*ir.Value{t2}},
-		reduceOpNamed(t2, t3),
+		sum,
 		{Code: ir.OpYield, Operands: []*ir.Value{t2, t3}},
 	}}
 	fusion := &ir.Op{Code: ir.OpFusion, Operands: []*ir.Value{x}, Body: body, Results: []*ir.Value{val("r0"), val("r1")}}

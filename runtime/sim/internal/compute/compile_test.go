@@ -1,10 +1,11 @@
-package sim
+package compute
 
 import (
 	"math"
 	"testing"
-	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,51 +25,46 @@ func mkOp(code ir.Opcode, operands ...*ir.Value) *ir.Op {
 	return &ir.Op{Code: code, Operands: operands, Results: []*ir.Value{val("out")}}
 }
 
-// runKernel compiles op for the inputs and outputs and runs it on rank 0.
+// runKernel compiles op for the inputs and outputs and runs it over
+// contiguous views of fresh bytes.
 func runKernel(t *testing.T, op *ir.Op, ins []arg, outs []runtime.TensorShape) ([][]float64, error) {
 	t.Helper()
-	rt := newRuntime(t, 1, 5*time.Second)
-	d := rt.devices[0]
 	spec := &runtime.KernelSpec{Op: op, Outputs: outs}
 	for _, a := range ins {
 		spec.Inputs = append(spec.Inputs, runtime.TensorShape{DType: a.dt, Shape: a.shape})
 	}
-	k, err := d.Compile(spec)
+	k, err := Compile(spec, nil)
 	if err != nil {
 		return nil, err
 	}
-	var args []runtime.Tensor
+	view := func(dt ir.DType, shape []int64) *View {
+		v := Flat(dt, make([]byte, ir.Product(shape)*int64(dt.Size())))
+		v.Shape, v.Strides = shape, runtime.ContiguousStrides(shape)
+		return v
+	}
+	var inViews, outViews []*View
 	for _, a := range ins {
-		tt, err := upload(d, ir.Global, a.dt, a.xs, a.shape...)
-		if err != nil {
-			return nil, err
-		}
-		defer d.Free(tt.Buf)
-		args = append(args, tt)
+		v := view(a.dt, a.shape)
+		v.StoreF(0, a.xs)
+		inViews = append(inViews, v)
 	}
 	for _, o := range outs {
-		b, err := d.Alloc(ir.Product(o.Shape)*int64(o.DType.Size()), ir.Global)
-		if err != nil {
-			return nil, err
-		}
-		defer d.Free(b)
-		args = append(args, tensorOf(b, o.DType, o.Shape...))
+		outViews = append(outViews, view(o.DType, o.Shape))
 	}
-	if err := d.Launch(k, args, nil); err != nil {
-		return nil, err
-	}
-	if err := d.DefaultStream().Synchronize(); err != nil {
+	if err := k.Run(inViews, outViews, &Arena{}); err != nil {
 		return nil, err
 	}
 	var res [][]float64
-	for _, a := range args[len(ins):] {
-		xs, err := download(d, a)
-		if err != nil {
-			return nil, err
-		}
-		res = append(res, xs)
+	for _, v := range outViews {
+		res = append(res, v.LoadF(0, v.N))
 	}
 	return res, nil
+}
+
+// floatsDiff is cmp.Diff(want, got) (empty when they are the same) with
+// NaN equal to NaN, -0 to 0, and nil to empty.
+func floatsDiff(want, got []float64) string {
+	return cmp.Diff(want, got, cmpopts.EquateNaNs(), cmpopts.EquateEmpty())
 }
 
 func out(dt ir.DType, shape ...int64) []runtime.TensorShape {
@@ -272,41 +268,7 @@ func reduceOpNamed(x, res *ir.Value) *ir.Op {
 	return op
 }
 
-// Inputs and outputs may be strided: here a transposed input and an output
-// written into every other element.
-func TestStridedTensors(t *testing.T) {
-	rt := newRuntime(t, 1, 5*time.Second)
-	d := rt.devices[0]
-	k, err := d.Compile(&runtime.KernelSpec{Op: mkOp(ir.OpAdd, val("x"), ir.Float(100)),
-		Inputs: out(ir.F32, 2, 3), Outputs: out(ir.F32, 2, 3)})
-	require.NoError(t, err)
-	// A 3x2 matrix [[1,2],[3,4],[5,6]] seen as its 2x3 transpose.
-	in, err := upload(d, ir.Global, ir.F32, []float64{1, 2, 3, 4, 5, 6}, 3, 2)
-	require.NoError(t, err)
-	defer d.Free(in.Buf)
-	ob, _ := d.Alloc(12*4, ir.Global)
-	defer d.Free(ob)
-	transposed := runtime.Tensor{Buf: in.Buf, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{1, 2}}
-	spread := runtime.Tensor{Buf: ob, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{6, 2}}
-	require.NoError(t, d.Launch(k, []runtime.Tensor{transposed, spread}, nil))
-	got, err := download(d, tensorOf(ob, ir.F32, 12))
-	require.NoError(t, err)
-	want := []float64{101, 0, 103, 0, 105, 0, 102, 0, 104, 0, 106, 0}
-	assert.Empty(t, floatsDiff(want, got), "strided launch (-want +got)")
-	// Copy between strided tensors, and out of bounds strides refused.
-	cb, _ := d.Alloc(6*4, ir.Global)
-	defer d.Free(cb)
-	require.NoError(t, d.Copy(tensorOf(cb, ir.F32, 2, 3), transposed, nil))
-	got, err = download(d, tensorOf(cb, ir.F32, 6))
-	require.NoError(t, err)
-	assert.Empty(t, floatsDiff([]float64{1, 3, 5, 2, 4, 6}, got), "strided copy (-want +got)")
-	bad := runtime.Tensor{Buf: in.Buf, DType: ir.F32, Shape: []int64{2, 3}, Strides: []int64{3, 2}}
-	assert.ErrorContains(t, d.Launch(k, []runtime.Tensor{bad, spread}, nil), "reaches byte", "out-of-bounds strides")
-}
-
-func TestCompileAndLaunchErrors(t *testing.T) {
-	rt := newRuntime(t, 1, time.Second)
-	d := rt.devices[0]
+func TestCompileErrors(t *testing.T) {
 	x, y := val("x"), val("y")
 	cases := []struct {
 		spec runtime.KernelSpec
@@ -327,13 +289,7 @@ func TestCompileAndLaunchErrors(t *testing.T) {
 		{runtime.KernelSpec{Op: castOp("f8"), Inputs: out(ir.F32, 2), Outputs: out(ir.F32, 2)}, "unknown dtype"},
 	}
 	for _, c := range cases {
-		_, err := d.Compile(&c.spec)
+		_, err := Compile(&c.spec, nil)
 		assert.ErrorContains(t, err, c.want, "%s", c.spec.Op.Code)
 	}
-	k, err := d.Compile(&runtime.KernelSpec{Op: mkOp(ir.OpNeg, x), Inputs: out(ir.F32, 2), Outputs: out(ir.F32, 2)})
-	require.NoError(t, err)
-	b, _ := d.Alloc(8, ir.Global)
-	defer d.Free(b)
-	assert.ErrorContains(t, d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2)}, nil), "1 arguments", "wrong argument count")
-	assert.ErrorContains(t, d.Launch(k, []runtime.Tensor{tensorOf(b, ir.F32, 2), tensorOf(b, ir.F32, 1)}, nil), "compiled for", "wrong shape")
 }
