@@ -43,7 +43,8 @@ func (c *checker) copyOp(op *ir.Op) ([]inferred, bool) {
 	return []inferred{{t: d, base: dst}}, true
 }
 
-// collective gives the result type of the table in SEMANTICS.md.
+// collective gives the result type of the table in SEMANTICS.md, as the
+// op's layout gives it (ir.Layout.ResultType), from the checker's slabs.
 func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 	x := op.Operands[0]
 	t, ok := c.tensor(op, x)
@@ -63,42 +64,9 @@ func (c *checker) collective(op *ir.Op) ([]inferred, bool) {
 			return fail("op=avg needs a float tensor; %s is %s", x, t.DType)
 		}
 	}
-	axisIn := func(key string, def int64) (int, bool) {
-		a := op.IntAttr(key, def)
-		if a < 0 || a >= int64(t.Rank()) {
-			c.errs.Add(op.Pos, "%s: %s=%d is out of range for %s of type %s (rank %d)", name, key, a, x, t, t.Rank())
-			return 0, false
-		}
-		return int(a), true
-	}
-	res := t.Clone()
-	switch op.Code.Info().Layout {
-	case ir.LayoutGather:
-		if !t.IsSharded() {
-			return fail("%s is not sharded (%s); there is nothing to gather", x, t)
-		}
-		res = c.unsharded(t)
-	case ir.LayoutScatter:
-		if t.IsSharded() {
-			return fail("%s is already sharded on axis %d; %s needs an unsharded tensor", x, t.ShardAxis(), name)
-		}
-		a, good := axisIn("axis", 0)
-		if !good {
-			return nil, false
-		}
-		res = t.Sharded(a)
-	case ir.LayoutAllToAll:
-		if !t.IsSharded() {
-			return fail("%s is not sharded (%s); all_to_all moves the sharding from one axis to another", x, t)
-		}
-		b, good := axisIn("axis", 0)
-		if !good {
-			return nil, false
-		}
-		if b == t.ShardAxis() {
-			return fail("%s is already sharded on axis %d; axis= must name another axis", x, b)
-		}
-		res = c.unsharded(t).Sharded(b)
+	res, err := op.Code.Info().Layout.ResultType(name, x, t, op.IntAttr("axis", 0), c.clone)
+	if err != nil {
+		return fail("%s", err.Error())
 	}
 	if len(op.Operands) == 2 {
 		out := op.Operands[1]

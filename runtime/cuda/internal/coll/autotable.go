@@ -210,10 +210,11 @@ func LoadAutoTableFor(device string) (*AutoTable, string, string) {
 	return t, hex.EncodeToString(sum[:8]), "from " + path
 }
 
-// benchBytes is the size hirrun bench files a call under, as nccl-tests
-// counts it: all_gather's output, every other collective's input.
+// BenchBytes is the size hirrun bench files a call under, as nccl-tests
+// counts it (ir.Layout.SizedByOutput): all_gather's output, every other
+// collective's input.
 func BenchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
-	if op.Info().Layout == ir.LayoutGather {
+	if op.Info().Layout.SizedByOutput() {
 		return out.Bytes()
 	}
 	return in.Bytes()
@@ -221,37 +222,23 @@ func BenchBytes(op ir.Opcode, in, out runtime.Tensor) int64 {
 
 // BenchCall is the call hirrun bench times for op over n elements of dt
 // (nccl-tests' size: all_gather's output, the other collectives' input)
-// on the two symmetric buffers; false where op is not benchmarked or n is
-// smaller than the world. benchBytes is the size auto's table files it
+// on the two symmetric buffers, its shapes and axes those of
+// ir.Layout.BenchShapes; false where op is not benchmarked or n is
+// smaller than the world. BenchBytes is the size auto's table files it
 // under.
 func BenchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buffer) (runtime.CollectiveCall, bool) {
-	d := int64(D)
-	blk := n / d
-	if blk == 0 {
+	info := op.Info()
+	if !info.Benchmarked {
 		return runtime.CollectiveCall{}, false
 	}
-	t := func(b runtime.Buffer, shape ...int64) runtime.Tensor {
-		return runtime.Tensor{Buf: b, DType: dt, Shape: shape}
-	}
-	if !op.Info().Benchmarked {
+	in, out, axis, concat, ok := info.Layout.BenchShapes(n, D)
+	if !ok {
 		return runtime.CollectiveCall{}, false
 	}
-	c := runtime.CollectiveCall{Op: op, ReduceOp: ir.ReduceSum}
-	switch op.Info().Layout {
-	case ir.LayoutSame:
-		c.In, c.Out = t(inB, n), t(outB, n)
-	case ir.LayoutGather:
-		c.In, c.Out = t(inB, blk), t(outB, blk*d)
-	case ir.LayoutScatter:
-		c.In, c.Out = t(inB, blk*d), t(outB, blk)
-	case ir.LayoutAllToAll:
-		// [1, D·k] split on axis 1, concatenated on axis 0.
-		c.In, c.Out = t(inB, 1, blk*d), t(outB, d, blk)
-		c.Axis, c.ConcatAxis = 1, 0
-	default:
-		return c, false
-	}
-	if !op.Info().Reduces {
+	c := runtime.CollectiveCall{Op: op, ReduceOp: ir.ReduceSum, Axis: axis, ConcatAxis: concat,
+		In:  runtime.Tensor{Buf: inB, DType: dt, Shape: in},
+		Out: runtime.Tensor{Buf: outB, DType: dt, Shape: out}}
+	if !info.Reduces {
 		c.ReduceOp = ir.ReduceUnset
 	}
 	return c, true
