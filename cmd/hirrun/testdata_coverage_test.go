@@ -134,6 +134,9 @@ func TestTestdataCoversEveryPassError(t *testing.T) {
 	require.NoError(t, err)
 	typecheck = slices.DeleteFunc(typecheck, func(f string) bool { return strings.HasSuffix(f, "_test.go") })
 	formats := passErrorFormats(t, append(typecheck, "../../passes/validate.go", "../../passes/symmetric.go", "../../passes/p2p.go", "../../passes/schedule.go", "../../passes/races.go")...)
+	// The collectives' type rule lives with ir.Layout; the checker prints
+	// its errors behind the op's name.
+	formats = append(formats, errorfFormats(t, "../../ir/layout.go", "ResultType")...)
 	require.GreaterOrEqual(t, len(formats), 50, "error formats found in passes/: has the code changed shape?")
 	for _, f := range formats {
 		if _, skip := passErrorsNotInTestdata[f]; skip {
@@ -185,6 +188,42 @@ func passErrorFormats(t *testing.T, files ...string) []string {
 		out = append(out, s)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// errorfFormats returns the string-literal formats of the fmt.Errorf
+// calls in function (or method) name of a Go file.
+func errorfFormats(t *testing.T, file, name string) []string {
+	var out []string
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, file, nil, 0)
+	require.NoError(t, err)
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok || fd.Name.Name != name {
+			continue
+		}
+		ast.Inspect(fd, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			fun, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || fun.Sel.Name != "Errorf" {
+				return true
+			}
+			if pkg, ok := fun.X.(*ast.Ident); !ok || pkg.Name != "fmt" {
+				return true
+			}
+			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					out = append(out, s)
+				}
+			}
+			return true
+		})
+	}
+	require.NotEmpty(t, out, "no fmt.Errorf formats in %s's %s: has the code changed shape?", file, name)
 	return out
 }
 

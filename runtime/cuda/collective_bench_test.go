@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/hirlab/hir/ir"
-	"github.com/hirlab/hir/runtime"
 )
 
 // BenchmarkCollectives times our kernels and NCCL side by side on 2 GPUs
@@ -141,22 +140,13 @@ func collBenchScenario() error {
 			return err
 		}
 		measure := func(row benchRow, label string) error {
-			in := runtime.Tensor{Buf: inB, DType: ir.BF16, Shape: []int64{elems}}
-			out := runtime.Tensor{Buf: outB, DType: ir.BF16, Shape: []int64{elems}}
-			call := runtime.CollectiveCall{Op: row.op, Algo: row.algo, ReduceOp: ir.ReduceSum}
-			switch row.op {
-			case ir.OpAllGather:
-				in.Shape = []int64{elems / int64(D)}
-			case ir.OpReduceScatter:
-				out.Shape = []int64{elems / int64(D)}
-				call.Axis = 0
-			case ir.OpAllToAll:
-				// [1, D·k] split on axis 1, concatenated on axis 0.
-				in.Shape = []int64{1, elems}
-				out.Shape = []int64{int64(D), elems / int64(D)}
-				call.Axis, call.ConcatAxis = 1, 0
+			// The shapes hirrun bench gives each collective (ir's
+			// Layout.BenchShapes, through BenchCall).
+			call, ok := coll.BenchCall(row.op, ir.BF16, elems, D, inB, outB)
+			if !ok {
+				return fmt.Errorf("%s: no benchmark call at %s", row.op, sizeName(size))
 			}
-			call.In, call.Out = in, out
+			call.Algo = row.algo
 			iters := benchIters(size)
 			for w := 0; w < 20; w++ {
 				if err := d.Collective(&call, s); err != nil {
