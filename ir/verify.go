@@ -272,22 +272,28 @@ func (v *verifier) op(s *scope, op *Op) {
 func (v *verifier) attrs(op *Op, info *OpInfo) {
 	// given[i]: info.Attrs[i] was given (schemas are short: no map per op).
 	given := append(make([]bool, 0, 8), make([]bool, len(info.Attrs))...)
-	var unknown map[string]bool // keys the op does not take, given so far: errors already
-	for _, a := range op.Attrs {
+	unknown := unknownKeys{sorted: true} // keys the op does not take, given so far: errors already
+	for k := range op.Attrs {
+		a := &op.Attrs[k] // not copied: an Attr is 96 bytes
+		unknown.next(info, op.Attrs, k)
 		pos := a.Pos
 		if !pos.IsValid() {
 			pos = op.Pos
 		}
+		if !v.errs.Keeps(pos) {
+			// An error here would only be counted: count it without
+			// wording it (or boxing its arguments).
+			if attrFails(info, a, given, &unknown) {
+				v.errs.Add(pos, "")
+			}
+			continue
+		}
 		i := attrIndex(info, a.Key)
 		if i < 0 {
-			if unknown[a.Key] {
+			if unknown.seen(a.Key) {
 				v.errs.Add(pos, "%s: attribute %s is given twice", info.Name, a.Key)
 				continue
 			}
-			if unknown == nil {
-				unknown = map[string]bool{}
-			}
-			unknown[a.Key] = true
 			if len(info.Attrs) == 0 {
 				v.errs.Add(pos, "%s takes no attributes, got %s", info.Name, a.Key)
 			} else {
@@ -300,7 +306,7 @@ func (v *verifier) attrs(op *Op, info *OpInfo) {
 			continue
 		}
 		given[i] = true
-		spec := info.Attrs[i]
+		spec := &info.Attrs[i]
 		// A plain integer is a valid absolute peer.
 		if spec.Kind == KindPeer && a.Value.Kind == KindInt {
 			continue
@@ -318,6 +324,70 @@ func (v *verifier) attrs(op *Op, info *OpInfo) {
 			v.errs.Add(op.Pos, "%s needs attribute %s (%s)", info.Name, spec.Key, spec.Kind)
 		}
 	}
+}
+
+// attrFails is attrs' check of a, without the wording: it reports whether
+// attrs adds an error for it, and notes it as given or seen as attrs does.
+func attrFails(info *OpInfo, a *Attr, given []bool, unknown *unknownKeys) bool {
+	i := attrIndex(info, a.Key)
+	switch {
+	case i < 0:
+		unknown.seen(a.Key)
+		return true
+	case given[i]:
+		return true
+	}
+	given[i] = true
+	spec := &info.Attrs[i]
+	switch {
+	case spec.Kind == KindPeer && a.Value.Kind == KindInt:
+		return false
+	case a.Value.Kind != spec.Kind:
+		return true
+	}
+	return spec.Kind == KindWord && spec.Words != nil && !contains(spec.Words, a.Value.Word)
+}
+
+// unknownKeys is the keys of an op's attributes, before the current one,
+// that the op does not take. While the attributes so far are sorted by
+// key, as the parser's are, a key given before is the one just before
+// (prev); only once they are not are the keys kept in a map: a list of
+// millions of unknown attributes costs no map.
+type unknownKeys struct {
+	sorted bool
+	prev   *string // the key before the current attribute's, while sorted
+	keys   map[string]bool
+}
+
+// next moves to attrs[k], the next attribute.
+func (u *unknownKeys) next(info *OpInfo, attrs []Attr, k int) {
+	if !u.sorted || k == 0 {
+		return
+	}
+	u.prev = &attrs[k-1].Key
+	if attrs[k].Key >= *u.prev {
+		return
+	}
+	u.sorted, u.prev = false, nil
+	u.keys = map[string]bool{}
+	for _, a := range attrs[:k] {
+		if attrIndex(info, a.Key) < 0 {
+			u.keys[a.Key] = true
+		}
+	}
+}
+
+// seen reports whether key, one the op does not take, was given before the
+// current attribute, and notes it.
+func (u *unknownKeys) seen(key string) bool {
+	if u.sorted {
+		return u.prev != nil && *u.prev == key
+	}
+	if u.keys[key] {
+		return true
+	}
+	u.keys[key] = true
+	return false
 }
 
 // attrIndex is the index of key in info.Attrs, or -1 (OpInfo.Attr's

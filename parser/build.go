@@ -46,7 +46,6 @@ type builder struct {
 	text       []byte                     // the chunk keep copies into
 	types      []ir.Type                  // an op's result types, reused from op to op
 	dimBuf     []ir.Dim                   // a type's dims, reused from type to type
-	attrNode   attrNode                   // an attribute the fast path read, as the grammar's node (genericOp)
 	frames     []frame                    // the regions' frames' slab
 	typeCache  map[typeKey]*ir.TensorType // tensorType's
 	ends       map[*ir.Op]ir.Pos          // with ParseComments: where each region's } is
@@ -188,17 +187,14 @@ func (b *builder) line(l *line) {
 func (b *builder) rejectedLine(l *line) {
 	var last lexeme
 	prev := "" // the last name looked at
-	for t := range l.all() {
-		if t.kind() == tokVar {
-			if name := l.text(&t)[1:]; name != prev && !b.isPoisoned(name) {
-				if _, ok := b.defined(name); !ok {
-					b.poison(name)
-				}
-				prev = name
-			}
+	if l.done && l.base == 0 {
+		// held whole (most rejected lines): no iterator
+		for i := range l.toks {
+			b.rejectedToken(l, &l.toks[i], &prev, &last)
 		}
-		if t.kind() != tokEOF {
-			last = t
+	} else {
+		for t := range l.all() {
+			b.rejectedToken(l, &t, &prev, &last)
 		}
 	}
 	if last.is(l.src, '{') {
@@ -208,6 +204,24 @@ func (b *builder) rejectedLine(l *line) {
 	} else {
 		b.top().tainted = true
 	}
+}
+
+// rejectedToken is rejectedLine's look at the token t of l: a name is
+// poisoned where it is not defined (prev: the last name looked at), and
+// last is t unless t ends the line.
+func (b *builder) rejectedToken(l *line, t *lexeme, prev *string, last *lexeme) {
+	switch t.kind() {
+	case tokVar:
+		if name := l.text(t)[1:]; name != *prev && !b.isPoisoned(name) {
+			if _, ok := b.defined(name); !ok {
+				b.poison(name)
+			}
+			*prev = name
+		}
+	case tokEOF:
+		return
+	}
+	*last = *t
 }
 
 func (b *builder) mesh(m *meshAST) {
@@ -409,16 +423,20 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 	}
 
 	attrs := b.ir.attrSlice(g.attrCount())
+	attrs = attrs[:g.attrCount()]
 	lists := 0
-	a := &b.attrNode
-	for k := range g.attrCount() {
-		g.attr(k, &lists, a)
-		attr, aok := b.attr(&a.attrAST, code)
+	var a attrParts
+	sorted := true // so far
+	for k := range attrs {
+		g.attr(k, &lists, &a)
+		aok := b.attr(&attrs[k], &a, code)
 		ok = ok && aok
-		attrs = append(attrs, attr)
+		sorted = sorted && (k == 0 || attrs[k-1].Key <= attrs[k].Key)
 	}
 	// Sorted, as the printer writes them; duplicates stay for Verify to name.
-	sortAttrs(attrs)
+	if !sorted {
+		sortAttrs(attrs)
+	}
 
 	types := b.types[:0] // finishOp copies them into the results
 	for _, t := range g.Types {
@@ -449,7 +467,11 @@ func (b *builder) forOp(o *opAST) {
 	setInt := func(key string, t *intTok) int64 {
 		n, iok := b.int(t)
 		ok = ok && iok
-		op.Attrs = append(op.Attrs, ir.Attr{Key: key, Value: ir.AttrValue{Kind: ir.KindInt, Int: n}, Pos: b.pos(t.Pos)})
+		// In place (the slab's attributes are zero, or this function's),
+		// not a 96-byte Attr copied with the collector's barriers.
+		op.Attrs = op.Attrs[:len(op.Attrs)+1]
+		a := &op.Attrs[len(op.Attrs)-1]
+		a.Key, a.Value.Kind, a.Value.Int, a.Pos = key, ir.KindInt, n, b.pos(t.Pos)
 		return n
 	}
 	setInt("from", f.From)

@@ -55,6 +55,9 @@ func (b *builder) number(text string, p lexer.Position) (ir.Literal, bool) {
 	case "nan":
 		return ir.Literal{IsFloat: true, Float: math.NaN()}, true
 	}
+	if n, ok := smallInt(text); ok {
+		return ir.Literal{Int: n}, true
+	}
 	if strings.ContainsAny(text, ".eE") {
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil {
@@ -68,6 +71,9 @@ func (b *builder) number(text string, p lexer.Position) (ir.Literal, bool) {
 }
 
 func (b *builder) int(t *intTok) (int64, bool) {
+	if n, ok := smallInt(t.Text); ok {
+		return n, true
+	}
 	n, err := strconv.ParseInt(t.Text, 10, 64)
 	if err != nil {
 		b.errs.Add(b.pos(t.Pos), "integer %s does not fit in 64 bits", t.Text)
@@ -76,59 +82,76 @@ func (b *builder) int(t *intTok) (int64, bool) {
 	return n, true
 }
 
-// attr reads key=value. The kind follows the text; a signed integer is a
-// relative rank where the op's schema takes a peer.
-func (b *builder) attr(a *attrAST, code ir.Opcode) (ir.Attr, bool) {
+// smallInt is text's value where it is up to 18 decimal digits, no sign
+// (most integers: strconv.ParseInt's checks cost more than the digits).
+func smallInt(text string) (int64, bool) {
+	if len(text) == 0 || len(text) > 18 {
+		return 0, false
+	}
+	n := int64(0)
+	for i := 0; i < len(text); i++ {
+		d := text[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(d)
+	}
+	return n, true
+}
+
+// attr reads key=value into *attr (in place: an attribute is 96 bytes, and
+// a line may have millions). The kind follows the text; a signed integer
+// is a relative rank where the op's schema takes a peer.
+func (b *builder) attr(attr *ir.Attr, a *attrParts, code ir.Opcode) bool {
 	var spec ir.AttrSpec
 	known := false
 	if code != ir.OpInvalid {
-		spec, known = code.Info().Attr(a.Key)
+		spec, known = code.Info().Attr(a.key)
 	}
 	// The schema's strings, where they are the text's, cost no copy.
 	key := spec.Key
 	if !known {
-		key = b.keep(a.Key)
+		key = b.keep(a.key)
 	}
-	attr := ir.Attr{Key: key, Pos: b.pos(a.Pos)}
-	v := a.Value
+	*attr = ir.Attr{Key: key, Pos: b.pos(a.pos)}
 	switch {
-	case v.List != nil:
+	case a.list != nil:
 		attr.Value.Kind = ir.KindInts
-		attr.Value.Ints = b.ir.intSlice(v.List.len())
-		for k := range v.List.len() {
-			it := v.List.item(k)
+		attr.Value.Ints = b.ir.intSlice(a.list.len())
+		for k := range a.list.len() {
+			it := a.list.item(k)
 			n, ok := b.int(&it)
 			if !ok {
-				return attr, false
+				return false
 			}
 			attr.Value.Ints = append(attr.Value.Ints, n)
 		}
-	case v.Word != nil:
-		switch w := *v.Word; w {
+	case !a.num:
+		switch w := a.value; w {
 		case "true", "false":
 			attr.Value = ir.AttrValue{Kind: ir.KindBool, Bool: w == "true"}
 		case "inf", "nan":
-			lit, _ := b.number(w, v.Pos)
+			lit, _ := b.number(w, a.valuePos)
 			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
 		default:
 			attr.Value = ir.AttrValue{Kind: ir.KindWord, Word: b.word(w, spec.Words)}
 		}
 	default:
-		lit, ok := b.number(*v.Num, v.Pos)
+		lit, ok := b.number(a.value, a.valuePos)
 		if !ok {
-			return attr, false
+			return false
 		}
-		takesPeer := (known && spec.Kind == ir.KindPeer) || (code == ir.OpInvalid && a.Key == "peer")
+		takesPeer := (known && spec.Kind == ir.KindPeer) || (code == ir.OpInvalid && a.key == "peer")
 		switch {
 		case lit.IsFloat:
 			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
-		case takesPeer && (strings.HasPrefix(*v.Num, "+") || strings.HasPrefix(*v.Num, "-")):
+		case takesPeer && (strings.HasPrefix(a.value, "+") || strings.HasPrefix(a.value, "-")):
 			attr.Value = ir.AttrValue{Kind: ir.KindPeer, Int: lit.Int, Relative: true}
 		default:
 			attr.Value = ir.AttrValue{Kind: ir.KindInt, Int: lit.Int}
 		}
 	}
-	return attr, true
+	return true
 }
 
 // word is w, as one of the schema's words when it is one (no copy).

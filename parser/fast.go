@@ -104,6 +104,26 @@ func push[T any](s []T, v T) []T {
 	return append(s, v)
 }
 
+// grow is push for a list of the line whose elements take at least
+// minBytes bytes each: once the list is long (reserveAt elements) and
+// full, it is given room for as many as the rest of the line could hold
+// (at least doubled), so that a list of millions is not copied again and
+// again as it grows.
+func grow[T any](p *fastParser, s []T, v T, minBytes int) []T {
+	if len(s) == cap(s) && len(s) >= reserveAt {
+		rest := len(p.l.src) - p.tok().off
+		if nl := strings.IndexByte(p.l.src[p.tok().off:], '\n'); nl >= 0 {
+			rest = nl
+		}
+		s = slices.Grow(s, max(rest/minBytes+1, len(s)))
+	}
+	return push(s, v)
+}
+
+// reserveAt is how long a list grows by doubling before grow reserves
+// room for the rest of the line.
+const reserveAt = 4096
+
 // takeSlice returns a slice of n pointers carved from a slab (its capacity
 // is exactly n, so appending to it never writes into the slab). A reused
 // slab's slice holds old pointers: the fast path sets every one.
@@ -443,7 +463,7 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			if !ok {
 				break
 			}
-			attrs = push(attrs, a)
+			attrs = grow(p, attrs, a, len("k=1"))
 			p.release(len(attrs))
 		}
 		p.a.attrToks, p.a.listScratch, p.a.attrStarts = attrs, lists, starts

@@ -289,9 +289,17 @@ func materializeLists(ast *lineAST) {
 		g := ast.Op.Generic
 		lists := 0
 		for k := range g.fastAttrs {
-			a := new(attrNode)
-			g.attr(k, &lists, a)
-			g.Attrs = append(g.Attrs, &a.attrAST)
+			var p attrParts
+			g.attr(k, &lists, &p)
+			a := &attrAST{Pos: p.pos, Key: p.key, Value: &attrValueAST{Pos: p.valuePos, List: p.list}}
+			switch {
+			case p.list != nil:
+			case p.num:
+				a.Value.Num = &p.value
+			default:
+				a.Value.Word = &p.value
+			}
+			g.Attrs = append(g.Attrs, a)
 		}
 		g.fastAttrs, g.fastLists = nil, nil
 		if g.fastOps == nil {

@@ -101,36 +101,49 @@ type genericAST struct {
 // its value's (a list's [).
 type fastAttr struct{ key, value lexeme }
 
-// attrNode is an attribute as the grammar's node, with its value and the
-// value's text (genericAST.attr), reused from attribute to attribute.
-type attrNode struct {
-	attrAST
-	value attrValueAST
-	text  string
+// attrParts is an attribute's key and value (genericAST.attr), from the
+// grammar's node or the fast path's tokens: no node is made of the
+// fast path's, and none holds a pointer (a line may have millions).
+type attrParts struct {
+	pos, valuePos lexer.Position
+	key           string
+	value         string      // the value's text, a number or a word; "" for a list
+	num           bool        // value is a number
+	list          *intListAST // the value, where it is a list
 }
 
 // attrCount is how many attributes the op has.
 func (g *genericAST) attrCount() int { return len(g.Attrs) + len(g.fastAttrs) }
 
-// attr is the op's attribute k, as the grammar's node, in a (lists
-// counts the attributes with a list value before k, the fast path's).
-func (g *genericAST) attr(k int, lists *int, a *attrNode) {
+// attr is the op's attribute k, in a (lists counts the attributes with a
+// list value before k, the fast path's).
+func (g *genericAST) attr(k int, lists *int, a *attrParts) {
 	if g.fastAttrs == nil {
-		a.attrAST = *g.Attrs[k]
+		g.Attrs[k].parts(a)
 		return
 	}
 	l, fa := g.fastLine, &g.fastAttrs[k]
-	a.attrAST = attrAST{Pos: l.pos(&fa.key), Key: l.text(&fa.key), Value: &a.value}
-	a.value = attrValueAST{Pos: l.pos(&fa.value)}
-	a.text = l.text(&fa.value)
+	*a = attrParts{pos: l.pos(&fa.key), key: l.text(&fa.key), valuePos: l.pos(&fa.value)}
 	switch fa.value.kind() {
 	case tokInt, tokFloat:
-		a.value.Num = &a.text
+		a.value, a.num = l.text(&fa.value), true
 	case tokIdent:
-		a.value.Word = &a.text
+		a.value = l.text(&fa.value)
 	default:
-		a.value.List = g.fastLists[*lists]
+		a.list = g.fastLists[*lists]
 		*lists++
+	}
+}
+
+// parts is the attribute's parts, in p.
+func (a *attrAST) parts(p *attrParts) {
+	v := a.Value
+	*p = attrParts{pos: a.Pos, key: a.Key, valuePos: v.Pos, list: v.List}
+	switch {
+	case v.Num != nil:
+		p.value, p.num = *v.Num, true
+	case v.Word != nil:
+		p.value = *v.Word
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -45,13 +46,19 @@ type line struct {
 	ast   *lineAST // the tree, nil when the line did not parse
 }
 
+// sameString reports whether a and b are the same string in memory (a
+// line is begun for every line of the source: no bytes compared).
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
 // span is the tokens from..to-1 of a line.
 type span struct{ from, to int }
 
 // begin starts reading the line at s, which is at a line's start, with
 // buf (emptied) for its tokens.
 func (l *line) begin(s *scanner, buf []lexeme) {
-	if l.src != s.src || l.file != s.filename || l.reader != s {
+	if l.reader != s || !sameString(l.src, s.src) || l.file != s.filename {
 		*l = line{file: s.filename, src: s.src, reader: s, sc: *s}
 	}
 	// Field by field: a line is begun for every line of the source.
@@ -91,9 +98,6 @@ func (l *line) scanTo(j int) *lexeme {
 		case tokBad:
 			l.bad = true
 		}
-		if l.base == 0 && len(l.toks) == 0 {
-			l.first = t
-		}
 		l.toks = append(l.toks, t)
 	}
 	return &l.toks[min(j-l.base, len(l.toks)-1)]
@@ -114,6 +118,9 @@ var (
 func (l *line) release(j int) {
 	if j-l.base < releaseMin || j-l.base > len(l.toks) {
 		return
+	}
+	if l.base == 0 {
+		l.first = l.toks[0] // token 0 stays (at)
 	}
 	n := copy(l.toks, l.toks[j-l.base:])
 	l.toks = l.toks[:n]
