@@ -206,6 +206,7 @@ func (r *rank) releaseFrame(f *frame) {
 
 func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	mesh := r.size
+	uploaded := false
 	for i, in := range r.job.prog.Inputs {
 		t := in.Tensor()
 		a := inputs[in.Name]
@@ -240,6 +241,7 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 		if err := r.dev.CopyFromHost(tensor, a.Data, f.current); err != nil {
 			return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 		}
+		uploaded = true
 		f.vals[r.job.plan.inputs[i]] = slot{live: true, t: tensor}
 	}
 	// Peers may read a symmetric input from the first op on (a contiguous
@@ -253,7 +255,11 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	// The uploads (and the barrier) are on the default stream, but the
 	// program may first touch an input on a stream of its own, which nothing
 	// orders after them: wait here, so every stream, ours and the peers',
-	// sees the inputs from the first op on.
+	// sees the inputs from the first op on. With every input kept there is
+	// nothing to wait for (the Run that uploaded them drained every stream).
+	if !uploaded && !r.job.symmetricInputs {
+		return nil
+	}
 	if err := f.current.Synchronize(); err != nil {
 		return fmt.Errorf("binding inputs: %w", err)
 	}
