@@ -462,7 +462,14 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 func (b *builder) forOp(o *opAST) {
 	f := o.For
 	op := take(&b.ir.ops)
-	*op = ir.Op{Code: ir.OpFor, Pos: b.pos(f.Pos), Attrs: b.ir.attrSlice(4)}
+	n := 2 // from, to; then step and streams where given
+	if f.Step != nil {
+		n++
+	}
+	if f.Streams != nil {
+		n++
+	}
+	*op = ir.Op{Code: ir.OpFor, Pos: b.pos(f.Pos), Attrs: b.ir.attrSlice(n)}
 	ok := true
 	setInt := func(key string, t *intTok) int64 {
 		n, iok := b.int(t)

@@ -41,6 +41,12 @@ type preLine struct {
 	op   *ir.Op
 	refs int32
 	open bool // the line opens op's region
+	// A short line left to the builder (op nil) keeps the tokens the
+	// worker scanned: the chunk's toks[tok0:tok0+ntok] (ntok 0: none
+	// kept), bad as the worker's line.bad; the builder reads them rather
+	// than scanning the line again.
+	bad        bool
+	tok0, ntok int32
 }
 
 // chunk is a run of whole lines, start to end of the source, and what a
@@ -49,6 +55,7 @@ type chunk struct {
 	start, end, line int
 	lines            []preLine
 	refs             []string // the named operands' names, without %
+	toks             []lexeme // short lines' tokens (preLine.tok0)
 	panicked         any      // what a worker's panic carried, raised again by the builder
 }
 
@@ -124,7 +131,7 @@ func (b *builder) readParallel(s *scanner, workers int) {
 				c := &chunks[i]
 				select {
 				case old := <-free:
-					c.lines, c.refs = old.lines[:0], old.refs[:0]
+					c.lines, c.refs, c.toks = old.lines[:0], old.refs[:0], old.toks[:0]
 				default:
 				}
 				w.buildChunk(c, s.src)
@@ -165,6 +172,10 @@ func (w *builder) buildChunk(c *chunk, src string) {
 		l.begin(&s, l.toks)
 		if !l.empty() {
 			w.prebuild(&p, c, l)
+			if p.op == nil && l.done && l.base == 0 {
+				p.tok0, p.ntok, p.bad = int32(len(c.toks)), int32(len(l.toks)), l.bad
+				c.toks = append(c.toks, l.toks...)
+			}
 			c.lines = append(c.lines, p)
 		}
 		l.finish()
@@ -228,6 +239,10 @@ func (b *builder) commitChunk(c *chunk, s *scanner) {
 			continue
 		}
 		s.i, s.line, s.lineStart = p.start, p.line, p.start
+		if p.ntok > 0 {
+			b.readScanned(s, c.toks[p.tok0:p.tok0+p.ntok], p.bad)
+			continue
+		}
 		b.readLine(s)
 	}
 }

@@ -120,6 +120,20 @@ func grow[T any](p *fastParser, s []T, v T, minBytes int) []T {
 	return push(s, v)
 }
 
+// growList is grow for a list whose elements are separated by commas:
+// once long and full, it is given room for one more element than the
+// commas left on the line (at least doubled).
+func growList[T any](p *fastParser, s []T, v T) []T {
+	if len(s) == cap(s) && len(s) >= reserveAt {
+		rest := p.l.src[p.tok().off:]
+		if nl := strings.IndexByte(rest, '\n'); nl >= 0 {
+			rest = rest[:nl]
+		}
+		s = slices.Grow(s, max(strings.Count(rest, ",")+1, len(s)))
+	}
+	return push(s, v)
+}
+
 // reserveAt is how long a list grows by doubling before grow reserves
 // room for the rest of the line.
 const reserveAt = 4096
@@ -479,12 +493,12 @@ func (p *fastParser) generic() (*genericAST, bool) {
 		ok := true
 		for {
 			p.next() // : or ,
-			starts = push(starts, int32(p.i))
+			starts = growList(p, starts, int32(p.i))
 			var t *typeAST
 			if t, ok = p.typ(); !ok {
 				break
 			}
-			types = push(types, t)
+			types = growList(p, types, t)
 			if !p.punct(',') {
 				break
 			}
@@ -522,7 +536,7 @@ func (p *fastParser) typ() (*typeAST, bool) {
 		starts := p.a.dimStarts[:0]
 		ok := true
 		for {
-			starts = push(starts, int32(p.i))
+			starts = growList(p, starts, int32(p.i))
 			if p.tok().kind() != tokInt {
 				ok = false
 				break
@@ -538,7 +552,7 @@ func (p *fastParser) typ() (*typeAST, bool) {
 				d.parallel = *p.tok()
 				p.next()
 			}
-			dims = push(dims, d)
+			dims = growList(p, dims, d)
 			if !p.punct(',') {
 				break
 			}
@@ -636,6 +650,19 @@ func (b *builder) readLine(s *scanner) bool {
 		b.line(l)
 	}
 	return l.finish()
+}
+
+// readScanned is readLine for the line at s whose tokens, all of them (the
+// last its EOF), a worker scanned: toks, bad as its line.bad.
+func (b *builder) readScanned(s *scanner, toks []lexeme, bad bool) {
+	l := &b.cur
+	l.begin(s, l.toks)
+	l.toks = append(l.toks, toks...)
+	l.done, l.bad = true, bad
+	b.alloc.reset()
+	b.parseLine(l)
+	b.line(l)
+	l.finish()
 }
 
 // presize sizes the builder for a program of about that many lines and
