@@ -187,13 +187,15 @@ func (b *builder) line(l *line) {
 func (b *builder) rejectedLine(l *line) {
 	var last lexeme
 	prev := "" // the last name looked at
-	if l.done && l.base == 0 {
+	if l.done && l.base == 0 && len(l.elide) == 0 {
 		// held whole (most rejected lines): no iterator
 		for i := range l.toks {
 			b.rejectedToken(l, &l.toks[i], &prev, &last)
 		}
 	} else {
-		for t := range l.all() {
+		// the middle of a long list that holds no name is not looked at
+		// (nor its last token, which is not the line's)
+		for _, t := range l.tokens(func(sp span) bool { return !sp.vars }) {
 			b.rejectedToken(l, &t, &prev, &last)
 		}
 	}

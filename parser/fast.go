@@ -240,7 +240,7 @@ func (p *fastParser) intList() (*intListAST, bool) {
 			p.release(len(items) - start)
 		}
 		p.a.itemToks = items
-		p.elideList(len(items)-start, first)
+		p.elideList(len(items)-start, first, false)
 		l.fastItems, l.fastLine = items[start:len(items):len(items)], p.l
 	}
 	if !p.punct(']') {
@@ -251,9 +251,10 @@ func (p *fastParser) intList() (*intListAST, bool) {
 }
 
 // elideList notes a list of n one-token elements separated by commas,
-// starting at first, for participle to skip (line.elide).
-func (p *fastParser) elideList(n, first int) {
-	p.l.elideList(n, true, func(k int) int { return first + 2*k })
+// starting at first, for participle to skip (line.elide); vars says
+// whether they may be names.
+func (p *fastParser) elideList(n, first int, vars bool) {
+	p.l.elideList(n, true, vars, func(k int) int { return first + 2*k })
 }
 
 func (p *fastParser) intTok() *intTok {
@@ -294,7 +295,7 @@ func (p *fastParser) nameList(buf []lexeme) (names []lexeme, ok bool) {
 		p.next()
 		p.release(len(names))
 	}
-	p.elideList(len(names), first)
+	p.elideList(len(names), first, true)
 	return names, ok
 }
 
@@ -443,7 +444,7 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			p.release(len(ops))
 		}
 		p.a.opToks = ops
-		p.elideList(len(ops), first)
+		p.elideList(len(ops), first, true)
 		if !ok {
 			return nil, false
 		}
@@ -481,7 +482,7 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			p.release(len(attrs))
 		}
 		p.a.attrToks, p.a.listScratch, p.a.attrStarts = attrs, lists, starts
-		p.l.elideList(len(attrs), false, func(k int) int { return int(starts[k]) })
+		p.l.elideList(len(attrs), false, false, func(k int) int { return int(starts[k]) })
 		if !ok {
 			return nil, false
 		}
@@ -505,7 +506,7 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			p.release(len(types))
 		}
 		p.a.typeScratch, p.a.typeStarts = types, starts
-		p.l.elideList(len(types), true, func(k int) int { return int(starts[k]) })
+		p.l.elideList(len(types), true, false, func(k int) int { return int(starts[k]) })
 		if !ok {
 			return nil, false
 		}
@@ -560,7 +561,7 @@ func (p *fastParser) typ() (*typeAST, bool) {
 			p.release(len(dims) - start)
 		}
 		p.a.dimToks, p.a.dimStarts = dims, starts
-		p.l.elideList(len(dims)-start, true, func(k int) int { return int(starts[k]) })
+		p.l.elideList(len(dims)-start, true, false, func(k int) int { return int(starts[k]) })
 		if !ok {
 			return nil, false
 		}

@@ -19,7 +19,10 @@ import (
 // further, and those of a long line it reads are let go of as it goes
 // (line.release). What only a rejected line needs, its first bad
 // character, the names it mentions and its last token, is found by
-// scanning it again without keeping its tokens (line.all). The participle
+// scanning it again without keeping its tokens (line.all), but for the
+// middle of its long lists, which the fast path read whole: participle is
+// not given them, and rejectedLine needs only those that may hold a name,
+// so they are jumped over, not scanned (line.tokens). The participle
 // grammar, which words a syntax error, costs microseconds a token; it is
 // given no more of a long line than it needs: the line up to a little past
 // where the fast path stopped, less the middle of each long list the fast
@@ -52,8 +55,14 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
-// span is the tokens from..to-1 of a line.
-type span struct{ from, to int }
+// span is the tokens from..to-1 of a line. next is where token to
+// starts, -1 where it was let go of (release) when the span was noted: a
+// line scanned again jumps there (line.tokens). vars says whether the
+// span may hold a name.
+type span struct {
+	from, to, next int
+	vars           bool
+}
 
 // begin starts reading the line at s, which is at a line's start, with
 // buf (emptied) for its tokens.
@@ -220,9 +229,9 @@ var (
 
 // elideList notes that participle need not see the middle of a list of n
 // elements the fast path read whole: start(k) is where element k starts,
-// and sep says whether a separator (a comma) comes before each element
-// but the first.
-func (l *line) elideList(n int, sep bool, start func(k int) int) {
+// sep says whether a separator (a comma) comes before each element but
+// the first, and vars whether an element may hold a name.
+func (l *line) elideList(n int, sep, vars bool, start func(k int) int) {
 	if n < elideMin || n-2*elideKeep < 1 {
 		return
 	}
@@ -230,28 +239,61 @@ func (l *line) elideList(n int, sep bool, start func(k int) int) {
 	if sep {
 		from, to = from-1, to-1
 	}
-	l.elideSpan(from, to)
+	l.elideSpan(span{from: from, to: to, next: -1, vars: vars})
 }
 
-// elideSpan notes that participle need not see tokens from..to-1, in
-// place of the spans noted within them (a list of types, each with a long
-// list of dims). The spans stay sorted.
-func (l *line) elideSpan(from, to int) {
+// elideSpan notes that participle need not see the tokens of sp, in place
+// of the spans noted within them (a list of types, each with a long list
+// of dims). The spans stay sorted.
+func (l *line) elideSpan(sp span) {
+	if k := sp.to - l.base; k >= 0 && k < len(l.toks) {
+		sp.next = l.toks[k].off
+	}
 	spans := l.elide[:0]
 	at := -1
-	for _, sp := range l.elide {
-		if sp.from >= from && sp.to <= to {
+	for _, s := range l.elide {
+		if s.from >= sp.from && s.to <= sp.to {
 			continue
 		}
-		if at < 0 && sp.from >= to {
+		if at < 0 && s.from >= sp.to {
 			at = len(spans)
 		}
-		spans = append(spans, sp)
+		spans = append(spans, s)
 	}
 	if at < 0 {
 		at = len(spans)
 	}
-	l.elide = slices.Insert(spans, at, span{from, to})
+	l.elide = slices.Insert(spans, at, sp)
+}
+
+// tokens is every token of the line with its index, its EOF last, but
+// for those of the spans elided that skip says need not be looked at: the
+// line's tokens held, or the line scanned again, from past each such span
+// (where it was noted: span.next). A rejected long line is so scanned
+// again only where it must be.
+func (l *line) tokens(skip func(sp span) bool) iter.Seq2[int, lexeme] {
+	return func(yield func(int, lexeme) bool) {
+		held := l.done && l.base == 0
+		spans := l.elide
+		s := scanner{filename: l.file, src: l.src, i: l.start, line: l.num, lineStart: l.start}
+		for i := 0; ; i++ {
+			for len(spans) > 0 && spans[0].from <= i {
+				if sp := spans[0]; sp.from == i && (held || sp.next >= 0) && skip(sp) {
+					i, s.i, s.onLine = sp.to, sp.next, true
+				}
+				spans = spans[1:]
+			}
+			var t lexeme
+			if held {
+				t = l.toks[i]
+			} else if t = s.next(); t.kind() == tokNewline {
+				t.typ = int8(tokEOF)
+			}
+			if !yield(i, t) || t.kind() == tokEOF {
+				return
+			}
+		}
+	}
 }
 
 // grammarTokens is what participle is given of the line, scanned again:
@@ -260,9 +302,11 @@ func (l *line) elideSpan(from, to int) {
 // is (an error before it lies well inside what participle was given).
 func (l *line) grammarTokens(limit int, elide bool) (toks []lexer.Token, whole bool, near int) {
 	spans := l.elide
-	i := 0
 	near = int(^uint(0) >> 1)
-	for t := range l.all() {
+	// A span participle is not given is not scanned, unless token limit-8
+	// lies in it (near).
+	skip := func(sp span) bool { return elide && sp.to <= limit && (limit-8 < sp.from || limit-8 >= sp.to) }
+	for i, t := range l.tokens(skip) {
 		if i == limit-8 {
 			near = t.off
 		}
@@ -278,7 +322,6 @@ func (l *line) grammarTokens(limit int, elide bool) (toks []lexer.Token, whole b
 		if !elide || len(spans) == 0 || i < spans[0].from || spans[0].to > limit {
 			toks = append(toks, l.lexerToken(&t))
 		}
-		i++
 	}
 	panic("unreachable: a line ends with EOF")
 }
