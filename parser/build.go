@@ -522,6 +522,9 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 		b.names.reserve(len(results))
 	}
 	for i, r := range results {
+		if j := i + touchAhead; j < len(results) {
+			b.names.touch(results[j].Text[1:])
+		}
 		e, claimed := b.claimEntry(r)
 		if !claimed {
 			ok = false
@@ -535,6 +538,11 @@ func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, o
 	}
 	return b.place(op, entries, results, ok, open)
 }
+
+// touchAhead is how far ahead of the name looked up its slot is fetched
+// (nameTable.touch): so many results of a line ahead (finishOp), so many
+// lines of a chunk ahead (commitChunk).
+const touchAhead = 8
 
 // result makes op's result i, named by r.
 func (b *builder) result(op *ir.Op, r *nameTok, types []ir.Type, i int) *ir.Value {

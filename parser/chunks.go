@@ -234,6 +234,9 @@ func isKeyword(w string) bool { return w == "mesh" || w == "input" || w == "outp
 // when a worker built it, else read as on one goroutine (with s).
 func (b *builder) commitChunk(c *chunk, s *scanner) {
 	for i := range c.lines {
+		if j := i + touchAhead; j < len(c.lines) {
+			b.touchNames(c, &c.lines[j])
+		}
 		p := &c.lines[i]
 		if p.op != nil && b.commit(p, c.refs[p.refs:]) {
 			continue
@@ -244,6 +247,25 @@ func (b *builder) commitChunk(c *chunk, s *scanner) {
 			continue
 		}
 		b.readLine(s)
+	}
+}
+
+// touchNames has the slots of the names p's op defines and uses brought
+// into the caches (nameTable.touch), a few lines before they are looked
+// up: in a large program each is a cache miss.
+func (b *builder) touchNames(c *chunk, p *preLine) {
+	if p.op == nil {
+		return
+	}
+	for _, r := range p.op.Results {
+		b.names.touch(r.Name)
+	}
+	refs := c.refs[p.refs:]
+	for _, x := range p.op.Operands {
+		if x == nil && len(refs) > 0 {
+			b.names.touch(refs[0])
+			refs = refs[1:]
+		}
 	}
 }
 

@@ -101,6 +101,19 @@ func (t *nameTable) find(name string, h uint64) (int, *nameEntry) {
 	}
 }
 
+// touch has the slot where the look-up of name starts brought into the
+// caches (prefetch: the processor does not wait for it), a little before
+// that look-up, so that its cache miss overlaps the work before it rather
+// than stalling it: in a large program or a long list of results, each new
+// name lands on a slot of its own. It changes nothing. (A plain load of
+// the slot, tried in its place, gained nothing: it stalls as the look-up
+// does.)
+func (t *nameTable) touch(name string) {
+	if len(t.slots) > 0 {
+		prefetch(&t.slots[int(t.hash(name))&(len(t.slots)-1)])
+	}
+}
+
 // lookup is name's entry, nil if it has none.
 func (t *nameTable) lookup(name string) *nameEntry {
 	_, e := t.find(name, t.hash(name))
