@@ -80,25 +80,19 @@ func randomFiller(dt ir.DType, a *Array) func(lo, hi int64, start uint64) {
 	below1 := largestBelowOne(dt)
 	b := a.Data
 	switch dt {
-	case ir.BF16:
-		top := numeric.F32ToBF16(float32(below1))
-		return func(lo, hi int64, start uint64) {
-			g := splitMix64{state: start}
-			for i := lo; i < hi; i++ {
-				h := bf16Nearest(2*(float64(g.next()>>11)*0x1p-53) - 1)
-				if h == 0x3f80 { // rounded up to 1
-					h = top
-				}
-				binary.LittleEndian.PutUint16(b[2*i:], h)
-			}
+	case ir.BF16, ir.F16:
+		// 16-bit floats: our own nearest-even from float64, and the bits of
+		// 1.0 (a draw that rounds up to it) replaced by the top below 1.
+		nearest, one := bf16Nearest, uint16(0x3f80)
+		if dt == ir.F16 {
+			nearest, one = f16Nearest, 0x3c00
 		}
-	case ir.F16:
-		top := f16Nearest(below1)
+		top := nearest(below1)
 		return func(lo, hi int64, start uint64) {
 			g := splitMix64{state: start}
 			for i := lo; i < hi; i++ {
-				h := f16Nearest(2*(float64(g.next()>>11)*0x1p-53) - 1)
-				if h == 0x3c00 { // rounded up to 1
+				h := nearest(2*(float64(g.next()>>11)*0x1p-53) - 1)
+				if h == one {
 					h = top
 				}
 				binary.LittleEndian.PutUint16(b[2*i:], h)

@@ -127,37 +127,9 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 		// hir_ll_copy, in bytes: every peer gets a piece of the same size
 		// (bytes), and at least one line each way (a line of no data
 		// where there is nothing to send).
-		var bytes int64
-		switch p.op {
-		case ir.OpAllGather:
-			run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
-			bytes = p.in.Bytes()
-			a.Ld = lay{l.Run * es, l.Pitch * es}
-			for q := 0; q < D; q++ {
-				a.Src[q], a.Dst[q] = in, p.outPtr+uint64(int64(q)*run*es)
-			}
-		case ir.OpAllToAll:
-			runS, ls := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
-			runD, ld := BlockLayout(p.out.Shape, p.concat, p.in.Shape[p.concat])
-			bytes = p.in.Bytes() / int64(D)
-			a.Ls, a.Ld = lay{ls.Run * es, ls.Pitch * es}, lay{ld.Run * es, ld.Pitch * es}
-			for q := 0; q < D; q++ {
-				a.Src[q], a.Dst[q] = in+uint64(int64(q)*runS*es), p.outPtr+uint64(int64(q)*runD*es)
-			}
-		case ir.OpBroadcast:
-			// The root sends its input to every peer; the others send
-			// every peer a line of no data (Src 0), and keep the root's.
-			bytes = p.in.Bytes()
-			if r == p.root {
-				for q := 0; q < D; q++ {
-					a.Src[q] = in
-				}
-				a.Dst[r] = p.outPtr
-			} else {
-				a.Dst[p.root] = p.outPtr
-			}
-		default:
-			return fmt.Errorf("no ll algorithm for %s", p.op)
+		bytes, err := copyPieces(p, D, r, in, &a)
+		if err != nil {
+			return err
 		}
 		lines = (bytes + 7) / 8
 		for q := 0; q < D; q++ {
@@ -287,36 +259,8 @@ func (d *Comm) launchBulk(cs *CommState, ch *CommChannel, p *CollPlan, in uint64
 		name = BulkKernelName(p.dt, p.reduce)
 	default:
 		// The same pieces as LL lines' (launchLL), in bytes.
-		switch p.op {
-		case ir.OpAllGather:
-			run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
-			piece = p.in.Bytes()
-			a.Ld = lay{l.Run * es, l.Pitch * es}
-			for q := 0; q < D; q++ {
-				a.Src[q], a.Dst[q] = in, p.outPtr+uint64(int64(q)*run*es)
-			}
-		case ir.OpAllToAll:
-			runS, ls := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
-			runD, ld := BlockLayout(p.out.Shape, p.concat, p.in.Shape[p.concat])
-			piece = p.in.Bytes() / int64(D)
-			a.Ls, a.Ld = lay{ls.Run * es, ls.Pitch * es}, lay{ld.Run * es, ld.Pitch * es}
-			for q := 0; q < D; q++ {
-				a.Src[q], a.Dst[q] = in+uint64(int64(q)*runS*es), p.outPtr+uint64(int64(q)*runD*es)
-			}
-		case ir.OpBroadcast:
-			// The root sends its input to every peer; the others only
-			// raise their flags (Src 0), and keep the root's.
-			piece = p.in.Bytes()
-			if r == p.root {
-				for q := 0; q < D; q++ {
-					a.Src[q] = in
-				}
-				a.Dst[r] = p.outPtr
-			} else {
-				a.Dst[p.root] = p.outPtr
-			}
-		default:
-			return fmt.Errorf("no ll algorithm for %s", p.op)
+		if piece, err = copyPieces(p, D, r, in, &a); err != nil {
+			return err
 		}
 		a.TailEnd = piece
 		name = "hir_bulk_copy"
@@ -398,4 +342,42 @@ func (d *Comm) launchBulkArgs(cs *CommState, ch *CommChannel, p *CollPlan, name 
 	ch.take(a, nsig, p.what)
 	cs.Mu.Unlock()
 	return d.launchArgs(f, grid, collThreads, s, a)
+}
+
+// copyPieces sets a's pieces for the copying collectives of the LL
+// protocol (lines and bulk alike), reading the input at in: src[q] the
+// piece sent to q (0: none), dst[q] where q's piece goes (0: dropped),
+// the layouts in bytes; it returns a piece's bytes. The root of a
+// broadcast sends its input to every peer; the others send nothing but
+// keep the root's.
+func copyPieces(p *CollPlan, D, r int, in uint64, a *CollArgs) (int64, error) {
+	es := p.es
+	switch p.op {
+	case ir.OpAllGather:
+		run, l := BlockLayout(p.out.Shape, p.axis, p.in.Shape[p.axis])
+		a.Ld = lay{l.Run * es, l.Pitch * es}
+		for q := 0; q < D; q++ {
+			a.Src[q], a.Dst[q] = in, p.outPtr+uint64(int64(q)*run*es)
+		}
+		return p.in.Bytes(), nil
+	case ir.OpAllToAll:
+		runS, ls := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+		runD, ld := BlockLayout(p.out.Shape, p.concat, p.in.Shape[p.concat])
+		a.Ls, a.Ld = lay{ls.Run * es, ls.Pitch * es}, lay{ld.Run * es, ld.Pitch * es}
+		for q := 0; q < D; q++ {
+			a.Src[q], a.Dst[q] = in+uint64(int64(q)*runS*es), p.outPtr+uint64(int64(q)*runD*es)
+		}
+		return p.in.Bytes() / int64(D), nil
+	case ir.OpBroadcast:
+		if r == p.root {
+			for q := 0; q < D; q++ {
+				a.Src[q] = in
+			}
+			a.Dst[r] = p.outPtr
+		} else {
+			a.Dst[p.root] = p.outPtr
+		}
+		return p.in.Bytes(), nil
+	}
+	return 0, fmt.Errorf("no ll algorithm for %s", p.op)
 }
