@@ -88,18 +88,22 @@ func (d *Comm) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	}
 	var ch *CommChannel
 	var seq uint64
+	// The stream's channel, and this launch's number on it.
+	takeChannel := func() error {
+		cs.Mu.Lock()
+		defer cs.Mu.Unlock()
+		var err error
+		if ch, err = cs.Channel(s, d.Opts.Rank); ch != nil {
+			ch.seq = cs.seq.Add(1)
+			seq = ch.seq
+		}
+		return err
+	}
 	if p == nil {
 		if p, err = d.PlanCollective(c, capturing); err != nil {
 			return err
 		}
-		cs.Mu.Lock()
-		ch, err = cs.Channel(s, d.Opts.Rank)
-		if ch != nil {
-			ch.seq = cs.seq.Add(1)
-			seq = ch.seq
-		}
-		cs.Mu.Unlock()
-		if err != nil {
+		if err := takeChannel(); err != nil {
 			return err
 		}
 		p.what = fmt.Sprintf("%s algo=%s %s%v", p.op, p.algo, p.dt, p.in.Shape)
@@ -119,14 +123,7 @@ func (d *Comm) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 			cs.Mu.Unlock()
 		}
 	} else {
-		cs.Mu.Lock()
-		ch, err = cs.Channel(s, d.Opts.Rank)
-		if ch != nil {
-			ch.seq = cs.seq.Add(1)
-			seq = ch.seq
-		}
-		cs.Mu.Unlock()
-		if err != nil {
+		if err := takeChannel(); err != nil {
 			return err
 		}
 	}
