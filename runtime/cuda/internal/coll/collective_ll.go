@@ -295,11 +295,10 @@ func (d *Comm) launchBulk2(cs *CommState, ch *CommChannel, p *CollPlan, in uint6
 	a.Seg = bulkSeg
 	a.Src[0] = in
 	n := p.in.NumElements()
-	bounds := chunkBounds(n, D, 16/es)
-	copy(a.Chunk[:], bounds)
+	a.Chunk = chunkBounds(n, D, 16/es)
 	var widest int64
 	for c := 0; c < D; c++ {
-		widest = max(widest, (bounds[c+1]-bounds[c])*es)
+		widest = max(widest, (a.Chunk[c+1]-a.Chunk[c])*es)
 	}
 	// Rounds of a staging region's worth of every chunk (half of it
 	// where hop two goes through the staging: one round only).

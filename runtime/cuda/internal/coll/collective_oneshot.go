@@ -120,9 +120,9 @@ func (d *Comm) runCopy(cs *CommState, ch *CommChannel, p *CollPlan, sp copySpec,
 
 // chunkBounds cuts n elements into D chunks for two_shot: chunk c is
 // [b[c], b[c+1]), every bound but the last a multiple of align (16 bytes'
-// worth), so every chunk moves as vectors.
-func chunkBounds(n int64, D int, align int64) []int64 {
-	b := make([]int64, D+1)
+// worth), so every chunk moves as vectors. An array: a launch allocates
+// nothing for it.
+func chunkBounds(n int64, D int, align int64) (b [maxRanks + 1]int64) {
 	for c := 0; c < D; c++ {
 		b[c] = n * int64(c) / int64(D) / align * align
 	}
@@ -144,13 +144,13 @@ func (d *Comm) runSymmetric(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.
 			// Chunk c of the flat tensor, bounds rounded to 16 bytes so
 			// every chunk moves as vectors; each element is still reduced
 			// in rank order, as one_shot does.
+			if p.twoShotBulk {
+				return d.launchBulk2(cs, ch, p, p.inPtr, outs, true, s)
+			}
 			bounds := chunkBounds(nIn, D, 16/es)
 			var widest int64
 			for c := 0; c < D; c++ {
 				widest = max(widest, bounds[c+1]-bounds[c])
-			}
-			if p.twoShotBulk {
-				return d.launchBulk2(cs, ch, p, p.inPtr, outs, true, s)
 			}
 			lo, hi := bounds[r], bounds[r+1]
 			sp := reduceSpec{n: hi - lo, gridN: widest}
