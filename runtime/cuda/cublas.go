@@ -235,11 +235,20 @@ type blasHandle struct {
 	lib *cublasLib
 	h   uintptr
 	mu  sync.Mutex
-	// ws is the workspace given to every call (Tuning.BlasWorkspace; 0:
-	// none): cublasSetStream resets it to cuBLAS's pool, so gemm sets it
-	// again after each.
-	ws, wsSize uintptr
-	free       func(uintptr) error
+	// ws is each stream's workspace, wsSize bytes (Tuning.BlasWorkspace;
+	// 0: none, cuBLAS's own pool): cublasSetStream resets it to cuBLAS's
+	// pool, so gemm sets it again after each. One per stream, as cuBLAS
+	// asks of a handle used on several: gemms on two streams run at once
+	// (in a graph replay truly at once), and on Hopper a gemm keeps state
+	// of its own in the workspace, so a shared one let one stream's
+	// matmul overwrite another's (TestDecompositionsOnGPU, 2 streams).
+	// Made at a stream's first gemm (the eager warm-up, or under relaxed
+	// capture, where cuMemAlloc is allowed), freed when the stream closes
+	// (releaseWorkspace).
+	ws     map[*gpu.Stream]uintptr
+	wsSize uintptr
+	alloc  func(*uintptr, uintptr) error
+	free   func(uintptr) error
 }
 
 // blas returns the device's handle, made on first use; an error says why
@@ -252,19 +261,10 @@ func (d *Device) blas() (*blasHandle, error) {
 			c.blasErr = err
 			return
 		}
-		bh := &blasHandle{lib: lib, free: d.Drv.MemFree.Call1}
+		bh := &blasHandle{lib: lib, ws: map[*gpu.Stream]uintptr{}, wsSize: uintptr(max(d.Tune.BlasWorkspace, 0)), free: d.Drv.MemFree.Call1,
+			alloc: func(p *uintptr, n uintptr) error { return d.Drv.MemAlloc.Call2(uintptr(unsafe.Pointer(p)), n) }}
 		if err := d.WithCtx(func() error {
-			if err := lib.Create.Call1(uintptr(unsafe.Pointer(&bh.h))); err != nil {
-				return err
-			}
-			// Without memory for the workspace cuBLAS uses its own pool
-			// (as with HIR_CUBLAS_WORKSPACE=0), rather than fail matmul.
-			if ws := d.Tune.BlasWorkspace; ws > 0 && d.Drv.MemAlloc.Call2(uintptr(unsafe.Pointer(&bh.ws)), uintptr(ws)) == nil {
-				bh.wsSize = uintptr(ws)
-			} else {
-				bh.ws = 0
-			}
-			return nil
+			return lib.Create.Call1(uintptr(unsafe.Pointer(&bh.h)))
 		}); err != nil {
 			c.blasErr = fmt.Errorf("%s loaded from %s but %w", lib.info.Version, lib.info.Path, err)
 			return
@@ -297,8 +297,8 @@ func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out uint64, batch, 
 	if err := bh.lib.SetStream.Call2(bh.h, s.H); err != nil {
 		return err
 	}
-	if bh.ws != 0 {
-		if err := bh.lib.SetWorkspace.Call3(bh.h, bh.ws, bh.wsSize); err != nil {
+	if ws := bh.workspace(s); ws != 0 {
+		if err := bh.lib.SetWorkspace.Call3(bh.h, ws, bh.wsSize); err != nil {
 			return err
 		}
 	}
@@ -331,11 +331,45 @@ func blasFits(batch, m, k, n int64, bBatched bool) bool {
 	return rows <= lim && n <= lim && k <= lim && batch <= lim && k*n <= 1<<62 && m*k <= 1<<62
 }
 
+// workspace is stream s's workspace, made on its first gemm; 0 (cuBLAS's
+// own pool) when none is asked for or the memory is not there, rather
+// than fail the matmul. Called with mu held, under withCtx.
+func (bh *blasHandle) workspace(s *gpu.Stream) uintptr {
+	ws, ok := bh.ws[s]
+	if !ok && bh.wsSize > 0 {
+		if bh.alloc(&ws, bh.wsSize) != nil {
+			ws = 0
+		}
+		bh.ws[s] = ws
+	}
+	return ws
+}
+
+// releaseWorkspace frees closing stream s's workspace (its work is done:
+// the stream was destroyed first). Under withCtx.
+func (bh *blasHandle) releaseWorkspace(s *gpu.Stream) error {
+	bh.mu.Lock()
+	defer bh.mu.Unlock()
+	ws, ok := bh.ws[s]
+	if !ok {
+		return nil
+	}
+	delete(bh.ws, s)
+	if ws == 0 {
+		return nil
+	}
+	return bh.free(ws)
+}
+
 func (bh *blasHandle) destroy() error {
 	err := bh.lib.Destroy.Call1(bh.h)
-	if bh.ws != 0 {
-		err = errors.Join(err, bh.free(bh.ws))
-		bh.ws = 0
+	bh.mu.Lock()
+	defer bh.mu.Unlock()
+	for s, ws := range bh.ws {
+		if ws != 0 {
+			err = errors.Join(err, bh.free(ws))
+		}
+		delete(bh.ws, s)
 	}
 	return err
 }

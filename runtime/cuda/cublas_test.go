@@ -1,11 +1,13 @@
 package cuda
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -72,4 +74,43 @@ func TestBLASFits(t *testing.T) {
 	assert.True(t, blasFits(4, 1024, 1024, 1024, false), "blasFits")
 	assert.False(t, blasFits(1<<20, 1<<12, 8, 8, false), "blasFits")
 	assert.True(t, blasFits(1<<20, 1<<12, 8, 8, true), "blasFits")
+}
+
+// TestBLASWorkspacePerStream: each stream gets a workspace of its own (a
+// shared one let two streams' gemms overwrite each other's state on the
+// GPU), made once, freed when the stream closes; without memory a stream
+// falls back to cuBLAS's pool (0) instead of failing the matmul.
+func TestBLASWorkspacePerStream(t *testing.T) {
+	next, live := uintptr(0x1000), map[uintptr]bool{}
+	bh := &blasHandle{ws: map[*gpu.Stream]uintptr{}, wsSize: 32 << 20,
+		alloc: func(p *uintptr, n uintptr) error {
+			if next >= 0x4000 {
+				return errors.New("out of memory")
+			}
+			*p, next = next, next+0x1000
+			live[*p] = true
+			return nil
+		},
+		free: func(p uintptr) error {
+			if !live[p] {
+				return errors.New("freed twice or never made")
+			}
+			delete(live, p)
+			return nil
+		}}
+	a, b := &gpu.Stream{}, &gpu.Stream{}
+	wa, wb := bh.workspace(a), bh.workspace(b)
+	assert.NotZero(t, wa)
+	assert.NotZero(t, wb)
+	assert.NotEqual(t, wa, wb, "two streams share a workspace")
+	assert.Equal(t, wa, bh.workspace(a), "a stream's workspace is made once")
+	require.NoError(t, bh.releaseWorkspace(a))
+	assert.False(t, live[wa], "a closed stream's workspace is freed")
+	require.NoError(t, bh.releaseWorkspace(a), "releasing twice is harmless")
+	c, d := &gpu.Stream{}, &gpu.Stream{}
+	assert.NotZero(t, bh.workspace(c))
+	assert.Zero(t, bh.workspace(d), "no memory: cuBLAS's own pool")
+	require.NoError(t, bh.releaseWorkspace(d))
+	none := &blasHandle{ws: map[*gpu.Stream]uintptr{}}
+	assert.Zero(t, none.workspace(a), "HIR_CUBLAS_WORKSPACE=0: none made")
 }

@@ -210,8 +210,17 @@ var _ runtime.Device = (*Device)(nil)
 // the BLAS handle last before the context goes.
 func (d *Device) close() error { return d.Device.Close(d.CloseComm, d.closeCompute) }
 
-// StreamClosed gives back a closing stream's collective channel.
-func (d *Device) StreamClosed(s *gpu.Stream) { d.State.ReleaseChannel(s) }
+// StreamClosed gives back a closing stream's collective channel and
+// frees its cuBLAS workspace.
+func (d *Device) StreamClosed(s *gpu.Stream) error {
+	d.State.ReleaseChannel(s)
+	if bh := d.compute.blasH; bh != nil {
+		if err := d.WithCtx(func() error { return bh.releaseWorkspace(s) }); err != nil {
+			return fmt.Errorf("cuda: rank %d: freeing a closed stream's cuBLAS workspace: %w", d.Opts.Rank, err)
+		}
+	}
+	return nil
+}
 
 // Stats reports what is live; after every allocation is freed, Handles,
 // Mappings, Reservations and OpenFDs are zero.

@@ -258,10 +258,11 @@ func (d *Device) stalledBarrier(name, what string) error {
 
 // UpperLayer is what the device tells the layers above it (the
 // collectives) of: a synchronisation's result, to which a fault they saw is
-// added, and a stream closed, whose channels they release.
+// added, and a stream closed, whose channels (and cuBLAS workspace)
+// they release.
 type UpperLayer interface {
 	CommCheck(err error) error
-	StreamClosed(s *Stream)
+	StreamClosed(s *Stream) error
 }
 
 // close frees everything the device holds: beforeRelease runs once the

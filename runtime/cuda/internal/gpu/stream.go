@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -94,8 +95,7 @@ func (s *Stream) Close() error {
 	err := s.Destroy()
 	// After destroy (which waits for the stream's work), not inside it:
 	// the comm teardown destroys its own side streams holding comm.mu.
-	s.dev.Upper.StreamClosed(s)
-	return err
+	return errors.Join(err, s.dev.Upper.StreamClosed(s))
 }
 
 func (s *Stream) Destroy() error {
