@@ -108,6 +108,10 @@ type Job struct {
 	// multiStream: the program makes streams of its own, so values carry
 	// producer events and a use on another stream waits for its producer.
 	multiStream bool
+	// oneStream: every op runs on the default stream (no streams of the
+	// program's own, no async collectives, no transfers), so stream order
+	// alone puts the program after its inputs' uploads.
+	oneStream bool
 	// plan numbers the program's values and ops densely (plan.go).
 	plan *plan
 	// hostMem, where the runtime's memory is the host's, budgets the host
@@ -207,13 +211,13 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 			j.symmetricInputs = true
 		}
 	}
-	oneStream := true
+	j.oneStream = true
 	prog.Walk(func(op *ir.Op) {
 		if op.Code == ir.OpStream {
 			j.multiStream = true
 		}
 		if op.Code == ir.OpStream || op.Async() || op.Code.Info().Class == ir.ClassOneSided {
-			oneStream = false
+			j.oneStream = false
 		}
 	})
 	for _, r := range rt.Ranks() {
@@ -223,7 +227,7 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		}
 		r := newRank(j, dev)
 		r.pool.deterministic = opts.Graph
-		r.pool.streamOrdered = oneStream
+		r.pool.streamOrdered = j.oneStream
 		j.ranks = append(j.ranks, r)
 	}
 	return j, nil

@@ -46,6 +46,7 @@ type rank struct {
 	started  uint64
 
 	runs      int64            // Runs that succeeded
+	lastOK    bool             // the last Run succeeded (its streams drained, every peer's too)
 	graph     []graphStep      // graph mode: the captured program, in steps (graph.go)
 	capturing *capturing       // graph mode: the capture in progress
 	graphOuts []runtime.Tensor // the outputs the graph writes, by output index
@@ -154,9 +155,11 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 	r.endTrace()
 	r.releaseFrame(f)
 	if err != nil {
+		r.lastOK = false
 		return nil, r.runError(nil, err)
 	}
 	r.runs++
+	r.lastOK = true
 	return outs, nil
 }
 
@@ -207,6 +210,24 @@ func (r *rank) releaseFrame(f *frame) {
 func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	mesh := r.size
 	uploaded := false
+	// Peers may read a symmetric input from the first op on (a contiguous
+	// view, a collective that loads remotely): a new one must land on
+	// every rank before any rank goes on, and must not overwrite the old
+	// while a peer still reads it (its last Run). So the ranks meet before
+	// and after the uploads: on the device, with the host going on, once a
+	// Run has succeeded (the first Run's host barrier also reports a peer
+	// that never came); on the host otherwise. With every symmetric input
+	// kept nothing a peer reads changes: no meeting.
+	meet := r.job.symmetricInputs && r.uploadsSymmetric(inputs)
+	var onDevice runtime.StreamBarrierer
+	if meet && r.lastOK {
+		onDevice, _ = r.dev.(runtime.StreamBarrierer)
+	}
+	if onDevice != nil {
+		if err := onDevice.StreamBarrier(f.current); err != nil {
+			return fmt.Errorf("binding inputs: %w", err)
+		}
+	}
 	for i, in := range r.job.prog.Inputs {
 		t := in.Tensor()
 		a := inputs[in.Name]
@@ -244,26 +265,39 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 		uploaded = true
 		f.vals[r.job.plan.inputs[i]] = slot{live: true, t: tensor}
 	}
-	// Peers may read a symmetric input from the first op on (a contiguous
-	// view, a collective that loads remotely): every rank's copy must have
-	// landed before any rank goes on.
-	if r.job.symmetricInputs {
+	switch {
+	case onDevice != nil:
+		if err := onDevice.StreamBarrier(f.current); err != nil {
+			return fmt.Errorf("binding inputs: %w", err)
+		}
+	case meet:
 		if err := r.dev.Barrier(f.current); err != nil {
 			return fmt.Errorf("binding inputs: %w", err)
 		}
 	}
-	// The uploads (and the barrier) are on the default stream, but the
-	// program may first touch an input on a stream of its own, which nothing
-	// orders after them: wait here, so every stream, ours and the peers',
-	// sees the inputs from the first op on. With every input kept there is
-	// nothing to wait for (the Run that uploaded them drained every stream).
-	if !uploaded && !r.job.symmetricInputs {
+	// The uploads (and the meeting) are on the default stream. A program
+	// on that stream alone, or a graph launched there, is ordered after
+	// them; one that may first touch an input on a stream of its own is
+	// not: wait here, so every stream sees the inputs from the first op
+	// on. With every input kept there is nothing to wait for (the Run that
+	// uploaded them drained every stream).
+	if !uploaded || r.job.oneStream || r.graph != nil {
 		return nil
 	}
 	if err := f.current.Synchronize(); err != nil {
 		return fmt.Errorf("binding inputs: %w", err)
 	}
 	return nil
+}
+
+// uploadsSymmetric reports whether this Run gives a symmetric input anew.
+func (r *rank) uploadsSymmetric(inputs map[string]*host.Array) bool {
+	for _, in := range r.job.prog.Inputs {
+		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric && inputs[in.Name] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // reserveHost takes bytes of host memory from the runtime's budget where

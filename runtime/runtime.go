@@ -126,6 +126,16 @@ type Device interface {
 	Barrier(s Stream) error
 }
 
+// StreamBarrierer is a device whose ranks can meet on a stream without the
+// host waiting: no rank's s goes past the barrier before every rank's s has
+// reached it, and the host goes on at once. The cuda runtime launches a
+// barrier kernel on s's collective channel; the CPU runtime's Barrier is
+// already one. A rank that never arrives fails the stream's work with a
+// timeout, as a collective does.
+type StreamBarrierer interface {
+	StreamBarrier(s Stream) error
+}
+
 // OneSided is what one-sided transfers (package runtime/transfer) need from
 // a device beyond Device. Both backends implement it; on a device that does
 // not, the transfer agent reports itself unavailable.

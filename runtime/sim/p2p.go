@@ -101,6 +101,12 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 	}})
 }
 
+// StreamBarrier is Barrier: the CPU runtime's barrier already waits on
+// the stream, not the host (runtime.StreamBarrierer).
+func (d *Device) StreamBarrier(rs runtime.Stream) error { return d.Barrier(rs) }
+
+var _ runtime.StreamBarrierer = (*Device)(nil)
+
 // Barrier returns (on the stream) once every rank has reached its k-th
 // barrier.
 func (d *Device) Barrier(rs runtime.Stream) error {

@@ -233,6 +233,32 @@ func overlaps(a runtime.Tensor, ab *gpu.Buffer, b runtime.Tensor, bb *gpu.Buffer
 	return bb.Ptr+uint64(b.Offset) < ab.Ptr+uint64(a.Offset)+uint64(a.Bytes())
 }
 
+// StreamBarrier meets every rank on stream rs without the host waiting
+// (runtime.StreamBarrierer): the barrier kernel on rs's channel, as the
+// collectives meet. The evaluator meets so around the uploads of new
+// symmetric inputs, where a host barrier cost a store round trip and two
+// stream synchronisations per Run.
+func (d *Comm) StreamBarrier(rs runtime.Stream) error {
+	s, err := d.Stream(rs)
+	if err != nil || d.Opts.WorldSize == 1 {
+		return err
+	}
+	cs, err := d.commReady()
+	if err != nil {
+		return err
+	}
+	if err := d.FaultErr(); err != nil {
+		return err
+	}
+	cs.Mu.Lock()
+	ch, err := cs.Channel(s, d.Opts.Rank)
+	cs.Mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return d.BarrierKernel(cs, ch, "stream barrier", s)
+}
+
 // barrierKernel meets every rank on stream s (one block).
 func (d *Comm) BarrierKernel(cs *CommState, ch *CommChannel, what string, s *gpu.Stream) error {
 	a := d.baseArgs(cs, ch, 0)
