@@ -103,11 +103,17 @@ if [ "${HIR_OVERLAP_ONLY:-0}" = 1 ]; then
   # SMs taken from the matmul); the figures' variants say -blocksN.
   # The decompositions against the unpipelined program, eager and graph,
   # on 2 and (with 4 GPUs) 4 ranks.
-  timeout 150 "$bin/cuda.test" -test.run='^(TestDecompositionsOnGPU|TestDecompositionsOnGPU4)$' -test.v -test.count=1 -test.timeout=145s >"$out/decompositions.log" 2>&1
-  row "decompositions vs unpipelined (eager, graph)" "exit $?: $(grep -E '^--- ' "$out/decompositions.log" | tr '\n' ' ')"
-  HIR_OVERLAP=1 timeout 300 "$bin/cuda.test" -test.run='^$' -test.bench='^BenchmarkOverlap$' -test.benchtime=1x -test.timeout=295s >"$out/overlap-bench.log" 2>&1
-  row "overlap benchmark" "exit $?"
-  timeout 240 python3 -m torch.distributed.run --nproc_per_node=2 scripts/overlap_peer.py >"$out/overlap-peer.log" 2>&1
+  # HIR_OVERLAP_WORLD=4 times both on 4 GPUs (the tests are skipped then:
+  # one call each keeps within the 10 minutes).
+  world=${HIR_OVERLAP_WORLD:-2}
+  vis=$(seq -s, 0 $((world - 1)))
+  if [ "$world" = 2 ]; then
+    timeout 150 "$bin/cuda.test" -test.run='^(TestDecompositionsOnGPU|TestDecompositionsOnGPU4)$' -test.v -test.count=1 -test.timeout=145s >"$out/decompositions.log" 2>&1
+    row "decompositions vs unpipelined (eager, graph)" "exit $?: $(grep -E '^--- ' "$out/decompositions.log" | tr '\n' ' ')"
+  fi
+  CUDA_VISIBLE_DEVICES=$vis HIR_OVERLAP=1 HIR_OVERLAP_WORLD=$world timeout 300 "$bin/cuda.test" -test.run='^$' -test.bench='^BenchmarkOverlap$' -test.benchtime=1x -test.timeout=295s >"$out/overlap-bench.log" 2>&1
+  row "overlap benchmark ($world GPUs)" "exit $?"
+  CUDA_VISIBLE_DEVICES=$vis timeout 240 python3 -m torch.distributed.run --nproc_per_node="$world" scripts/overlap_peer.py >"$out/overlap-peer.log" 2>&1
   row "overlap peer (torch)" "exit $?"
   echo
   cat "$summary"

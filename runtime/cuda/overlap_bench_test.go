@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,12 +17,13 @@ import (
 )
 
 // The overlap benchmark (issue 14, docs/OVERLAP.md): the two
-// tensor-parallel patterns at three shapes, bf16 on 2 ranks, each timed
+// tensor-parallel patterns at three shapes, bf16 on 2 ranks (or
+// HIR_OVERLAP_WORLD), each timed
 // as communication alone, matmul alone, the unpipelined sequence and hir's
 // pipelined decompositions; scripts/overlap_peer.py times PyTorch's
 // (NCCL, and torch.ops.symm_mem's fused ops) in the same device call.
-// all_gather + matmul: x [M/DIDx, K], w [K, N/2]; matmul + reduce_scatter:
-// a [M, K/2], w [K/2, N]. The ratio of communication to compute follows N
+// all_gather + matmul: x [M/DIDx, K], w [K, N/world]; matmul +
+// reduce_scatter: a [M, K/world], w [K/world, N]. The ratio of communication to compute follows N
 // (the gathered bytes do not grow with it, the flops do).
 
 type overlapShape struct {
@@ -79,10 +81,10 @@ func overlapVariants(pattern string) []overlapVariant {
 	return vs
 }
 
-// overlapProgram is one variant at one shape on 2 ranks, its output a
-// small view of the result (so a Run reads back little).
-func overlapProgram(pattern string, s overlapShape, v overlapVariant) (*ir.Program, error) {
-	b := ir.NewBuilder(ir.LinearMesh(2))
+// overlapProgram is one variant at one shape on world ranks, its output
+// a small view of the result (so a Run reads back little).
+func overlapProgram(pattern string, world int64, s overlapShape, v overlapVariant) (*ir.Program, error) {
+	b := ir.NewBuilder(ir.LinearMesh(int(world)))
 	var x, w *ir.Value
 	switch {
 	case pattern == "all_gather_matmul" && v.name == "matmul":
@@ -92,12 +94,12 @@ func overlapProgram(pattern string, s overlapShape, v overlapVariant) (*ir.Progr
 	case v.name == "comm":
 		x = b.Input("p", ir.Tensor(ir.BF16, s.m, s.n).In(ir.Symmetric)) // the product to scatter
 	default:
-		x = b.Input("a", ir.Tensor(ir.BF16, s.m, s.k/2))
+		x = b.Input("a", ir.Tensor(ir.BF16, s.m, s.k/world))
 	}
 	if pattern == "all_gather_matmul" {
-		w = b.Input("w", ir.Tensor(ir.BF16, s.k, s.n/2))
+		w = b.Input("w", ir.Tensor(ir.BF16, s.k, s.n/world))
 	} else {
-		w = b.Input("w", ir.Tensor(ir.BF16, s.k/2, s.n))
+		w = b.Input("w", ir.Tensor(ir.BF16, s.k/world, s.n))
 	}
 	y, err := v.build(b, x, w)
 	if err != nil {
@@ -113,13 +115,14 @@ func overlapProgram(pattern string, s overlapShape, v overlapVariant) (*ir.Progr
 
 // BenchmarkOverlap prints, from rank 0, one line per pattern, shape and
 // variant: "overlap PATTERN SHAPE VARIANT MS" (the best Run of 5, inputs
-// kept on the device).
+// kept on the device), on HIR_OVERLAP_WORLD ranks (2 by default).
 func BenchmarkOverlap(b *testing.B) {
-	needGPUs(b, 2)
+	world := overlapWorld()
+	needGPUs(b, world)
 	if os.Getenv("HIR_OVERLAP") != "1" {
 		b.Skip("minutes of GPU time: run with HIR_OVERLAP=1 (scripts/device-run.sh with HIR_OVERLAP_ONLY=1)")
 	}
-	for _, r := range runRanks(b, 2, "overlap-bench") {
+	for _, r := range runRanks(b, world, "overlap-bench") {
 		require.Zero(b, r.code, "rank %d:\n%s", r.rank, r.output)
 		if r.rank == 0 {
 			fmt.Print(r.output)
@@ -128,6 +131,14 @@ func BenchmarkOverlap(b *testing.B) {
 }
 
 func init() { scenarios["overlap-bench"] = overlapBenchScenario }
+
+// overlapWorld is HIR_OVERLAP_WORLD, else 2.
+func overlapWorld() int {
+	if w, err := strconv.Atoi(os.Getenv("HIR_OVERLAP_WORLD")); err == nil && w >= 2 {
+		return w
+	}
+	return 2
+}
 
 func overlapBenchScenario() error {
 	rt, d, err := openFromEnv()
@@ -141,7 +152,7 @@ func overlapBenchScenario() error {
 			// largest are hundreds of MB, made whole on every rank)
 			made := map[string]*host.Array{}
 			for _, v := range overlapVariants(pattern) {
-				prog, err := overlapProgram(pattern, s, v)
+				prog, err := overlapProgram(pattern, int64(d.WorldSize()), s, v)
 				if err != nil {
 					return fmt.Errorf("%s %s %s: %w", pattern, s.name, v.name, err)
 				}
@@ -193,13 +204,15 @@ func overlapBenchScenario() error {
 }
 
 // TestOverlapProgramsBuild: every program the benchmark times checks and
-// lowers (here, with no GPU), at every shape.
+// lowers (here, with no GPU), at every shape, on 2 and 4 ranks.
 func TestOverlapProgramsBuild(t *testing.T) {
-	for _, pattern := range []string{"all_gather_matmul", "matmul_reduce_scatter"} {
-		for _, s := range overlapShapes {
-			for _, v := range overlapVariants(pattern) {
-				_, err := overlapProgram(pattern, s, v)
-				require.NoError(t, err, "%s %s %s", pattern, s.name, v.name)
+	for _, world := range []int64{2, 4} {
+		for _, pattern := range []string{"all_gather_matmul", "matmul_reduce_scatter"} {
+			for _, s := range overlapShapes {
+				for _, v := range overlapVariants(pattern) {
+					_, err := overlapProgram(pattern, world, s, v)
+					require.NoError(t, err, "%d ranks %s %s %s", world, pattern, s.name, v.name)
+				}
 			}
 		}
 	}

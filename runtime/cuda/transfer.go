@@ -62,15 +62,17 @@ func (d *Device) Exchange(value []byte) ([][]byte, error) {
 	return all, nil
 }
 
-// NewHostWaitEvent creates an event with CU_EVENT_BLOCKING_SYNC, so a host
-// wait on it sleeps instead of spinning, and without timing (cheaper).
+// NewHostWaitEvent creates an event without timing whose Synchronize
+// sleeps between polls (gpu.Event.Sleepy) rather than spinning; not a
+// CU_EVENT_BLOCKING_SYNC one, whose record alone costs the GPU more than
+// a small transfer.
 func (d *Device) NewHostWaitEvent() (runtime.Event, error) {
 	if err := d.CheckOpen(); err != nil {
 		return nil, err
 	}
-	e := &gpu.Event{Dev: d.Device}
+	e := &gpu.Event{Dev: d.Device, Sleepy: true}
 	if err := d.WithCtx(func() error {
-		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventBlockingSync|gpu.EventDisableTiming)
+		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventDisableTiming)
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}

@@ -95,6 +95,13 @@ func transferBenchScenario() error {
 	}
 	metric := func(name string, v float64, unit string) { fmt.Printf("METRIC %s %.3f %s\n", name, v, unit) }
 	var table strings.Builder
+	if os.Getenv("HIR_XFER_GPU_ONLY") == "1" { // the GPU times alone (seconds, not minutes)
+		if err := xferGPUTimes(d, s, lbuf, buf, reg, peer, &table, metric); err != nil {
+			return err
+		}
+		fmt.Print(table.String())
+		return nil
+	}
 	fmt.Fprintf(&table, "\none-sided transfers, rank %d <-> rank %d, GB/s (one stream, CUDA events)\n\n", rank, peer)
 	fmt.Fprintf(&table, "| size | plain pull | READ | READ/plain | plain push | WRITE | WRITE/plain |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for size := int64(4 << 10); size <= maxBytes; size *= 4 {
@@ -138,12 +145,7 @@ func transferBenchScenario() error {
 	}
 
 	// Latency of a small transfer, post to completion, on the host.
-	fmt.Fprintf(&table, "\nsmall-transfer latency, post to completion, median of 2000 (host clock)\n\n| size | READ, Wait (sleeps) | READ, poll Status | WRITE, Wait | WRITE, poll Status | plain copy + stream sync | GPU time of one READ (events) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
-	timing, err := d.NewEvent() // with timing, for the GPU-side figure
-	if err != nil {
-		return err
-	}
-	defer timing.Close()
+	fmt.Fprintf(&table, "\nsmall-transfer latency, post to completion, median of 2000 (host clock)\n\n| size | READ, Wait (sleeps) | READ, poll Status | WRITE, Wait | WRITE, poll Status | plain copy + stream sync |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, size := range []int64{8, 4 << 10} {
 		n := size / 4
 		local, far := xferI32s(lbuf, 0, n), runtime.Tensor{Buf: pb, DType: ir.I32, Shape: []int64{n}}
@@ -204,27 +206,6 @@ func transferBenchScenario() error {
 		if err != nil {
 			return err
 		}
-		var gpu []float64
-		for range 200 {
-			if err := s.Record(e0); err != nil {
-				return err
-			}
-			if err := rd.Post(s); err != nil {
-				return err
-			}
-			if err := s.Record(timing); err != nil {
-				return err
-			}
-			if err := timing.Synchronize(); err != nil {
-				return err
-			}
-			ms, err := ElapsedMillis(e0, timing)
-			if err != nil {
-				return err
-			}
-			gpu = append(gpu, float64(ms)*1e3)
-		}
-		sort.Float64s(gpu)
 		label := xferSizeLabel(size)
 		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 		metric("xfer_read_latency_wait_"+label, us(rw), "us")
@@ -232,12 +213,122 @@ func transferBenchScenario() error {
 		metric("xfer_write_latency_wait_"+label, us(ww), "us")
 		metric("xfer_write_latency_poll_"+label, us(wp), "us")
 		metric("plain_copy_sync_latency_"+label, us(plain), "us")
-		metric("xfer_read_gpu_time_"+label, gpu[len(gpu)/2], "us")
-		fmt.Fprintf(&table, "| %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", label, us(rw), us(rp), us(ww), us(wp), us(plain), gpu[len(gpu)/2])
+		fmt.Fprintf(&table, "| %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", label, us(rw), us(rp), us(ww), us(wp), us(plain))
+	}
+	if err := xferGPUTimes(d, s, lbuf, buf, reg, peer, &table, metric); err != nil {
+		return err
 	}
 	fmt.Print(table.String())
 	if out := os.Getenv("OUT"); out != "" {
 		os.WriteFile(filepath.Join(out, "transfer-bench.md"), []byte(table.String()), 0o644)
+	}
+	return nil
+}
+
+// xferGPUTimes is the GPU time of one transfer, without the host's: 200
+// posts queued behind a spin kernel (so the host cannot starve the GPU),
+// timed with events, per post; through the copy engines and as a copy
+// kernel (Tuning.TransferSMMax), READ and WRITE, 8 B .. 1 MiB: where the
+// copy kernel stops paying is the crossover. Beside each, the bare copy
+// (runtime.PeerCopy, without the handle's completion event), and the
+// floors: an empty kernel, and the record of a host-wait event alone.
+func xferGPUTimes(d *Device, s runtime.Stream, lbuf, buf runtime.Buffer, reg *transfer.Registration, peer int, table *strings.Builder, metric func(string, float64, string)) error {
+	sm, err := d.LoadCached(spinSource, "hir_spin.cu")
+	if err != nil {
+		return err
+	}
+	spin, err := sm.Function("hir_spin")
+	if err != nil {
+		return err
+	}
+	e0, err := d.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e0.Close()
+	e1, err := d.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e1.Close()
+	saved := d.Tune.TransferSMMax
+	defer func() { d.Tune.TransferSMMax = saved }()
+	const posts = 200
+	queued := func(post func() error) (float64, error) {
+		for range 10 { // warm: the copy kernel loads on first use
+			if err := post(); err != nil {
+				return 0, err
+			}
+		}
+		if err := d.LaunchFunction(spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {
+			return 0, err
+		}
+		if err := s.Record(e0); err != nil {
+			return 0, err
+		}
+		for range posts {
+			if err := post(); err != nil {
+				return 0, err
+			}
+		}
+		if err := s.Record(e1); err != nil {
+			return 0, err
+		}
+		if err := e1.Synchronize(); err != nil {
+			return 0, err
+		}
+		ms, err := gpu.ElapsedMillis(e0, e1)
+		return float64(ms) * 1e3 / posts, err
+	}
+	empty, err := queued(func() error { return d.LaunchFunction(spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, s, uint64(0)) })
+	if err != nil {
+		return err
+	}
+	hostEv, err := d.NewHostWaitEvent()
+	if err != nil {
+		return err
+	}
+	defer hostEv.Close()
+	record, err := queued(func() error { return s.Record(hostEv) })
+	if err != nil {
+		return err
+	}
+	metric("gpu_time_empty_kernel", empty, "us")
+	metric("gpu_time_host_wait_event_record", record, "us")
+	fmt.Fprintf(table, "\nGPU time of one transfer: %d posts queued behind a spin kernel, per post (CUDA events); an empty kernel takes %.2f µs so, recording a host-wait event %.2f µs\n\n| size | op | handle, copy engine | handle, copy kernel | bare copy, copy engine | bare copy, copy kernel |\n| --- | --- | --- | --- | --- | --- |\n", posts, empty, record)
+	for _, size := range []int64{8, 4 << 10, 64 << 10, 256 << 10, 1 << 20} {
+		n := size / 4
+		local := xferI32s(lbuf, 0, n)
+		for _, kind := range []transfer.Op{transfer.Read, transfer.Write} {
+			fmt.Fprintf(table, "| %s | %s |", xferSizeLabel(size), kind)
+			h, err := reg.Prepare(kind, []runtime.Tensor{local}, peer, []transfer.Desc{{Count: n}})
+			if err != nil {
+				return err
+			}
+			bare, err := d.PreparePeerCopy(local, xferI32s(buf, 0, n), peer, kind == transfer.Write)
+			if err != nil {
+				return err
+			}
+			for _, post := range []struct {
+				what string
+				f    func(runtime.Stream) error
+			}{{"handle", h.Post}, {"bare", bare.Post}} {
+				for _, smMax := range []int64{0, 1 << 30} {
+					d.Tune.TransferSMMax = smMax
+					per, err := queued(func() error { return post.f(s) })
+					if err != nil {
+						return err
+					}
+					how := "ce"
+					if smMax > 0 {
+						how = "sm"
+					}
+					metric(fmt.Sprintf("xfer_%s_gpu_time_%s_%s_%s", strings.ToLower(kind.String()), post.what, how, xferSizeLabel(size)), per, "us")
+					fmt.Fprintf(table, " %.2f µs |", per)
+				}
+			}
+			fmt.Fprintln(table)
+		}
 	}
 	return nil
 }

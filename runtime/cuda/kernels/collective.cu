@@ -16,6 +16,7 @@ typedef long long i64;
 #define CH_P2P_RECV 17
 #define LL_FAST_SRC 1
 #define LL_FAST_DST 2
+#define LL_SPREAD 4
 
 struct Lay { i64 run, pitch; };
 
@@ -385,7 +386,10 @@ __device__ __forceinline__ void ll_store(u64 base, const Lay& L, i64 l, i64 byte
 // (0: dropped), src[rank] -> dst[rank] the rank's own piece, copied here
 // (unless 0 or the same place). Every piece is tail_end bytes, laid out
 // by ls (sources) and ld (destinations) in bytes; xtra says which of them
-// allow whole 8-byte accesses (LL_FAST_SRC, LL_FAST_DST).
+// allow whole 8-byte accesses (LL_FAST_SRC, LL_FAST_DST). The threads
+// share out (peer, line) pairs, so a small piece still takes a block per
+// peer (the grid is sized so): one block storing to every peer in turn
+// was most of a 4-rank all_gather of 8 KiB.
 extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_constant__ CollArgs a) {
   const u64 base = take_epoch(a);
   const unsigned flag = (unsigned)(base + 1);
@@ -394,27 +398,30 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_const
   const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   const i64 bytes = a.tail_end;
   const bool fs = (a.xtra & LL_FAST_SRC) != 0, fd = (a.xtra & LL_FAST_DST) != 0;
-  for (int k = 1; k < D; k++) {
-    int p = (r + k) % D;
-    i64 lines = a.chunk[p] & 0xffffffffll;
-    u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
-    for (i64 l = tid; l < lines; l += nthr) {
-      u64 v = a.src[p] ? ll_load(a.src[p], a.ls, l, bytes, fs) : 0;
-      st_ll(to + 16 * (u64)l, (unsigned)v, (unsigned)(v >> 32), flag);
-    }
+  i64 smax = 1, rmax = 1; // the most lines sent to, and received from, one peer
+  for (int q = 0; q < D; q++) {
+    if (q == r) continue;
+    i64 sn = a.chunk[q] & 0xffffffffll, rn = a.chunk[q] >> 32;
+    smax = sn > smax ? sn : smax;
+    rmax = rn > rmax ? rn : rmax;
+  }
+  for (i64 i = tid; i < (D - 1) * smax; i += nthr) {
+    int p = (r + 1 + (int)(i / smax)) % D;
+    i64 l = i % smax;
+    if (l >= (a.chunk[p] & 0xffffffffll)) continue;
+    u64 v = a.src[p] ? ll_load(a.src[p], a.ls, l, bytes, fs) : 0;
+    st_ll(a.stage[p] + (slot + r) * (u64)a.seg + 16 * (u64)l, (unsigned)v, (unsigned)(v >> 32), flag);
   }
   if (a.src[r] && a.dst[r] && a.src[r] != a.dst[r]) {
     for (i64 l = tid; 8 * l < bytes; l += nthr) ll_store(a.dst[r], a.ld, l, bytes, fd, ll_load(a.src[r], a.ls, l, bytes, fs));
   }
-  for (int k = 1; k < D; k++) {
-    int q = (r + D - k) % D;
-    i64 lines = a.chunk[q] >> 32;
-    u64 from = a.stage[r] + (slot + q) * (u64)a.seg;
-    for (i64 l = tid; l < lines; l += nthr) {
-      unsigned d0, d1;
-      if (!ll_wait(a, from + 16 * (u64)l, flag, base + 1, q, &d0, &d1)) return;
-      if (a.dst[q]) ll_store(a.dst[q], a.ld, l, bytes, fd, (u64)d0 | ((u64)d1 << 32));
-    }
+  for (i64 i = tid; i < (D - 1) * rmax; i += nthr) {
+    int q = (r + 2 * D - 1 - (int)(i / rmax)) % D;
+    i64 l = i % rmax;
+    if (l >= (a.chunk[q] >> 32)) continue;
+    unsigned d0, d1;
+    if (!ll_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 16 * (u64)l, flag, base + 1, q, &d0, &d1)) return;
+    if (a.dst[q]) ll_store(a.dst[q], a.ld, l, bytes, fd, (u64)d0 | ((u64)d1 << 32));
   }
 }
 

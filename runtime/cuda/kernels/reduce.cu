@@ -227,7 +227,9 @@ __device__ void reduce_kernel(const CollArgs& a) {
 // lines, tail_end elements per piece. Every thread handles the same lines
 // in both phases, so an output that is the input itself is read before it
 // is written; other overlaps are staged by the host. xtra & LL_FAST_SRC:
-// src and ls allow whole 8-byte loads.
+// src and ls allow whole 8-byte loads; xtra & LL_SPREAD (reduce_scatter,
+// whose pieces sent are never the output): the sends are spread over
+// (peer, line) pairs instead.
 template <typename T, typename CT, int OP>
 __device__ __forceinline__ u64 ll_piece(const CollArgs& a, u64 src, i64 l, bool fast) {
   const int E = 8 / (int)sizeof(T);
@@ -264,12 +266,24 @@ __device__ void ll_kernel(const CollArgs& a) {
   const u64 slot = ll_slot(a);
   const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
   const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-  for (int k = 1; k < D; k++) {
-    int p = (r + k) % D;
-    u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
-    for (i64 l = tid; l < a.n; l += nthr) {
+  if (a.xtra & LL_SPREAD) {
+    // reduce_scatter: the threads share out (peer, line) pairs, a block
+    // per peer for a small piece (the grid is sized so); no piece sent is
+    // block r, the only one the output may be.
+    for (i64 i = tid; i < (D - 1) * a.n; i += nthr) {
+      int p = (r + 1 + (int)(i / a.n)) % D;
+      i64 l = i % a.n;
       u64 v = ll_piece<T, CT, OP>(a, a.src[p], l, fast);
-      st_ll(to + 16 * (u64)l, (unsigned)v, (unsigned)(v >> 32), flag);
+      st_ll(a.stage[p] + (slot + r) * (u64)a.seg + 16 * (u64)l, (unsigned)v, (unsigned)(v >> 32), flag);
+    }
+  } else {
+    for (int k = 1; k < D; k++) {
+      int p = (r + k) % D;
+      u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
+      for (i64 l = tid; l < a.n; l += nthr) {
+        u64 v = ll_piece<T, CT, OP>(a, a.src[p], l, fast);
+        st_ll(to + 16 * (u64)l, (unsigned)v, (unsigned)(v >> 32), flag);
+      }
     }
   }
   for (i64 l = tid; l < a.n; l += nthr) {

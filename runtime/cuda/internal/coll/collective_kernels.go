@@ -59,10 +59,13 @@ const (
 	modeDirect    = 32 // bulk2: hop two stores into the peers' (symmetric) outputs
 )
 
-// LL kernel flags (collArgs.Xtra): which sides allow whole 8-byte accesses.
+// LL kernel flags (collArgs.Xtra): which sides allow whole 8-byte
+// accesses, and llSpread: the sends are shared out over (peer, line)
+// pairs (reduce_scatter's ll kernel).
 const (
 	llFastSrc = 1
 	llFastDst = 2
+	llSpread  = 4
 )
 
 // Bulk kernel flags (collArgs.Xtra): the unit width (bytes) of the

@@ -115,6 +115,12 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 		a.Dst[0] = p.outPtr
 		a.N, a.TailEnd = lines, n
 		name = LlKernelName(p.dt, p.reduce)
+		if p.op == ir.OpReduceScatter && lines <= llSpreadMaxLines {
+			// Its sends are shared out over (peer, line) pairs, as
+			// hir_ll_copy's: a block per peer for a small piece.
+			a.Xtra |= llSpread
+			lines *= int64(D - 1)
+		}
 		if p.op == ir.OpAllReduce && d.llTwoShot(p.in.Bytes()) {
 			// Two hops: chunk c of the lines is reduced on rank c.
 			for c := 0; c <= D; c++ {
@@ -158,6 +164,7 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 		}
 		a.TailEnd = bytes
 		name = "hir_ll_copy"
+		lines *= int64(D - 1) // its threads share out (peer, line) pairs
 	}
 	// The grid depends only on what every rank agrees on (the lines of a
 	// piece), never on this rank's alignment.
@@ -171,6 +178,13 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 	cs.Mu.Unlock()
 	return d.launchArgs(f, grid, llThreads, s, &a)
 }
+
+// llSpreadMaxLines is the largest piece (in LL lines: 32 KiB) whose
+// reduce_scatter spreads its sends over (peer, line) pairs. Measured on 4
+// H200s in a graph (bf16, reduce_scatter's input): 8 KiB 4.94 -> 4.34 µs,
+// 128 KiB 5.01 -> 4.75; past it spreading lost (256 KiB 5.32 -> 5.67, 1 MiB
+// 9.45 -> 9.97).
+const llSpreadMaxLines = 4096
 
 // llTwoShot says whether an LL all_reduce of n bytes runs in two hops
 // (Tuning.LLTwoShotMin): on two ranks one hop moves the same bytes.

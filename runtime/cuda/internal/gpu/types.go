@@ -65,6 +65,5 @@ type MemFabricHandle struct {
 
 // Event flags (cuEventCreate).
 const (
-	EventBlockingSync  = 0x1 // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize sleeps
 	EventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING: cheaper to record
 )
