@@ -31,6 +31,12 @@ type Options struct {
 	// Trace records every op of each Run as a TraceEvent (Stats.Trace),
 	// timed as Stats times ops (it serialises the program as Stats does).
 	Trace bool
+	// TraceOverlap, with Trace, does not wait for each op: the program
+	// runs as untraced (streams overlap), an op's host slice is the time
+	// to enqueue it, and its GPU times come from events recorded around it
+	// and read once the Run has drained (a timeline of a pipelined Run).
+	// Without Stats only.
+	TraceOverlap bool
 	// Graph runs the program as one graph per rank (docs/GRAPHS.md): the
 	// first Run is eager (the warm-up), the second captures every device
 	// call of the rank into a graph and launches it, later Runs only upload
@@ -59,7 +65,9 @@ type Options struct {
 // are exact and ordered, and ranks in other processes of one machine share
 // the scale. Dur is how long the op took on the host, the wait for its
 // stream included (Trace serialises ops, as Stats does), so one rank's
-// slices never overlap: one ends (Start+Dur) before the next starts.
+// slices never overlap: one ends (Start+Dur) before the next starts. With
+// Options.TraceOverlap, Dur is the time to enqueue the op, and only the
+// GPU times say when its work ran.
 type TraceEvent struct {
 	Op    string `json:"op"`
 	Pos   string `json:"pos"`
@@ -195,6 +203,9 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 	}
 	if err := checkTyped(prog); err != nil {
 		return nil, err
+	}
+	if opts.TraceOverlap && (!opts.Trace || opts.Stats) {
+		return nil, errors.New("TraceOverlap is a way of tracing without Stats: set Trace, not Stats")
 	}
 	if opts.Graph {
 		if err := checkGraphMode(prog, rt, opts); err != nil {

@@ -403,7 +403,7 @@ func (r *rank) block(f *frame, ops []*opPlan) error {
 		if err == nil && gpu {
 			err = r.gpuAfter(f.current)
 		}
-		if err == nil && timed && waitForStats(op.Code) {
+		if err == nil && timed && !opts.TraceOverlap && waitForStats(op.Code) {
 			err = f.current.Synchronize()
 		}
 		if err != nil {
@@ -415,7 +415,7 @@ func (r *rank) block(f *frame, ops []*opPlan) error {
 		if opts.Trace && op.Code != ir.OpFor {
 			r.traceOp(f, p, cur, start, time.Now())
 			if gpu {
-				r.gpuTrace(&r.trace[len(r.trace)-1])
+				r.gpuTrace(len(r.trace) - 1)
 			}
 		}
 	}

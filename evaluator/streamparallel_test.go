@@ -12,6 +12,8 @@ import (
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/parser"
+	"github.com/hirlab/hir/passes"
+	"github.com/hirlab/hir/runtime"
 )
 
 // Loops with streams (the stream-parallel pass) on the CPU runtime, whose
@@ -223,5 +225,62 @@ output %y
 			want := float64(float32(math.Tanh(float64(float32(float32(math.Exp(x.At(i))) * 2)))))
 			require.Equal(t, want, y.At(i), "run %d element %d", run, i)
 		}
+	}
+}
+
+// TraceOverlap traces without waiting for each op: the results are the
+// untraced loop's bit for bit, every op with stream work has GPU times
+// (the CPU runtime times events too) that lie within the Run, the events
+// are reused by later Runs, and Stats or no Trace refuse it.
+func TestTraceOverlap(t *testing.T) {
+	pr := streamPrograms[0]
+	_, plain := streamJob(t, pr.src, 2, evaluator.Options{})
+	_, traced := streamJob(t, pr.src, 2, evaluator.Options{Trace: true, TraceOverlap: true})
+	pairs := 0
+	for run := range 3 {
+		in := map[string]*host.Array{}
+		for name, shape := range pr.inputs {
+			in[name] = host.Random(ir.F32, shape, uint64(10*run+len(name)))
+		}
+		want, err := plain.Run(in)
+		require.NoError(t, err)
+		got, err := traced.Run(in)
+		require.NoError(t, err)
+		requireSameBits(t, want, got, run)
+		for _, rank := range got.Ranks {
+			tr := rank.Stats.Trace
+			require.NotEmpty(t, tr)
+			first, last := tr[0].Start, int64(0)
+			for _, ev := range tr {
+				last = max(last, ev.Start+ev.Dur, ev.GPUStart+ev.GPUDur)
+			}
+			matmuls := 0
+			for _, ev := range tr {
+				if ev.Op == "matmul" {
+					matmuls++
+					require.Positive(t, ev.GPUDur, "run %d rank %d matmul at %s: no GPU time", run, rank.Rank, ev.Pos)
+				}
+				if ev.GPUDur > 0 {
+					require.GreaterOrEqual(t, ev.GPUStart+ev.GPUDur, first, "%s at %s ran before the Run", ev.Op, ev.Pos)
+					require.LessOrEqual(t, ev.GPUStart, last)
+				}
+			}
+			require.Equal(t, 8, matmuls)
+		}
+		if run == 0 {
+			pairs = evaluator.TraceEventPairs(traced)
+			require.Positive(t, pairs)
+		}
+	}
+	require.Equal(t, pairs, evaluator.TraceEventPairs(traced), "a later Run made new events instead of reusing its pairs")
+	prog, err := parser.Parse("p.hir", []byte(strings.ReplaceAll(pr.src, "STREAMS", "")))
+	require.NoError(t, err)
+	rt, err := runtime.Open("sim", runtime.Config{WorldSize: prog.Mesh.Size()})
+	require.NoError(t, err)
+	defer rt.Close()
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	for _, o := range []evaluator.Options{{TraceOverlap: true}, {Trace: true, Stats: true, TraceOverlap: true}} {
+		_, err := evaluator.NewJob(prog, rt, o)
+		require.ErrorContains(t, err, "TraceOverlap is a way of tracing without Stats")
 	}
 }

@@ -103,6 +103,7 @@ func (r *rank) endTrace() {
 		r.trace[i].Done = now
 	}
 	clear(r.traceState.pending)
+	r.gpuSettle()
 }
 
 // traceStreamOf numbers and names s.

@@ -12,3 +12,9 @@ go run ./cmd/hirrun run --repeat 3 --trace docs/images/trace-tp_all_gather_matmu
 go run ./scripts/tracesvg -title "testdata/async_wait.hir: hirrun run --repeat 3 --trace (sim backend, the last run)" docs/images/trace-async_wait.json >docs/images/trace-async_wait.svg
 go run ./scripts/tracesvg -title "testdata/streams_join.hir: hirrun run --repeat 3 --trace (sim backend, the last run)" docs/images/trace-streams_join.json >docs/images/trace-streams_join.svg
 go run ./scripts/tracesvg -title "testdata/tp_all_gather_matmul.hir: hirrun run --repeat 3 --trace (sim backend, the last run)" docs/images/trace-tp_all_gather_matmul.json >docs/images/trace-tp_all_gather_matmul.svg
+# The GPU picture (docs/images/trace-gpu-overlap.*) needs 2 GPUs: on the GPU
+# machine, from the repository root, with hirrun built there:
+#   hirrun run --backend cuda --nproc 2 --repeat 3 --trace docs/images/trace-gpu-overlap.json \
+#     --trace-overlap --input x=random:seed=1 --input w=random:seed=2 docs/images/trace-gpu-overlap.hir
+# then, here:
+go run ./scripts/tracesvg -title "docs/images/trace-gpu-overlap.hir: hirrun run --backend cuda --nproc 2 --repeat 3 --trace --trace-overlap (2 x H100, the last run)" docs/images/trace-gpu-overlap.json >docs/images/trace-gpu-overlap.svg

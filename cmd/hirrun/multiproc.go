@@ -135,6 +135,9 @@ func (o *runOptions) rankArgs(path string) []string {
 	if o.trace != "" {
 		a = append(a, "--trace", o.trace) // rank 0 writes it, with every rank's ops
 	}
+	if o.overlap {
+		a = append(a, "--trace-overlap")
+	}
 	if o.timeout > 0 {
 		a = append(a, "--timeout", o.timeout.String())
 	}

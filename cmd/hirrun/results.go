@@ -64,7 +64,7 @@ func (c *cli) finishRun(prog *ir.Program, reports []rankReport, whole *evaluator
 	if o.stats {
 		c.printStats(reports)
 	}
-	if code := c.writeTrace(o.trace, reports); code != exitOK {
+	if code := c.writeTrace(o.trace, o.overlap, reports); code != exitOK {
 		return code
 	}
 	if failed {

@@ -29,6 +29,7 @@ type runOptions struct {
 	atol     tolFlag
 	stats    bool
 	trace    string // --trace FILE: a Chrome/Perfetto timeline
+	overlap  bool   // --trace-overlap: trace without serialising (evaluator.Options.TraceOverlap)
 	timeout  time.Duration
 	repeat   int
 	explain  bool
@@ -53,7 +54,7 @@ type startup struct {
 // jobOptions are the evaluator's options for o. The hosts always publish
 // where they are: the progress line and the stall reports read it.
 func (o *runOptions) jobOptions() evaluator.Options {
-	return evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != "", Graph: o.graph, Progress: true, KeepInputs: true}
+	return evaluator.Options{Timeout: o.timeout, Stats: o.stats, Trace: o.trace != "", TraceOverlap: o.overlap, Graph: o.graph, Progress: true, KeepInputs: true}
 }
 
 // runRepeats runs job o.repeat times. --repeat gives the same inputs every
@@ -150,8 +151,11 @@ the others exit at once, each saying so on stderr.
 --trace FILE.json writes a timeline of the last run (one row per rank, one
 slice per op, with its source position) for chrome://tracing or
 ui.perfetto.dev; like --stats, it waits for each op, so the program runs
-serialised. --stats prints each rank's cache counters and time per op on
-stderr, after the outputs.
+serialised. With --trace-overlap it waits for none: the program runs as
+untraced, streams overlapping, each op's host slice is the time to enqueue
+it, and where the runtime times events (cuda) a GPU track per stream shows
+when its work ran: a pipelined run's timeline. --stats prints each rank's
+cache counters and time per op on stderr, after the outputs.
 
 A run that takes more than 2 s draws a progress line on stderr when stderr
 is a terminal (--progress auto; always draws it anyway, never not at all),
@@ -182,6 +186,7 @@ with each op's position (hirrun check --graph lists them).`,
 		fs.Var(&o.atol, "atol", "the absolute tolerance of --expect (default: per dtype, see above)")
 		fs.BoolVar(&o.stats, "stats", false, "print cache hits and misses and the time per op to stderr (serialises the ops)")
 		fs.StringVar(&o.trace, "trace", "", "write the last run's ops on every rank as a Chrome/Perfetto timeline to `FILE.json` (serialises the ops, like --stats)")
+		fs.BoolVar(&o.overlap, "trace-overlap", false, "with --trace: do not serialise the ops; GPU tracks show when each stream's work ran")
 		fs.DurationVar(&o.timeout, "timeout", 0, "how long a rank waits for its peers (0: the runtime's default, "+runtime.DefaultTimeout.String()+")")
 		fs.IntVar(&o.repeat, "repeat", 1, "run the program this many times (outputs and stats are the last run's; inputs are uploaded once, except those the program writes in place)")
 		fs.BoolVar(&o.explain, "explain", false, "print what the passes did (e.g. symmetric imports) to stderr")
@@ -224,6 +229,10 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	}
 	if _, perProcess := processBackends[o.backend]; perProcess && args[0] == "-" {
 		c.errorf("run: --backend %s runs a process per rank, and each reads the program from its file: save the program to a file and give its path instead of - (standard input)", o.backend)
+		return exitUsage
+	}
+	if o.overlap && (o.trace == "" || o.stats) {
+		c.errorf("run: --trace-overlap is a way of tracing: give --trace FILE.json, and not --stats (which waits for each op)")
 		return exitUsage
 	}
 	if o.graph && (o.stats || o.trace != "") {

@@ -34,12 +34,16 @@ import (
 
 // writeTrace writes every rank's traced ops to path as a timeline; nothing
 // when path is empty.
-func (c *cli) writeTrace(path string, reports []rankReport) int {
+func (c *cli) writeTrace(path string, overlap bool, reports []rankReport) int {
 	if path == "" {
 		return exitOK
 	}
 	var b bytes.Buffer
-	err := timeline.Write(&b, buildTimeline(reports))
+	f := buildTimeline(reports)
+	if overlap {
+		f.OtherData = &timeline.OtherData{TraceOverlap: true}
+	}
+	err := timeline.Write(&b, f)
 	if err == nil {
 		err = os.WriteFile(path, b.Bytes(), 0o644)
 	}

@@ -265,8 +265,12 @@ func SVG(w io.Writer, f *File, opts SVGOptions) error {
 	text := func(x, y float64, s string) {
 		fmt.Fprintf(&key, `<text x="%.1f" y="%.1f" class="legend">%s</text>`+"\n", x, y, esc(s))
 	}
+	sliceText := "op on the host, its stream synchronised"
+	if f.OtherData != nil && f.OtherData.TraceOverlap {
+		sliceText = "op on the host: the time to enqueue it (--trace-overlap; GPU tracks: when it ran)"
+	}
 	for _, item := range []struct{ kind, text string }{
-		{"slice", "op on the host, its stream synchronised"},
+		{"slice", sliceText},
 		{"async", "async op: post → the wait that saw it complete"},
 		{"flow", "one collective call, linked across ranks"},
 	} {

@@ -101,10 +101,20 @@ type Event struct {
 // End is an X slice's end, Ts+Dur.
 func (e *Event) End() Micros { return e.Ts + e.Dur }
 
-// File is a whole trace: {"traceEvents": [...], "displayTimeUnit": "ns"}.
+// File is a whole trace: {"traceEvents": [...], "displayTimeUnit": "ns"},
+// and how it was recorded ("otherData", which viewers show as metadata).
 type File struct {
-	TraceEvents     []Event `json:"traceEvents"`
-	DisplayTimeUnit string  `json:"displayTimeUnit,omitempty"`
+	TraceEvents     []Event    `json:"traceEvents"`
+	DisplayTimeUnit string     `json:"displayTimeUnit,omitempty"`
+	OtherData       *OtherData `json:"otherData,omitempty"`
+}
+
+// OtherData says how a trace was recorded.
+type OtherData struct {
+	// TraceOverlap: the ops were not waited for one by one (hirrun run
+	// --trace-overlap), so a host slice is the time to enqueue the op and
+	// only the GPU tracks say when its work ran.
+	TraceOverlap bool `json:"trace_overlap,omitempty"`
 }
 
 // Read parses a trace file.
@@ -122,6 +132,14 @@ func Write(w io.Writer, f *File) error {
 	b.WriteString("{\"displayTimeUnit\":")
 	unit, _ := json.Marshal(f.DisplayTimeUnit)
 	b.Write(unit)
+	if f.OtherData != nil {
+		other, err := json.Marshal(f.OtherData)
+		if err != nil {
+			return err
+		}
+		b.WriteString(",\"otherData\":")
+		b.Write(other)
+	}
 	b.WriteString(",\"traceEvents\":[")
 	for i := range f.TraceEvents {
 		raw, err := json.Marshal(&f.TraceEvents[i])

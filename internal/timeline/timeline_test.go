@@ -22,6 +22,7 @@ func TestDocsPicturesAreCurrent(t *testing.T) {
 		"trace-async_wait":           "testdata/async_wait.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
 		"trace-streams_join":         "testdata/streams_join.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
 		"trace-tp_all_gather_matmul": "testdata/tp_all_gather_matmul.hir: hirrun run --repeat 3 --trace (sim backend, the last run)",
+		"trace-gpu-overlap":          "docs/images/trace-gpu-overlap.hir: hirrun run --backend cuda --nproc 2 --repeat 3 --trace --trace-overlap (2 x H100, the last run)",
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "docs", "images")
@@ -88,4 +89,27 @@ func TestMicrosRoundTrip(t *testing.T) {
 	}
 	var m Micros
 	assert.Error(t, json.Unmarshal([]byte(`"1"`), &m), "a string is not a time")
+}
+
+// A trace recorded with --trace-overlap says so (otherData), keeps saying
+// so through Write and Read, and its picture's legend says what a host
+// slice then is.
+func TestOverlapTraceSaysSo(t *testing.T) {
+	f := &File{DisplayTimeUnit: "ns", OtherData: &OtherData{TraceOverlap: true}, TraceEvents: []Event{
+		{Name: "thread_name", Ph: "M", Pid: 0, Tid: 1, Args: map[string]any{"name": "default stream"}},
+		{Name: "matmul", Ph: "X", Ts: 0, Dur: 5, Pid: 0, Tid: 1},
+	}}
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, f))
+	require.Contains(t, b.String(), `"otherData":{"trace_overlap":true}`)
+	back, err := Read(&b)
+	require.NoError(t, err)
+	require.Equal(t, f.OtherData, back.OtherData)
+	var svg bytes.Buffer
+	require.NoError(t, SVG(&svg, back, SVGOptions{}))
+	assert.Contains(t, svg.String(), "the time to enqueue it")
+	back.OtherData = nil
+	svg.Reset()
+	require.NoError(t, SVG(&svg, back, SVGOptions{}))
+	assert.Contains(t, svg.String(), "its stream synchronised")
 }
