@@ -99,9 +99,12 @@ func smallInt(text string) (int64, bool) {
 	return n, true
 }
 
-// attr reads key=value into *attr (in place: an attribute is 96 bytes, and
-// a line may have millions). The kind follows the text; a signed integer
-// is a relative rank where the op's schema takes a peer.
+// attr reads key=value into *attr, which is zero (fresh from the slab):
+// in place, field by field, since an attribute is 96 bytes and a line may
+// have millions (a whole-struct store copied all of them with the
+// collector's barriers: half of a line of 2.5 million attributes' time).
+// The kind follows the text; a signed integer is a relative rank where the
+// op's schema takes a peer.
 func (b *builder) attr(attr *ir.Attr, a *attrParts, code ir.Opcode) bool {
 	var spec ir.AttrSpec
 	known := false
@@ -113,7 +116,7 @@ func (b *builder) attr(attr *ir.Attr, a *attrParts, code ir.Opcode) bool {
 	if !known {
 		key = b.keep(a.key)
 	}
-	*attr = ir.Attr{Key: key, Pos: b.pos(a.pos)}
+	attr.Key, attr.Pos = key, b.pos(a.pos)
 	switch {
 	case a.list != nil:
 		attr.Value.Kind = ir.KindInts
