@@ -9,12 +9,18 @@ import (
 // registration handle counts as a use of the value. In a for body the body's
 // values are freed at the end of the body; values from outside are never
 // freed inside. Outputs, storage an output aliases, values the user frees,
-// and async results never waited for are left alone.
+// and async results never waited for are left alone. An async op reads its
+// operands until it completes, so their last use is its result's wait
+// (uses), and an async op never waited for keeps its operands to the end
+// of the Run: freed right after the post, an operand's buffer was taken
+// by the next allocation of its size while the collective still read it
+// (tp.ChunkedAsync's reduce_scatter gave wrong sums on the CPU runtime).
 func insertFree(p *ir.Program, _ *Context) error {
 	fr := &freer{keep: map[*ir.Value]bool{}, waited: map[*ir.Value]bool{}}
 	for _, out := range p.Outputs {
 		fr.keep[out.Root()] = true
 	}
+	var async []*ir.Op
 	p.Walk(func(op *ir.Op) {
 		switch op.Code {
 		case ir.OpFree:
@@ -22,7 +28,20 @@ func insertFree(p *ir.Program, _ *Context) error {
 		case ir.OpWait:
 			fr.waited[op.Operands[0]] = true
 		}
+		if op.Async() {
+			async = append(async, op)
+		}
 	})
+	for _, op := range async {
+		if len(op.Results) > 0 && fr.waited[op.Results[0]] {
+			continue
+		}
+		for _, x := range op.Operands {
+			if x.Lit == nil {
+				fr.keep[x.Root()] = true
+			}
+		}
+	}
 	fr.block(p.Body, false)
 	return nil
 }
@@ -53,11 +72,19 @@ func (fr *freer) owns(v *ir.Value) bool {
 	return info.Aliases == ir.AliasDest && info.AliasedOperand(len(op.Operands)) < 0
 }
 
-// uses calls f for every value op reads, its body included.
+// uses calls f for every value op reads, its body included; a wait also
+// reads what the async op it waits for reads (in flight until then).
 func uses(op *ir.Op, f func(*ir.Value)) {
 	for _, x := range op.Operands {
 		if x.Lit == nil {
 			f(x)
+		}
+	}
+	if op.Code == ir.OpWait && op.Operands[0].Def != nil && op.Operands[0].Def.Async() {
+		for _, x := range op.Operands[0].Def.Operands {
+			if x.Lit == nil {
+				f(x)
+			}
 		}
 	}
 	if op.Body != nil {

@@ -188,6 +188,49 @@ func TestInsertFreeIsIdempotent(t *testing.T) {
 	}
 }
 
+// An async op reads its operands until its wait: the free of its operand
+// (through a view: the storage it views) comes after the wait,
+// not after the post, where the next allocation of its size took the
+// buffer the collective still read; an async op never waited for keeps its
+// operands to the end of the Run.
+func TestInsertFreeWaitsForAsyncOperands(t *testing.T) {
+	var p0, p1 *ir.Value
+	p := build(t, 2, func(b *ir.Builder) {
+		a := b.Input("a", ir.Tensor(ir.F32, 4, 3))
+		w := b.Input("w", ir.Tensor(ir.F32, 3, 4))
+		p0 = b.Op(ir.OpMatmul, a, w).Name("p0").Value()
+		v0 := b.Op(ir.OpReshape, p0).Name("v0").Ints("shape", 2, 8).Value()
+		r0 := b.Op(ir.OpReduceScatter, v0).Int("axis", 0).Bool("async", true).Name("r0").
+			Type(ir.Tensor(ir.F32, 2, 8).Sharded(0).In(ir.Symmetric)).Value()
+		p1 = b.Op(ir.OpMatmul, a, w).Name("p1").Value()
+		b.Op(ir.OpReduceScatter, p1).Int("axis", 0).Bool("async", true).Name("r1").
+			Type(ir.Tensor(ir.F32, 4, 4).Sharded(0).In(ir.Symmetric)) // never waited for
+		b.Op(ir.OpWait, r0)
+		b.Output(r0)
+	})
+	if err := Lower(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]int{}
+	read := "" // the storage r0's reduce_scatter reads (the symmetric pass may have imported p0's view)
+	for i, op := range p.Body.Ops {
+		switch {
+		case op.Code == ir.OpWait:
+			at["wait"] = i
+		case op.Code == ir.OpFree:
+			at["free "+op.Operands[0].Name] = i
+		case op.Code == ir.OpReduceScatter && op.Results[0].Name == "r0":
+			read = op.Operands[0].Root().Name
+		}
+	}
+	if f, ok := at["free "+read]; !ok || f < at["wait"] {
+		t.Errorf("%%%s is freed at op %d, before the wait at %d of the reduce_scatter reading it (or never):\n%s", read, f, at["wait"], p)
+	}
+	if _, ok := at["free p1"]; ok {
+		t.Errorf("%%p1 is freed though the reduce_scatter reading it is never waited for:\n%s", p)
+	}
+}
+
 func names(vs []*ir.Value) []string {
 	var out []string
 	for _, v := range vs {

@@ -37,6 +37,27 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 			b.Op(ir.OpCopy, reshape(b, y, mesh, ch, n), sel(b, out, i, 1, false))
 		})
 		return reshape(b, out, m, n), nil
+	case ChunkedAsync:
+		c, err := o.chunks(pattern, rows)
+		if err != nil {
+			return nil, err
+		}
+		ch := rows / c
+		x4 := reshape(b, x, mesh, c, ch, k)
+		out := b.Alloc(ir.Tensor(dt, mesh, c, ch, n))
+		// every piece's gather posted first: they queue on the
+		// communication stream in order
+		gs := make([]*ir.Value, c)
+		for i := range c {
+			gs[i] = o.collective(b, ir.OpAllGather, sel(b, x4, ir.Int(i), 1, false)).Bool("async", true).
+				Type(tensor(dt, ir.Symmetric, mesh, ch, k)).Value()
+		}
+		for i, g := range gs {
+			b.Op(ir.OpWait, g)
+			y := b.Op(ir.OpMatmul, reshape(b, g, mesh*ch, k), w).Value()
+			b.Op(ir.OpCopy, reshape(b, y, mesh, ch, n), sel(b, out, ir.Int(int64(i)), 1, false))
+		}
+		return reshape(b, out, m, n), nil
 	case PeerRing:
 		if x.Tensor().Mem != ir.Symmetric {
 			return nil, fmt.Errorf("tp.%s: %s reads the peers' rows through the contiguous view, so %s must be symmetric; it is %s", pattern, PeerRing, x, x.Tensor())
@@ -85,6 +106,28 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 			r := o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
 			b.Op(ir.OpCopy, r, sel(b, out4, i, 1, false))
 		})
+		return out, nil
+	case ChunkedAsync:
+		c, err := o.chunks(pattern, rows)
+		if err != nil {
+			return nil, err
+		}
+		ch := rows / c
+		out := b.Alloc(ir.Tensor(dt, m, n).Sharded(0))
+		out4 := reshape(b, out, mesh, c, ch, n)
+		a4 := reshape(b, a, mesh, c, ch, k)
+		// each piece's reduce_scatter is posted as soon as its product is
+		// made, and moves while the next piece is multiplied
+		rs := make([]*ir.Value, c)
+		for i := range c {
+			p := b.Op(ir.OpMatmul, sel(b, a4, ir.Int(i), 1, false), w).Value()
+			rs[i] = o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Bool("async", true).
+				Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
+		}
+		for i, r := range rs {
+			b.Op(ir.OpWait, r)
+			b.Op(ir.OpCopy, r, sel(b, out4, ir.Int(int64(i)), 1, false))
+		}
 		return out, nil
 	case PeerRing:
 		// slots[owner][source]: what rank source computed for owner's rows

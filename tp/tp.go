@@ -18,6 +18,14 @@
 //     rank (its own + s) mod the mesh, reading it from that peer (or
 //     writing its partial into that peer's slot) through the symmetric
 //     contiguous view, with no collective.
+//   - ChunkedAsync: Chunked's pieces, with every collective async
+//     (`async=true`): they run one after another on the communication
+//     stream while the matmuls run on the current one, each waiting
+//     (`wait`) for its own piece only. Chunked on two streams lets two
+//     pieces' collectives share the links at once (a GPU timeline showed
+//     it, docs/OVERLAP.md); here they take turns, and piece i+1 moves
+//     while piece i is multiplied. Unrolled (no loop): every piece's
+//     async result is a value of its own.
 //
 // A framework calls the builders on its own ir.Builder; the results are
 // ordinary values the program goes on with.
@@ -36,9 +44,10 @@ const (
 	Unpipelined Decomposition = iota
 	Chunked
 	PeerRing
+	ChunkedAsync
 )
 
-var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring"}
+var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring", "chunked_async"}
 
 func (d Decomposition) String() string {
 	if d >= 0 && int(d) < len(decompositionNames) {
@@ -48,20 +57,22 @@ func (d Decomposition) String() string {
 }
 
 // Decompositions lists them all, in order.
-func Decompositions() []Decomposition { return []Decomposition{Unpipelined, Chunked, PeerRing} }
+func Decompositions() []Decomposition {
+	return []Decomposition{Unpipelined, Chunked, PeerRing, ChunkedAsync}
+}
 
 // Options choose a decomposition and its parameters.
 type Options struct {
 	Decomposition Decomposition
-	// Chunks is how many pieces Chunked cuts each rank's block of rows
-	// into (0 means 2); it must divide the block's rows.
+	// Chunks is how many pieces Chunked and ChunkedAsync cut each rank's
+	// block of rows into (0 means 2); it must divide the block's rows.
 	Chunks int
 	// Algo is the algorithm of the collectives (auto when zero).
 	Algo ir.Algo
 	// Streams spreads the loop's iterations over this many streams
 	// (`for ... streams N`, the stream-parallel pass), so one step's
 	// communication overlaps another's matmul; 0 keeps them on the
-	// current stream.
+	// current stream. ChunkedAsync has no loop and ignores it.
 	Streams int
 }
 

@@ -72,6 +72,7 @@ func overlapVariants(pattern string) []overlapVariant {
 		{"unpipelined", dec(tp.Unpipelined, 0, 0, ir.AlgoAuto)},
 		{"chunked-4x2streams", dec(tp.Chunked, 4, 2, ir.AlgoAuto)},
 		{"peer-ring-2streams", dec(tp.PeerRing, 0, 2, ir.AlgoAuto)},
+		{"chunked-async-4", dec(tp.ChunkedAsync, 4, 0, ir.AlgoAuto)},
 	}
 	if pattern == "all_gather_matmul" {
 		// The gather on the copy engines leaves every SM to the matmul
