@@ -9,3 +9,11 @@ func TraceEventPairs(j *Job) int {
 	}
 	return n
 }
+
+// DisableReuseForTest makes every allocation of j's Runs a fresh buffer
+// (FuzzCheckThenRun's oracle: outputs must not change).
+func DisableReuseForTest(j *Job) {
+	for _, r := range j.ranks {
+		r.pool.fresh = true
+	}
+}

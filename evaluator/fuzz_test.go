@@ -103,6 +103,20 @@ func checkThenRun(t *testing.T, src []byte) {
 		}
 		want = res
 	}
+	// The same program with no buffer ever reused gives the same outputs,
+	// bit for bit: a value freed while still read (an async collective's
+	// operand freed at its post) shows here as a difference.
+	fresh, err := evaluator.NewJob(prog, rt, evaluator.Options{})
+	require.NoError(t, err)
+	defer fresh.Close()
+	evaluator.DisableReuseForTest(fresh)
+	if got, ok := runChecked(t, fresh, inputs, src, "a run with no buffer reused"); ok {
+		for i := range want.Ranks {
+			for name, w := range want.Ranks[i].Outputs {
+				require.Equal(t, w.Data, got.Ranks[i].Outputs[name].Data, "rank %d, output %s differs from a run with no buffer reused: a lifetime bug\n%s", i, name, src)
+			}
+		}
+	}
 	// What check --graph accepts runs in graph mode too (warm-up, capture,
 	// replay), with the eager run's outputs, bit for bit.
 	if ir.CheckCapturable(prog) != nil {

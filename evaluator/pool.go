@@ -32,6 +32,10 @@ type pool struct {
 	// stream order alone puts the reuse after the last use: a free then
 	// records no event (a driver call saved per free on a GPU).
 	streamOrdered bool
+	// fresh: every get allocates anew (DisableReuseForTest): a program's
+	// results must not depend on which buffers it reuses, and a run
+	// without reuse is the oracle for a lifetime bug.
+	fresh bool
 }
 
 // poolKey is a size and a memory type in one word (a map of uint64 keys
@@ -74,7 +78,7 @@ func newPool(dev runtime.Device) *pool {
 }
 
 func (p *pool) get(bytes int64, mem ir.MemoryType, s runtime.Stream) (runtime.Buffer, error) {
-	if lp := p.free[keyOf(bytes, mem)]; lp != nil {
+	if lp := p.free[keyOf(bytes, mem)]; lp != nil && !p.fresh {
 		if i := p.reusable(*lp, mem, s); i >= 0 {
 			list := *lp
 			e := list[i]
