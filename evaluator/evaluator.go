@@ -106,6 +106,7 @@ type TraceEvent struct {
 
 // Job is a program bound to a runtime: one rank state per hosted rank.
 type Job struct {
+	errs  []error // Run's per-rank errors, reused (Runs do not overlap)
 	prog  *ir.Program
 	rt    runtime.Runtime
 	opts  Options
@@ -266,7 +267,9 @@ func (j *Job) Run(inputs map[string]*host.Array) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Ranks: make([]RankResult, len(j.ranks))}
-	errs := make([]error, len(j.ranks))
+	errs := j.errs[:0]
+	errs = append(errs, make([]error, len(j.ranks))...) // j.errs' array after the first Run
+	j.errs = errs
 	if len(j.ranks) == 1 {
 		// One hosted rank (a process of a multi-process job, or a world of
 		// one): run it on this goroutine. A goroutine per Run started on a

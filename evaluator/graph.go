@@ -100,7 +100,7 @@ func (r *rank) capture(f *frame) (map[string]*host.Array, error) {
 		}
 		return nil, err
 	}
-	r.graphOuts = ts
+	r.graphOuts = slices.Clone(ts) // ts is outputTensors' scratch
 	for _, st := range r.graph {
 		r.stats.GraphNodes += st.g.Nodes()
 	}

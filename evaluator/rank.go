@@ -45,6 +45,8 @@ type rank struct {
 	progress atomic.Uint64
 	started  uint64
 
+	outTs     []runtime.Tensor // outputTensors' slice, reused Run after Run
+	dsts      [][]byte         // readTensors' list of host buffers, reused
 	runs      int64            // Runs that succeeded
 	lastOK    bool             // the last Run succeeded (its streams drained, every peer's too)
 	graph     []graphStep      // graph mode: the captured program, in steps (graph.go)
@@ -330,7 +332,9 @@ func (r *rank) readOutputs(f *frame) (map[string]*host.Array, error) {
 // Reading one is a use: the current stream waits for its producer, which
 // may have run on another stream.
 func (r *rank) outputTensors(f *frame) ([]runtime.Tensor, error) {
-	ts := make([]runtime.Tensor, len(r.job.prog.Outputs))
+	ts := r.outTs[:0]
+	ts = append(ts, make([]runtime.Tensor, len(r.job.prog.Outputs))...) // reuses outTs' array after the first Run
+	r.outTs = ts
 	for i := range ts {
 		t, err := r.tensor(f, r.job.plan.outputs[i])
 		if err != nil {
@@ -343,9 +347,10 @@ func (r *rank) outputTensors(f *frame) ([]runtime.Tensor, error) {
 
 // readTensors copies the outputs, ts by output index, to the host.
 func (r *rank) readTensors(f *frame, ts []runtime.Tensor) (map[string]*host.Array, error) {
-	outs := map[string]*host.Array{}
+	outs := make(map[string]*host.Array, len(ts))
 	reader, batch := r.dev.(runtime.HostReader)
-	var dsts [][]byte
+	dsts := r.dsts[:0]
+	defer func() { clear(dsts); r.dsts = dsts[:0] }() // keeps no output alive
 	for i, v := range r.job.prog.Outputs {
 		t := ts[i]
 		release, err := r.reserveHost(r.job.plan.outputWhat[i], t.Bytes())
@@ -497,8 +502,12 @@ func (r *rank) recordOp(p *opPlan, d time.Duration) {
 
 func (r *rank) snapshotStats() Stats {
 	s := r.stats
-	s.Ops = sortedOpStats(r.opStats)
-	s.Runs = append([]RunStat(nil), r.runStats...)
+	if len(r.opStats) > 0 { // only with Stats
+		s.Ops = sortedOpStats(r.opStats)
+	}
+	if len(r.runStats) > 0 {
+		s.Runs = append([]RunStat(nil), r.runStats...)
+	}
 	if r.job.opts.Trace {
 		s.Trace = append([]TraceEvent(nil), r.trace...)
 	}
