@@ -110,8 +110,8 @@ output %d
 // TestSymmetricInputsAcrossRuns: every rank reads every other rank's shard
 // of a symmetric input through the contiguous view from the first op on.
 // After the first Run the ranks meet on the stream (runtime.
-// StreamBarrierer) before and after uploading a new one, and not at all
-// when it is kept: each Run, eager or replayed, new or kept, on one stream
+// StreamBarrierer) before and after the uploads, new value or kept: each
+// Run, eager or replayed, new or kept, on one stream
 // or with the view read on a second, sees exactly this Run's value on
 // every rank, never the last Run's or a mix (the CPU runtime runs its
 // ranks concurrently, so a missing meeting shows here).

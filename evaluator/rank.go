@@ -218,9 +218,11 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	// while a peer still reads it (its last Run). So the ranks meet before
 	// and after the uploads: on the device, with the host going on, once a
 	// Run has succeeded (the first Run's host barrier also reports a peer
-	// that never came); on the host otherwise. With every symmetric input
-	// kept nothing a peer reads changes: no meeting.
-	meet := r.job.symmetricInputs && r.uploadsSymmetric(inputs)
+	// that never came); on the host otherwise. They meet so in every Run of
+	// a program with a symmetric input, whether this rank gives one anew or
+	// keeps them all: another rank may give one (each process passes its
+	// own inputs), and the meetings must pair up.
+	meet := r.job.symmetricInputs
 	var onDevice runtime.StreamBarrierer
 	if meet && r.lastOK {
 		onDevice, _ = r.dev.(runtime.StreamBarrierer)
@@ -292,15 +294,6 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	return nil
 }
 
-// uploadsSymmetric reports whether this Run gives a symmetric input anew.
-func (r *rank) uploadsSymmetric(inputs map[string]*host.Array) bool {
-	for _, in := range r.job.prog.Inputs {
-		if t := in.Tensor(); t != nil && t.Mem == ir.Symmetric && inputs[in.Name] != nil {
-			return true
-		}
-	}
-	return false
-}
 
 // reserveHost takes bytes of host memory from the runtime's budget where
 // the runtime's memory is the host's (runtime.HostMemory).
