@@ -38,6 +38,7 @@ type rank struct {
 	args  []runtime.Tensor // compute's kernel arguments, reused
 
 	outputsHeld []func() // budget of the last Run's outputs (releaseOutputs)
+	inputsHeld  []func() // budget of this Run's input shards, until it has drained
 
 	// progress is where the host is (progress.go): ops started in this
 	// Run and the current op's id, in one word stored once per op and read
@@ -150,6 +151,11 @@ func (r *rank) run(inputs map[string]*host.Array) (map[string]*host.Array, error
 		}
 	}
 	rs.Drain = time.Since(t2)
+	for _, release := range r.inputsHeld {
+		release()
+	}
+	clear(r.inputsHeld)
+	r.inputsHeld = r.inputsHeld[:0]
 	rs.Total = time.Since(t0)
 	if r.job.opts.Stats {
 		r.runStats = append(r.runStats, rs)
@@ -240,12 +246,14 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 			continue
 		}
 		if axis := t.ShardAxis(); axis >= 0 {
-			// the shard is a host copy, held until the upload is done
+			// the shard is a host copy, held until the upload is done: the
+			// end of the Run, whose streams are drained then (binding
+			// waits for the uploads only where the program needs it)
 			release, err := r.reserveHost(r.job.plan.inputWhat[i], int64(len(a.Data))/int64(mesh))
 			if err != nil {
 				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
-			defer release()
+			r.inputsHeld = append(r.inputsHeld, release)
 			if a, err = a.Shard(axis, r.id, mesh); err != nil {
 				return &RunError{Rank: r.id, Pos: in.Pos, Err: fmt.Errorf("input %s: %w", in, err)}
 			}
@@ -293,7 +301,6 @@ func (r *rank) bindInputs(f *frame, inputs map[string]*host.Array) error {
 	}
 	return nil
 }
-
 
 // reserveHost takes bytes of host memory from the runtime's budget where
 // the runtime's memory is the host's (runtime.HostMemory).
