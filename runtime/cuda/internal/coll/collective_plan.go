@@ -181,9 +181,15 @@ func (d *Comm) resolveAlgo(p *CollPlan, graph bool) ir.Algo {
 	return d.DefaultAlgo(p)
 }
 
+// llOneShotAbove: on more than two ranks, all_reduce runs one_shot rather
+// than one-hop ll from here (bytes) to Tuning.LLTwoShotMin (DefaultAlgo).
+const llOneShotAbove = 64 << 10
+
 // defaultAlgo is the compiled-in choice, where no measured table has
 // the call: ll where it fits (each rank sends each peer at most
-// ir.LLMaxBytes; but one_shot for the copying collectives in bulk); past
+// ir.LLMaxBytes; but one_shot for the copying collectives in bulk, and
+// for all_reduce on more than two ranks from llOneShotAbove to where ll
+// goes two hops); past
 // it, what the sweeps on 2 and 4 H200s (docs/bench/h200-x2.json, -x4.json)
 // found fastest, wherever the operands allow it:
 //   - all_reduce: on two ranks one_shot up to Tuning.AutoOneShotMax
@@ -196,7 +202,17 @@ func (d *Comm) resolveAlgo(p *CollPlan, graph bool) ir.Algo {
 //     output (256 MiB): copy_engine;
 //   - else one_shot.
 func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
+	D := d.Opts.WorldSize
 	if d.Fits(p, ir.AlgoLL) {
+		// On more than two ranks, an all_reduce past 64 KiB that ll still
+		// sends in one hop (up to Tuning.LLTwoShotMin) carries the whole
+		// tensor to every peer as LL lines, twice its bytes: one_shot was
+		// faster there (4 × H200, bf16, docs/bench/h200-x4.json: 128 KiB
+		// 7.90 against 9.01 µs eager, 6.82 against 7.05 in a graph; 256
+		// KiB 10.51 against 11.79, 9.14 against 9.21).
+		if p.op == ir.OpAllReduce && D > 2 && p.in.Bytes() > llOneShotAbove && !d.llTwoShot(p.in.Bytes()) && d.Fits(p, ir.AlgoOneShot) {
+			return ir.AlgoOneShot
+		}
 		// In bulk, ll's all_gather, all_to_all and broadcast move the data
 		// twice (into the peer's staging, then out of it): one_shot's
 		// stores straight into the peers' outputs beat them where
@@ -206,7 +222,6 @@ func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
 		}
 		return ir.AlgoLL
 	}
-	D := d.Opts.WorldSize
 	switch p.op {
 	case ir.OpAllReduce:
 		n := p.in.Bytes()
