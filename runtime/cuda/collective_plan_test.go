@@ -100,6 +100,12 @@ func TestPlanAuto(t *testing.T) {
 		{2, ir.OpReduceScatter, true, false, 8 << 20, "one_shot", "reduce_scatter on two ranks"},
 		{4, ir.OpReduceScatter, true, false, 40 << 20, "ring", "reduce_scatter on more ranks"},
 		{2, ir.OpReduceScatter, false, false, 8 << 20, "ring", "reduce_scatter of a global input"},
+		{2, ir.OpAllGather, true, true, 64 << 10, "ll", "all_gather, 128 KiB a peer: ll lines"},
+		{2, ir.OpAllGather, true, true, 256 << 10, "ring", "all_gather on two ranks in bulk, 1 MiB out: the ring"},
+		{2, ir.OpAllGather, true, true, 1 << 20, "ring", "all_gather on two ranks, 4 MiB out: the ring"},
+		{2, ir.OpAllGather, true, true, 2 << 20, "one_shot", "all_gather on two ranks in bulk, 8 MiB out: one_shot"},
+		{4, ir.OpAllGather, true, true, 256 << 10, "one_shot", "all_gather on more ranks in bulk: one_shot"},
+		{2, ir.OpAllGather, true, true, 64 << 20, "copy_engine", "all_gather, 256 MiB out: the copy engines"},
 	} {
 		d := fakeDevice(0, c.world)
 		mem := func(sym bool) ir.MemoryType {
@@ -110,8 +116,11 @@ func TestPlanAuto(t *testing.T) {
 		}
 		in, out := fakeBuf(d, 256<<20, mem(c.symIn)), fakeBuf(d, 256<<20, mem(c.symOut))
 		nOut := c.n
-		if c.op == ir.OpReduceScatter {
+		switch c.op {
+		case ir.OpReduceScatter:
 			nOut = c.n / int64(c.world)
+		case ir.OpAllGather:
+			nOut = c.n * int64(c.world)
 		}
 		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: c.op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, c.n), Out: tensor(out, ir.BF16, nOut)}, false)
 		require.NoError(t, err, c.comment)

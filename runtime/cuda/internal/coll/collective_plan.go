@@ -185,6 +185,10 @@ func (d *Comm) resolveAlgo(p *CollPlan, graph bool) ir.Algo {
 // than one-hop ll from here (bytes) to Tuning.LLTwoShotMin (DefaultAlgo).
 const llOneShotAbove = 64 << 10
 
+// agRingMax: on two ranks, an all_gather in bulk runs the ring up to this
+// much output (bytes), one_shot past it (DefaultAlgo).
+const agRingMax = 4 << 20
+
 // defaultAlgo is the compiled-in choice, where no measured table has
 // the call: ll where it fits (each rank sends each peer at most
 // ir.LLMaxBytes; but one_shot for the copying collectives in bulk, and
@@ -218,6 +222,13 @@ func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
 		// stores straight into the peers' outputs beat them where
 		// one_shot can run (measured on 2 × H200, docs/COLLECTIVES.md).
 		if !p.op.Info().Reduces && d.llBulk(p) && d.Fits(p, ir.AlgoOneShot) {
+			// An all_gather on two ranks up to 4 MiB of output: the ring
+			// (2 × H200, docs/bench/h200-x2.json, graph: 1 MiB 8.15
+			// against 8.42 µs, 2 MiB 9.81 against 10.86, 4 MiB 13.87
+			// against 14.55; eager within 1 % or faster).
+			if p.op == ir.OpAllGather && D == 2 && p.out.Bytes() <= agRingMax && d.Fits(p, ir.AlgoRing) {
+				return ir.AlgoRing
+			}
 			return ir.AlgoOneShot
 		}
 		return ir.AlgoLL
