@@ -79,7 +79,7 @@ func collAutoScenario() error {
 					}
 				}
 				if !found {
-					want = d.DefaultAlgo(p)
+					want = d.DefaultAlgo(p, false)
 				}
 				fmt.Printf("rank %d: auto %s bf16 %d bytes into %v: %s (table: %v)\n", d.Rank(), op, size, out.Mem(), p.Impl, tbl.Ranked(op, d.WorldSize(), ir.BF16, size))
 				if p.Impl != want {

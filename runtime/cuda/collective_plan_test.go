@@ -82,30 +82,32 @@ func TestPlanAuto(t *testing.T) {
 		n       int64 // bf16 elements of the input
 		want    string
 		comment string
+		inGraph string // what a capture picks, where it differs (else unchecked)
 	}{
-		{2, ir.OpAllReduce, true, true, 1024, "ll", "fits ll"},
-		{2, ir.OpAllReduce, true, false, 1024, "ll", "ll needs nothing symmetric"},
-		{2, ir.OpAllReduce, true, true, 4 << 20, "one_shot", "two ranks, up to AutoOneShotMax"},
-		{2, ir.OpAllReduce, true, false, 4 << 20, "one_shot", "one_shot writes only its own output"},
-		{2, ir.OpAllReduce, true, true, 40 << 20, "two_shot", "two ranks, past AutoOneShotMax"},
-		{2, ir.OpAllReduce, false, false, 40 << 20, "ring", "nothing symmetric"},
-		{4, ir.OpAllReduce, true, true, 16 << 10, "ll", "more ranks, 32 KiB: ll"},
-		{4, ir.OpAllReduce, true, true, 64 << 10, "one_shot", "more ranks, 128 KiB: ll would send it whole to every peer"},
-		{4, ir.OpAllReduce, true, false, 64 << 10, "one_shot", "one_shot writes only its own output"},
-		{4, ir.OpAllReduce, false, false, 64 << 10, "ll", "one_shot reads the peers' inputs: not symmetric, ll"},
-		{4, ir.OpAllReduce, true, true, 256 << 10, "ll", "more ranks, 512 KiB: ll in two hops"},
-		{2, ir.OpAllReduce, true, true, 64 << 10, "ll", "two ranks, 128 KiB: ll"},
-		{4, ir.OpAllReduce, true, true, 4 << 20, "two_shot", "more ranks, below AutoRingMin"},
-		{4, ir.OpAllReduce, true, true, 40 << 20, "ring", "more ranks, from AutoRingMin"},
-		{2, ir.OpReduceScatter, true, false, 8 << 20, "one_shot", "reduce_scatter on two ranks"},
-		{4, ir.OpReduceScatter, true, false, 40 << 20, "ring", "reduce_scatter on more ranks"},
-		{2, ir.OpReduceScatter, false, false, 8 << 20, "ring", "reduce_scatter of a global input"},
-		{2, ir.OpAllGather, true, true, 64 << 10, "ll", "all_gather, 128 KiB a peer: ll lines"},
-		{2, ir.OpAllGather, true, true, 256 << 10, "ring", "all_gather on two ranks in bulk, 1 MiB out: the ring"},
-		{2, ir.OpAllGather, true, true, 1 << 20, "ring", "all_gather on two ranks, 4 MiB out: the ring"},
-		{2, ir.OpAllGather, true, true, 2 << 20, "one_shot", "all_gather on two ranks in bulk, 8 MiB out: one_shot"},
-		{4, ir.OpAllGather, true, true, 256 << 10, "one_shot", "all_gather on more ranks in bulk: one_shot"},
-		{2, ir.OpAllGather, true, true, 64 << 20, "copy_engine", "all_gather, 256 MiB out: the copy engines"},
+		{2, ir.OpAllReduce, true, true, 1024, "ll", "fits ll", ""},
+		{2, ir.OpAllReduce, true, false, 1024, "ll", "ll needs nothing symmetric", ""},
+		{2, ir.OpAllReduce, true, true, 4 << 20, "one_shot", "two ranks, up to AutoOneShotMax", ""},
+		{2, ir.OpAllReduce, true, false, 4 << 20, "one_shot", "one_shot writes only its own output", ""},
+		{2, ir.OpAllReduce, true, true, 40 << 20, "two_shot", "two ranks, past AutoOneShotMax", ""},
+		{2, ir.OpAllReduce, false, false, 40 << 20, "ring", "nothing symmetric", ""},
+		{4, ir.OpAllReduce, true, true, 16 << 10, "ll", "more ranks, 32 KiB: ll eagerly, one_shot in a graph", "one_shot"},
+		{2, ir.OpAllReduce, true, true, 16 << 10, "ll", "two ranks, 32 KiB: ll, in a graph too", "ll"},
+		{4, ir.OpAllReduce, true, true, 64 << 10, "one_shot", "more ranks, 128 KiB: ll would send it whole to every peer", ""},
+		{4, ir.OpAllReduce, true, false, 64 << 10, "one_shot", "one_shot writes only its own output", ""},
+		{4, ir.OpAllReduce, false, false, 64 << 10, "ll", "one_shot reads the peers' inputs: not symmetric, ll", ""},
+		{4, ir.OpAllReduce, true, true, 256 << 10, "ll", "more ranks, 512 KiB: ll in two hops", ""},
+		{2, ir.OpAllReduce, true, true, 64 << 10, "ll", "two ranks, 128 KiB: ll", ""},
+		{4, ir.OpAllReduce, true, true, 4 << 20, "two_shot", "more ranks, below AutoRingMin", ""},
+		{4, ir.OpAllReduce, true, true, 40 << 20, "ring", "more ranks, from AutoRingMin", ""},
+		{2, ir.OpReduceScatter, true, false, 8 << 20, "one_shot", "reduce_scatter on two ranks", ""},
+		{4, ir.OpReduceScatter, true, false, 40 << 20, "ring", "reduce_scatter on more ranks", ""},
+		{2, ir.OpReduceScatter, false, false, 8 << 20, "ring", "reduce_scatter of a global input", ""},
+		{2, ir.OpAllGather, true, true, 64 << 10, "ll", "all_gather, 128 KiB a peer: ll lines", ""},
+		{2, ir.OpAllGather, true, true, 256 << 10, "ring", "all_gather on two ranks in bulk, 1 MiB out: the ring", ""},
+		{2, ir.OpAllGather, true, true, 1 << 20, "ring", "all_gather on two ranks, 4 MiB out: the ring", ""},
+		{2, ir.OpAllGather, true, true, 2 << 20, "one_shot", "all_gather on two ranks in bulk, 8 MiB out: one_shot", ""},
+		{4, ir.OpAllGather, true, true, 256 << 10, "one_shot", "all_gather on more ranks in bulk: one_shot", ""},
+		{2, ir.OpAllGather, true, true, 64 << 20, "copy_engine", "all_gather, 256 MiB out: the copy engines", ""},
 	} {
 		d := fakeDevice(0, c.world)
 		mem := func(sym bool) ir.MemoryType {
@@ -122,9 +124,15 @@ func TestPlanAuto(t *testing.T) {
 		case ir.OpAllGather:
 			nOut = c.n * int64(c.world)
 		}
-		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: c.op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, c.n), Out: tensor(out, ir.BF16, nOut)}, false)
+		call := runtime.CollectiveCall{Op: c.op, Algo: ir.AlgoAuto, ReduceOp: ir.ReduceSum, In: tensor(in, ir.BF16, c.n), Out: tensor(out, ir.BF16, nOut)}
+		p, err := d.PlanCollective(&call, false)
 		require.NoError(t, err, c.comment)
 		assert.Equal(t, c.want, p.Impl.String(), "%s on %d ranks, bf16[%d]: %s", c.op, c.world, c.n, c.comment)
+		if c.inGraph != "" {
+			p, err := d.PlanCollective(&call, true)
+			require.NoError(t, err, c.comment)
+			assert.Equal(t, c.inGraph, p.Impl.String(), "%s on %d ranks, bf16[%d], captured: %s", c.op, c.world, c.n, c.comment)
+		}
 	}
 }
 

@@ -178,11 +178,12 @@ func (d *Comm) resolveAlgo(p *CollPlan, graph bool) ir.Algo {
 			}
 		}
 	}
-	return d.DefaultAlgo(p)
+	return d.DefaultAlgo(p, graph)
 }
 
 // llOneShotAbove: on more than two ranks, all_reduce runs one_shot rather
-// than one-hop ll from here (bytes) to Tuning.LLTwoShotMin (DefaultAlgo).
+// than one-hop ll from here (bytes; from any size in a graph) to
+// Tuning.LLTwoShotMin (DefaultAlgo).
 const llOneShotAbove = 64 << 10
 
 // agRingMax: on two ranks, an all_gather in bulk runs the ring up to this
@@ -190,10 +191,11 @@ const llOneShotAbove = 64 << 10
 const agRingMax = 4 << 20
 
 // defaultAlgo is the compiled-in choice, where no measured table has
-// the call: ll where it fits (each rank sends each peer at most
-// ir.LLMaxBytes; but one_shot for the copying collectives in bulk, and
-// for all_reduce on more than two ranks from llOneShotAbove to where ll
-// goes two hops); past
+// the call (graph: the call is being captured): ll where it fits (each
+// rank sends each peer at most ir.LLMaxBytes; but one_shot for the
+// copying collectives in bulk, and for all_reduce on more than two ranks
+// from llOneShotAbove, or any size in a graph, to where ll goes two
+// hops); past
 // it, what the sweeps on 2 and 4 H200s (docs/bench/h200-x2.json, -x4.json)
 // found fastest, wherever the operands allow it:
 //   - all_reduce: on two ranks one_shot up to Tuning.AutoOneShotMax
@@ -205,16 +207,20 @@ const agRingMax = 4 << 20
 //   - all_gather of a symmetric input from Tuning.AutoCEMin bytes of
 //     output (256 MiB): copy_engine;
 //   - else one_shot.
-func (d *Comm) DefaultAlgo(p *CollPlan) ir.Algo {
+func (d *Comm) DefaultAlgo(p *CollPlan, graph bool) ir.Algo {
 	D := d.Opts.WorldSize
 	if d.Fits(p, ir.AlgoLL) {
-		// On more than two ranks, an all_reduce past 64 KiB that ll still
-		// sends in one hop (up to Tuning.LLTwoShotMin) carries the whole
-		// tensor to every peer as LL lines, twice its bytes: one_shot was
-		// faster there (4 × H200, bf16, docs/bench/h200-x4.json: 128 KiB
-		// 7.90 against 9.01 µs eager, 6.82 against 7.05 in a graph; 256
-		// KiB 10.51 against 11.79, 9.14 against 9.21).
-		if p.op == ir.OpAllReduce && D > 2 && p.in.Bytes() > llOneShotAbove && !d.llTwoShot(p.in.Bytes()) && d.Fits(p, ir.AlgoOneShot) {
+		// On more than two ranks, an all_reduce that ll still sends in one
+		// hop (up to Tuning.LLTwoShotMin) carries the whole tensor to
+		// every peer as LL lines, twice its bytes: one_shot was faster past
+		// 64 KiB, and at every size in a graph (4 × H200, bf16,
+		// docs/bench/h200-x4.json: 128 KiB 7.90 against 9.01 µs eager,
+		// 6.82 against 7.05 in a graph; 256 KiB 10.51 against 11.79, 9.14
+		// against 9.21; in a graph 16 KiB 4.70 against 5.24, 32 KiB 4.82
+		// against 5.02; eager below 64 KiB ll won, 32 KiB 6.83 against
+		// 7.41).
+		n := p.in.Bytes()
+		if p.op == ir.OpAllReduce && D > 2 && (n > llOneShotAbove || graph) && !d.llTwoShot(n) && d.Fits(p, ir.AlgoOneShot) {
 			return ir.AlgoOneShot
 		}
 		// In bulk, ll's all_gather, all_to_all and broadcast move the data
