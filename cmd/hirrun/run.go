@@ -153,7 +153,7 @@ slice per op, with its source position) for chrome://tracing or
 ui.perfetto.dev; like --stats, it waits for each op, so the program runs
 serialised. With --trace-overlap it waits for none: the program runs as
 untraced, streams overlapping, each op's host slice is the time to enqueue
-it, and where the runtime times events (cuda) a GPU track per stream shows
+it, and a GPU track per stream (cuda's events, or the CPU runtime's) shows
 when its work ran: a pipelined run's timeline. --stats prints each rank's
 cache counters and time per op on stderr, after the outputs.
 
