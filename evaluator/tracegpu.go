@@ -17,20 +17,22 @@ import (
 
 // With Options.TraceOverlap nothing is waited for after an op: each timed
 // op takes a pair of events of its own (kept for later Runs), and the
-// pairs are read once the Run has drained (gpuSettle).
+// pairs are read once the Run has drained (gpuSettle). A serialised trace
+// uses the first pair for every op.
 
 // gpuClock is a rank's events for GPU times.
 type gpuClock struct {
-	timer       runtime.EventTimer
-	ref, e0, e1 runtime.Event
-	refNs       int64 // the job's clock when ref had passed; 0: not this Run yet
-	off         bool  // the runtime does not time events, or making an event failed
-	// TraceOverlap: every pair made so far, used takes of this Run, and
-	// the trace index each used pair belongs to.
-	pairs [][2]runtime.Event
-	used  int
-	of    []int
-	own   [2]runtime.Event // the pair made with ref (e0, e1 are the current pair)
+	timer runtime.EventTimer
+	ref   runtime.Event
+	refNs int64 // the job's clock when ref had passed; 0: not this Run yet
+	off   bool  // the runtime does not time events, or making an event failed
+	// pairs are the (start, end) events made so far; e0 and e1 the current
+	// op's; used counts the pairs this Run took (TraceOverlap), of the
+	// trace event each belongs to.
+	pairs  [][2]runtime.Event
+	e0, e1 runtime.Event
+	used   int
+	of     []int
 }
 
 // gpuTimed says whether op's stream work is timed (ir.OpInfo.Kernel: an
@@ -45,10 +47,17 @@ func (r *rank) gpuBefore(op *ir.Op, cur runtime.Stream) bool {
 		return false
 	}
 	if g.timer == nil {
-		if err := r.startGPUClock(); err != nil {
+		t, ok := r.dev.(runtime.EventTimer)
+		if !ok {
 			g.off = true
 			return false
 		}
+		ref, err := r.dev.NewEvent()
+		if err != nil {
+			g.off = true
+			return false
+		}
+		g.timer, g.ref = t, ref
 	}
 	if g.refNs == 0 {
 		s := r.dev.DefaultStream()
@@ -57,46 +66,28 @@ func (r *rank) gpuBefore(op *ir.Op, cur runtime.Stream) bool {
 		}
 		g.refNs = r.job.traceClock(time.Now())
 	}
+	k := 0 // serialised: one pair serves every op
 	if r.job.opts.TraceOverlap {
-		if g.used == len(g.pairs) {
-			e0, err0 := r.dev.NewEvent()
-			e1, err1 := r.dev.NewEvent()
-			if err0 != nil || err1 != nil {
-				for _, e := range []runtime.Event{e0, e1} {
-					if e != nil {
-						e.Close()
-					}
+		k = g.used
+	}
+	if k == len(g.pairs) {
+		e0, err0 := r.dev.NewEvent()
+		e1, err1 := r.dev.NewEvent()
+		if err0 != nil || err1 != nil {
+			for _, e := range []runtime.Event{e0, e1} {
+				if e != nil {
+					e.Close()
 				}
-				return false
 			}
-			g.pairs = append(g.pairs, [2]runtime.Event{e0, e1})
+			return false
 		}
-		g.e0, g.e1 = g.pairs[g.used][0], g.pairs[g.used][1]
+		g.pairs = append(g.pairs, [2]runtime.Event{e0, e1})
+	}
+	if r.job.opts.TraceOverlap {
 		g.used++
 	}
+	g.e0, g.e1 = g.pairs[k][0], g.pairs[k][1]
 	return cur.Record(g.e0) == nil
-}
-
-func (r *rank) startGPUClock() error {
-	g := &r.traceState.gpu
-	t, ok := r.dev.(runtime.EventTimer)
-	if !ok {
-		return errors.New("no event timer")
-	}
-	var evs [3]runtime.Event
-	for i := range evs {
-		ev, err := r.dev.NewEvent()
-		if err != nil {
-			for _, e := range evs[:i] {
-				e.Close()
-			}
-			return err
-		}
-		evs[i] = ev
-	}
-	g.timer, g.ref, g.e0, g.e1 = t, evs[0], evs[1], evs[2]
-	g.own = [2]runtime.Event{evs[1], evs[2]}
-	return nil
 }
 
 // gpuAfter records the end event on the stream the op's work went to.
@@ -143,14 +134,11 @@ func (r *rank) gpuSettle() {
 func (r *rank) closeGPUClock() error {
 	g := &r.traceState.gpu
 	var errs []error
-	evs := []runtime.Event{g.ref, g.own[0], g.own[1]}
-	for _, p := range g.pairs {
-		evs = append(evs, p[0], p[1])
+	if g.ref != nil {
+		errs = append(errs, g.ref.Close())
 	}
-	for _, e := range evs {
-		if e != nil {
-			errs = append(errs, e.Close())
-		}
+	for _, p := range g.pairs {
+		errs = append(errs, p[0].Close(), p[1].Close())
 	}
 	*g = gpuClock{}
 	return errors.Join(errs...)
