@@ -21,7 +21,7 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 	case Unpipelined:
 		g := o.collective(b, ir.OpAllGather, x).Type(tensor(dt, ir.Symmetric, m, k)).Value()
 		return b.Op(ir.OpMatmul, g, w).Value(), nil
-	case Chunked:
+	case Chunked, ChunkedAsync:
 		c, err := o.chunks(pattern, rows)
 		if err != nil {
 			return nil, err
@@ -31,31 +31,30 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		// axis 1 takes one chunk of every rank's block.
 		x4 := reshape(b, x, mesh, c, ch, k)
 		out := b.Alloc(ir.Tensor(dt, mesh, c, ch, n))
-		o.loop(b, "c", c, func(i *ir.Value) {
-			g := o.collective(b, ir.OpAllGather, sel(b, x4, i, 1, false)).Type(tensor(dt, ir.Symmetric, mesh, ch, k)).Value()
+		gather := func(i *ir.Value, async bool) *ir.Value {
+			ob := o.collective(b, ir.OpAllGather, sel(b, x4, i, 1, false))
+			if async {
+				ob.Bool("async", true)
+			}
+			return ob.Type(tensor(dt, ir.Symmetric, mesh, ch, k)).Value()
+		}
+		multiply := func(i, g *ir.Value) {
 			y := b.Op(ir.OpMatmul, reshape(b, g, mesh*ch, k), w).Value()
 			b.Op(ir.OpCopy, reshape(b, y, mesh, ch, n), sel(b, out, i, 1, false))
-		})
-		return reshape(b, out, m, n), nil
-	case ChunkedAsync:
-		c, err := o.chunks(pattern, rows)
-		if err != nil {
-			return nil, err
 		}
-		ch := rows / c
-		x4 := reshape(b, x, mesh, c, ch, k)
-		out := b.Alloc(ir.Tensor(dt, mesh, c, ch, n))
+		if o.Decomposition == Chunked {
+			o.loop(b, "c", c, func(i *ir.Value) { multiply(i, gather(i, false)) })
+			return reshape(b, out, m, n), nil
+		}
 		// every piece's gather posted first: they queue on the
 		// communication stream in order
 		gs := make([]*ir.Value, c)
-		for i := range c {
-			gs[i] = o.collective(b, ir.OpAllGather, sel(b, x4, ir.Int(i), 1, false)).Bool("async", true).
-				Type(tensor(dt, ir.Symmetric, mesh, ch, k)).Value()
+		for i := range gs {
+			gs[i] = gather(ir.Int(int64(i)), true)
 		}
 		for i, g := range gs {
 			b.Op(ir.OpWait, g)
-			y := b.Op(ir.OpMatmul, reshape(b, g, mesh*ch, k), w).Value()
-			b.Op(ir.OpCopy, reshape(b, y, mesh, ch, n), sel(b, out, ir.Int(int64(i)), 1, false))
+			multiply(ir.Int(int64(i)), g)
 		}
 		return reshape(b, out, m, n), nil
 	case PeerRing:
@@ -92,7 +91,7 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 	case Unpipelined:
 		p := b.Op(ir.OpMatmul, a, w).Value()
 		return o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Type(tensor(dt, ir.Symmetric, m, n).Sharded(0)).Value(), nil
-	case Chunked:
+	case Chunked, ChunkedAsync:
 		c, err := o.chunks(pattern, rows)
 		if err != nil {
 			return nil, err
@@ -101,28 +100,24 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		out := b.Alloc(ir.Tensor(dt, m, n).Sharded(0))
 		out4 := reshape(b, out, mesh, c, ch, n) // [mesh/DIDx, chunks, ch, N]
 		a4 := reshape(b, a, mesh, c, ch, k)
-		o.loop(b, "c", c, func(i *ir.Value) {
-			p := b.Op(ir.OpMatmul, sel(b, a4, i, 1, false), w).Value() // chunk i of every rank's block
-			r := o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
-			b.Op(ir.OpCopy, r, sel(b, out4, i, 1, false))
-		})
-		return out, nil
-	case ChunkedAsync:
-		c, err := o.chunks(pattern, rows)
-		if err != nil {
-			return nil, err
+		// chunk i of every rank's block, multiplied and reduce-scattered
+		scatter := func(i *ir.Value, async bool) *ir.Value {
+			p := b.Op(ir.OpMatmul, sel(b, a4, i, 1, false), w).Value()
+			ob := o.collective(b, ir.OpReduceScatter, p).Int("axis", 0)
+			if async {
+				ob.Bool("async", true)
+			}
+			return ob.Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
 		}
-		ch := rows / c
-		out := b.Alloc(ir.Tensor(dt, m, n).Sharded(0))
-		out4 := reshape(b, out, mesh, c, ch, n)
-		a4 := reshape(b, a, mesh, c, ch, k)
+		if o.Decomposition == Chunked {
+			o.loop(b, "c", c, func(i *ir.Value) { b.Op(ir.OpCopy, scatter(i, false), sel(b, out4, i, 1, false)) })
+			return out, nil
+		}
 		// each piece's reduce_scatter is posted as soon as its product is
 		// made, and moves while the next piece is multiplied
 		rs := make([]*ir.Value, c)
-		for i := range c {
-			p := b.Op(ir.OpMatmul, sel(b, a4, ir.Int(i), 1, false), w).Value()
-			rs[i] = o.collective(b, ir.OpReduceScatter, p).Int("axis", 0).Bool("async", true).
-				Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
+		for i := range rs {
+			rs[i] = scatter(ir.Int(int64(i)), true)
 		}
 		for i, r := range rs {
 			b.Op(ir.OpWait, r)
