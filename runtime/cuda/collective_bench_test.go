@@ -400,6 +400,16 @@ extern "C" __global__ void hir_spin(unsigned long long ns) {
 }
 `
 
+// spinKernel is hir_spin, which spins on the GPU for its argument's
+// nanoseconds: work queued behind it waits until the host has made it all.
+func spinKernel(d *Device) (*gpu.Function, error) {
+	sm, err := d.LoadCached(spinSource, "hir_spin.cu")
+	if err != nil {
+		return nil, err
+	}
+	return sm.Function("hir_spin")
+}
+
 func collLatencyScenario() error {
 	rt, d, err := openColl(60 * time.Second)
 	if err != nil {
@@ -408,11 +418,7 @@ func collLatencyScenario() error {
 	defer rt.Close()
 	rank := d.Rank()
 	s := d.DefaultStream()
-	sm, err := d.LoadCached(spinSource, "hir_spin.cu")
-	if err != nil {
-		return err
-	}
-	spin, err := sm.Function("hir_spin")
+	spin, err := spinKernel(d)
 	if err != nil {
 		return err
 	}
@@ -462,14 +468,7 @@ func collLatencyScenario() error {
 			return err
 		}
 		// GPU time: the calls queued behind a spin, after a device barrier.
-		cs := &d.State
-		cs.Mu.Lock()
-		ch, err := cs.Channel(s.(*gpu.Stream), rank)
-		cs.Mu.Unlock()
-		if err != nil {
-			return err
-		}
-		if err := d.BarrierKernel(cs, ch, "latency barrier", s.(*gpu.Stream)); err != nil {
+		if err := d.StreamBarrier(s); err != nil {
 			return err
 		}
 		if err := d.LaunchFunction(spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {

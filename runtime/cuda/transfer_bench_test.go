@@ -59,44 +59,20 @@ func transferBenchScenario() error {
 		return err
 	}
 	s := d.DefaultStream()
-	e0, err := d.NewEvent()
+	timer, err := newPostTimer(d, s)
 	if err != nil {
 		return err
 	}
-	defer e0.Close()
-	e1, err := d.NewEvent()
-	if err != nil {
-		return err
-	}
-	defer e1.Close()
+	defer timer.close()
 	// gbps times iters back-to-back calls of post on s.
 	gbps := func(bytes int64, iters int, post func() error) (float64, error) {
-		for range 3 {
-			if err := post(); err != nil {
-				return 0, err
-			}
-		}
-		if err := s.Record(e0); err != nil {
-			return 0, err
-		}
-		for range iters {
-			if err := post(); err != nil {
-				return 0, err
-			}
-		}
-		if err := s.Record(e1); err != nil {
-			return 0, err
-		}
-		if err := e1.Synchronize(); err != nil {
-			return 0, err
-		}
-		ms, err := gpu.ElapsedMillis(e0, e1)
-		return float64(iters) * float64(bytes) / (float64(ms) / 1e3) / 1e9, err
+		us, err := timer.perPost(3, iters, false, post)
+		return float64(bytes) / us / 1e3, err
 	}
 	metric := func(name string, v float64, unit string) { fmt.Printf("METRIC %s %.3f %s\n", name, v, unit) }
 	var table strings.Builder
 	if os.Getenv("HIR_XFER_GPU_ONLY") == "1" { // the GPU times alone (seconds, not minutes)
-		if err := xferGPUTimes(d, s, lbuf, buf, reg, peer, &table, metric); err != nil {
+		if err := xferGPUTimes(d, timer, lbuf, buf, reg, peer, &table, metric); err != nil {
 			return err
 		}
 		fmt.Print(table.String())
@@ -215,7 +191,7 @@ func transferBenchScenario() error {
 		metric("plain_copy_sync_latency_"+label, us(plain), "us")
 		fmt.Fprintf(&table, "| %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", label, us(rw), us(rp), us(ww), us(wp), us(plain))
 	}
-	if err := xferGPUTimes(d, s, lbuf, buf, reg, peer, &table, metric); err != nil {
+	if err := xferGPUTimes(d, timer, lbuf, buf, reg, peer, &table, metric); err != nil {
 		return err
 	}
 	fmt.Print(table.String())
@@ -232,55 +208,14 @@ func transferBenchScenario() error {
 // copy kernel stops paying is the crossover. Beside each, the bare copy
 // (runtime.PeerCopy, without the handle's completion event), and the
 // floors: an empty kernel, and the record of a host-wait event alone.
-func xferGPUTimes(d *Device, s runtime.Stream, lbuf, buf runtime.Buffer, reg *transfer.Registration, peer int, table *strings.Builder, metric func(string, float64, string)) error {
-	sm, err := d.LoadCached(spinSource, "hir_spin.cu")
-	if err != nil {
-		return err
-	}
-	spin, err := sm.Function("hir_spin")
-	if err != nil {
-		return err
-	}
-	e0, err := d.NewEvent()
-	if err != nil {
-		return err
-	}
-	defer e0.Close()
-	e1, err := d.NewEvent()
-	if err != nil {
-		return err
-	}
-	defer e1.Close()
+func xferGPUTimes(d *Device, timer *postTimer, lbuf, buf runtime.Buffer, reg *transfer.Registration, peer int, table *strings.Builder, metric func(string, float64, string)) error {
+	s := timer.s
 	saved := d.Tune.TransferSMMax
 	defer func() { d.Tune.TransferSMMax = saved }()
 	const posts = 200
-	queued := func(post func() error) (float64, error) {
-		for range 10 { // warm: the copy kernel loads on first use
-			if err := post(); err != nil {
-				return 0, err
-			}
-		}
-		if err := d.LaunchFunction(spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, s, uint64(20e6)); err != nil {
-			return 0, err
-		}
-		if err := s.Record(e0); err != nil {
-			return 0, err
-		}
-		for range posts {
-			if err := post(); err != nil {
-				return 0, err
-			}
-		}
-		if err := s.Record(e1); err != nil {
-			return 0, err
-		}
-		if err := e1.Synchronize(); err != nil {
-			return 0, err
-		}
-		ms, err := gpu.ElapsedMillis(e0, e1)
-		return float64(ms) * 1e3 / posts, err
-	}
-	empty, err := queued(func() error { return d.LaunchFunction(spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, s, uint64(0)) })
+	// warm: the copy kernel loads on first use
+	queued := func(post func() error) (float64, error) { return timer.perPost(10, posts, true, post) }
+	empty, err := queued(func() error { return timer.spinFor(0) })
 	if err != nil {
 		return err
 	}
@@ -331,6 +266,70 @@ func xferGPUTimes(d *Device, s runtime.Stream, lbuf, buf runtime.Buffer, reg *tr
 		}
 	}
 	return nil
+}
+
+// postTimer times back-to-back posts on one stream between two events;
+// queued behind a spin kernel, the posts wait until the host has made them
+// all, so the figure is the GPU's time per post, not the host's rate.
+type postTimer struct {
+	d      *Device
+	s      runtime.Stream
+	e0, e1 runtime.Event
+	spin   *gpu.Function
+}
+
+func newPostTimer(d *Device, s runtime.Stream) (*postTimer, error) {
+	spin, err := spinKernel(d)
+	if err != nil {
+		return nil, err
+	}
+	t := &postTimer{d: d, s: s, spin: spin}
+	if t.e0, err = d.NewEvent(); err != nil {
+		return nil, err
+	}
+	if t.e1, err = d.NewEvent(); err != nil {
+		t.e0.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *postTimer) close() { t.e0.Close(); t.e1.Close() }
+
+// spinFor launches the spin kernel for ns nanoseconds on the stream.
+func (t *postTimer) spinFor(ns uint64) error {
+	return t.d.LaunchFunction(t.spin, gpu.Dim3{X: 1}, gpu.Dim3{X: 1}, 0, t.s, ns)
+}
+
+// perPost is µs per post over n posts after warm ones, behind a 20 ms
+// spin where queued.
+func (t *postTimer) perPost(warm, n int, queued bool, post func() error) (float64, error) {
+	for range warm {
+		if err := post(); err != nil {
+			return 0, err
+		}
+	}
+	if queued {
+		if err := t.spinFor(20e6); err != nil {
+			return 0, err
+		}
+	}
+	if err := t.s.Record(t.e0); err != nil {
+		return 0, err
+	}
+	for range n {
+		if err := post(); err != nil {
+			return 0, err
+		}
+	}
+	if err := t.s.Record(t.e1); err != nil {
+		return 0, err
+	}
+	if err := t.e1.Synchronize(); err != nil {
+		return 0, err
+	}
+	ms, err := gpu.ElapsedMillis(t.e0, t.e1)
+	return float64(ms) * 1e3 / float64(n), err
 }
 
 func xferSizeLabel(b int64) string {
