@@ -181,8 +181,22 @@ type launchArg struct {
 	addr   uint64 // what the kernel gets: ptr, or the temporary
 }
 
+// blas is the argument as cuBLAS takes it: the tensor as it lies, or
+// its contiguous temporary.
+func (a *launchArg) blas() blasMatrix {
+	if !a.stage {
+		if ld, batch, ok := blasLayout(a.t); ok {
+			return blasMatrix{addr: a.addr, ld: ld, batch: batch}
+		}
+	}
+	r := len(a.t.Shape)
+	rows, cols := a.t.Shape[r-2], a.t.Shape[r-1]
+	return blasMatrix{addr: a.addr, ld: max(cols, 1), batch: rows * max(cols, 1)}
+}
+
 // Launch runs k on stream s: args are the op's tensor inputs in order,
-// then its outputs. Strided tensors, and outputs that overlap an input,
+// then its outputs. Strided tensors (but a matmul's operands cuBLAS can
+// take as they lie: blasLayout), and outputs that overlap an input,
 // go through contiguous stream-ordered temporaries, so the kernel sees
 // contiguous tensors and every input is read before any output is written
 // (as on the CPU runtime). The launch itself is checked; with
@@ -226,7 +240,12 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			return fmt.Errorf("cuda: rank %d: launch %s: argument %d at %#x is not aligned to its %d-byte elements", d.Opts.Rank, k.name, i, ptr, es)
 		}
 		lo, hi := byteSpan(t, ptr)
-		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: t.NumElements() > 0 && !t.IsContiguous()}
+		stage := t.NumElements() > 0 && !t.IsContiguous()
+		if stage && k.impl == ImplCUBLAS {
+			_, _, asIs := blasLayout(t) // cuBLAS takes row and matrix strides
+			stage = !asIs
+		}
+		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: stage}
 	}
 	for o := nIn; o < len(la); o++ {
 		for i := 0; i < nIn; i++ {
@@ -309,7 +328,7 @@ func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *gpu.Stream) 
 		case mm.k == 0: // a sum of nothing: zeros
 			return d.Drv.MemsetD8Async.Call4(uintptr(out.addr), 0, uintptr(out.t.Bytes()), s.H)
 		}
-		return k.blas.gemm(s, k.inputs[0].DType, la[0].addr, la[1].addr, out.addr, mm.batch, mm.m, mm.k, mm.n, mm.bBatched)
+		return k.blas.gemm(s, k.inputs[0].DType, la[0].blas(), la[1].blas(), out.blas(), mm.batch, mm.m, mm.k, mm.n, mm.bBatched)
 	}
 	kp := k.params
 	kp.mu.Lock()

@@ -3,7 +3,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,7 +11,9 @@ import (
 	"unsafe"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/cuda/internal/cu"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 )
 
 // cuBLAS through purego, like the driver: matmul runs as cublasGemmEx (or
@@ -274,11 +275,61 @@ func (d *Device) blas() (*blasHandle, error) {
 	return c.blasH, c.blasErr
 }
 
+// blasMatrix is how cuBLAS sees one operand of a batched product: a
+// batch of row-major matrices, row i of matrix j at addr + (j×batch + i×ld)
+// elements. A view (a select of a chunk, every rank's block of it) is
+// passed as it lies, with no staging copy, when it has this form.
+type blasMatrix struct {
+	addr      uint64
+	ld, batch int64 // row stride and matrix stride, in elements
+}
+
+// blasLayout says whether t, a [batch dims..., rows, cols] operand, is a
+// batch of row-major matrices with unit column stride, and its row and
+// matrix strides. Batch dims must step as one (a select of one index of
+// a middle axis keeps that); extents of 1 do not count.
+func blasLayout(t runtime.Tensor) (ld, batch int64, ok bool) {
+	r := len(t.Shape)
+	if r < 2 {
+		return 0, 0, false
+	}
+	st := t.EffectiveStrides()
+	rows, cols := t.Shape[r-2], t.Shape[r-1]
+	if cols > 1 && st[r-1] != 1 {
+		return 0, 0, false
+	}
+	ld = max(cols, 1)
+	if rows > 1 {
+		ld = st[r-2]
+	}
+	if ld < max(cols, 1) || ld > 1<<31-1 {
+		return 0, 0, false // rows overlap, or cuBLAS's int leading dimension cannot hold it
+	}
+	batch = rows * ld
+	inner := int64(-1) // the stride the next outer batch dim must have
+	for i := r - 3; i >= 0; i-- {
+		if t.Shape[i] == 1 {
+			continue
+		}
+		if st[i] < 0 {
+			return 0, 0, false
+		}
+		if inner < 0 {
+			batch = st[i]
+		} else if st[i] != inner {
+			return 0, 0, false
+		}
+		inner = st[i] * t.Shape[i]
+	}
+	return ld, batch, batch >= 0
+}
+
 // gemm runs one matmul problem on stream s (under withCtx): out[batch][m][n]
 // = a[batch][m][k] × b[(batch)][k][n], row-major, through cuBLAS's
 // column-major interface as out^T = b^T × a^T. An unbatched b folds the
-// batch into m, so that is one GEMM.
-func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out uint64, batch, m, k, n int64, bBatched bool) error {
+// batch into m when a's and out's matrices lie back to back, so that is
+// one GEMM; otherwise b is shared through a matrix stride of 0.
+func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out blasMatrix, batch, m, k, n int64, bBatched bool) error {
 	typ, _ := blasType(dt)
 	compute := uintptr(cublasCompute32F)
 	// alpha and beta live on the host (the default pointer mode) and are
@@ -302,23 +353,25 @@ func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out uint64, batch, 
 			return err
 		}
 	}
-	var err error
-	if !bBatched {
-		err = bh.lib.GemmEx.Call(bh.h, cublasOpN, cublasOpN,
+	folds := !bBatched && (batch == 1 || (a.batch == m*a.ld && out.batch == m*out.ld))
+	if folds {
+		return bh.lib.GemmEx.Call(bh.h, cublasOpN, cublasOpN,
 			uintptr(n), uintptr(batch*m), uintptr(k),
-			uintptr(alpha), uintptr(b), uintptr(typ), uintptr(n),
-			uintptr(a), uintptr(typ), uintptr(k),
-			uintptr(beta), uintptr(out), uintptr(typ), uintptr(n),
+			uintptr(alpha), uintptr(b.addr), uintptr(typ), uintptr(b.ld),
+			uintptr(a.addr), uintptr(typ), uintptr(a.ld),
+			uintptr(beta), uintptr(out.addr), uintptr(typ), uintptr(out.ld),
 			compute, uintptr(algo))
-	} else {
-		err = bh.lib.GemmStridedBatchedEx.Call(bh.h, cublasOpN, cublasOpN,
-			uintptr(n), uintptr(m), uintptr(k),
-			uintptr(alpha), uintptr(b), uintptr(typ), uintptr(n), uintptr(k*n),
-			uintptr(a), uintptr(typ), uintptr(k), uintptr(m*k),
-			uintptr(beta), uintptr(out), uintptr(typ), uintptr(n), uintptr(m*n),
-			uintptr(batch), compute, uintptr(algo))
 	}
-	return err
+	bStride := b.batch
+	if !bBatched {
+		bStride = 0
+	}
+	return bh.lib.GemmStridedBatchedEx.Call(bh.h, cublasOpN, cublasOpN,
+		uintptr(n), uintptr(m), uintptr(k),
+		uintptr(alpha), uintptr(b.addr), uintptr(typ), uintptr(b.ld), uintptr(bStride),
+		uintptr(a.addr), uintptr(typ), uintptr(a.ld), uintptr(a.batch),
+		uintptr(beta), uintptr(out.addr), uintptr(typ), uintptr(out.ld), uintptr(out.batch),
+		uintptr(batch), compute, uintptr(algo))
 }
 
 // blasFits reports whether cuBLAS's int dimensions hold the problem.

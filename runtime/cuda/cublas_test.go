@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,4 +115,36 @@ func TestBLASWorkspacePerStream(t *testing.T) {
 	require.NoError(t, bh.releaseWorkspace(d))
 	none := &blasHandle{ws: map[*gpu.Stream]uintptr{}}
 	assert.Zero(t, none.workspace(a), "HIR_CUBLAS_WORKSPACE=0: none made")
+}
+
+// blasLayout: which views cuBLAS takes as they lie (row and matrix
+// strides) and which must be staged.
+func TestBLASLayout(t *testing.T) {
+	view := func(shape, strides []int64) runtime.Tensor {
+		return runtime.Tensor{DType: ir.F32, Shape: shape, Strides: strides}
+	}
+	for _, c := range []struct {
+		name      string
+		t         runtime.Tensor
+		ld, batch int64
+		ok        bool
+	}{
+		{"contiguous", view([]int64{3, 4}, nil), 4, 12, true},
+		{"contiguous batch", view([]int64{2, 3, 4}, nil), 4, 12, true},
+		{"a chunk of every rank's block", view([]int64{2, 3, 5}, []int64{60, 5, 1}), 5, 60, true},
+		{"a kept axis of 1", view([]int64{2, 1, 3, 5}, []int64{60, 15, 5, 1}), 5, 60, true},
+		{"batch dims stepping as one", view([]int64{2, 2, 3, 5}, []int64{60, 30, 5, 1}), 5, 30, true},
+		{"padded rows", view([]int64{3, 4}, []int64{8, 1}), 8, 24, true},
+		{"one row", view([]int64{2, 1, 4}, []int64{40, 7, 1}), 4, 40, true},
+		{"batch dims apart", view([]int64{2, 2, 3, 5}, []int64{120, 30, 5, 1}), 0, 0, false},
+		{"transposed", view([]int64{4, 3}, []int64{1, 4}), 0, 0, false},
+		{"overlapping rows", view([]int64{3, 4}, []int64{2, 1}), 0, 0, false},
+		{"rank 1", view([]int64{4}, nil), 0, 0, false},
+	} {
+		ld, batch, ok := blasLayout(c.t)
+		assert.Equal(t, c.ok, ok, "%s: ok", c.name)
+		if c.ok {
+			assert.Equal(t, []int64{c.ld, c.batch}, []int64{ld, batch}, "%s: ld, batch", c.name)
+		}
+	}
 }

@@ -162,3 +162,55 @@ func closeArrays(want, got *host.Array) error {
 	}
 	return nil
 }
+
+// TestTwoStreamCollectivesDoNotHang: the case that hung on 2 H200s
+// (BenchmarkOverlap's matmul + reduce_scatter, compute-bound shape, 4
+// chunks on 2 streams, replayed from a graph): each GPU started the
+// other stream's collective first, and its spinning kernel starved the
+// matmul queued before the collective its peer waited in. Collectives on
+// different streams keep the host's order on the device now (order.go);
+// 20 replays must finish (the collectives' timeout is 1 minute).
+func TestTwoStreamCollectivesDoNotHang(t *testing.T) {
+	needGPUs(t, 2)
+	checkRanks(t, runRanks(t, 2, "two-stream-replays"))
+}
+
+func init() { scenarios["two-stream-replays"] = twoStreamReplaysScenario }
+
+func twoStreamReplaysScenario() error {
+	rt, _, err := openFromEnv()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	shape := overlapShapes[len(overlapShapes)-1] // compute-bound
+	for _, v := range overlapVariants("matmul_reduce_scatter") {
+		if v.name != "chunked-4x2streams-graph" {
+			continue
+		}
+		prog, err := overlapProgram("matmul_reduce_scatter", 2, shape, v)
+		if err != nil {
+			return err
+		}
+		inputs := map[string]*host.Array{}
+		for i, in := range prog.Inputs {
+			inputs[in.Name] = host.Random(ir.BF16, in.Tensor().Shape(), uint64(i+1))
+		}
+		job, err := evaluator.NewJob(prog, rt, evaluator.Options{KeepInputs: true, Graph: true})
+		if err != nil {
+			return err
+		}
+		for run := range 22 {
+			in := inputs
+			if run > 0 {
+				in = nil
+			}
+			if _, err := job.Run(in); err != nil {
+				job.Close()
+				return fmt.Errorf("Run %d: %w", run, err)
+			}
+		}
+		return job.Close()
+	}
+	return errors.New("no variant chunked-4x2streams-graph")
+}

@@ -72,6 +72,10 @@ func (d *Comm) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	// already validated and agreed on: no planning, formatting or store.
 	d.Mu.Lock()
 	capturing := d.Capture != nil
+	var capture any
+	if capturing {
+		capture = d.Capture
+	}
 	d.Mu.Unlock()
 	key, cacheable := planKeyOf(c, s, capturing)
 	var p *CollPlan
@@ -142,7 +146,13 @@ func (d *Comm) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	if !ok {
 		return fmt.Errorf("cuda: rank %d: %s: no implementation of %s algo=%s (internal error)", d.Opts.Rank, p.what, p.op, p.Impl)
 	}
-	runErr := run(d, cs, ch, p, s)
+	runErr := d.orderAfterPrevious(cs, ch, s, capture)
+	if runErr == nil {
+		runErr = run(d, cs, ch, p, s)
+	}
+	if runErr == nil {
+		runErr = d.collectiveIssued(cs, ch, s, capture)
+	}
 	if runErr != nil {
 		return fmt.Errorf("cuda: rank %d: %s (collective #%d, stream channel %d): %w", d.Opts.Rank, p.what, seq, ch.Idx, runErr)
 	}

@@ -42,6 +42,7 @@ type CommState struct {
 
 	Chans    map[*gpu.Stream]*CommChannel
 	chanList []*CommChannel
+	last     *CommChannel // the channel of the collective issued last (order.go)
 	checked  map[string]bool // call descriptors every rank agreed on
 	nchecks  int
 	seq      atomic.Uint64 // collectives launched, for messages
@@ -92,6 +93,15 @@ type CommChannel struct {
 	// that fork it from and join it to the collective's stream.
 	side           *gpu.Stream
 	evFork, evJoin *gpu.Event
+
+	// The stream the channel serves (nil once it closed), and the event
+	// recorded after its last collective while several streams ran
+	// collectives (order.go): doneSet says it was, doneIn in which
+	// capture (nil: eagerly).
+	stream  *gpu.Stream
+	done    *gpu.Event
+	doneSet bool
+	doneIn  any
 }
 
 // launchRecord remembers which collective owns signal values (lo, hi], so
@@ -216,7 +226,7 @@ func (c *CommState) Channel(s *gpu.Stream, rank int) (*CommChannel, error) {
 	}
 	for _, ch := range c.chanList {
 		if ch.free {
-			ch.free = false
+			ch.free, ch.stream, ch.doneSet = false, s, false
 			c.Chans[s] = ch
 			return ch, nil
 		}
@@ -224,7 +234,7 @@ func (c *CommState) Channel(s *gpu.Stream, rank int) (*CommChannel, error) {
 	if len(c.chanList) >= MaxChannels {
 		return nil, fmt.Errorf("cuda: rank %d: collectives ran on more than %d streams; symmetric-memory collectives have %d channels", rank, MaxChannels, MaxChannels)
 	}
-	ch := &CommChannel{Idx: len(c.chanList)}
+	ch := &CommChannel{Idx: len(c.chanList), stream: s}
 	c.Chans[s] = ch
 	c.chanList = append(c.chanList, ch)
 	return ch, nil
@@ -242,7 +252,10 @@ func (c *CommState) ReleaseChannel(s *gpu.Stream) {
 		return
 	}
 	delete(c.Chans, s)
-	ch.free = true
+	ch.free, ch.stream, ch.doneSet = true, nil, false
+	if c.last == ch {
+		c.last = nil // its work is done: the stream synchronised before closing
+	}
 	for k := range c.Plans {
 		if k.S == s {
 			delete(c.Plans, k)
@@ -435,7 +448,7 @@ func (d *Comm) releaseComm(collective bool) error {
 		if ch.side != nil {
 			errs = append(errs, ch.side.Destroy())
 		}
-		for _, e := range []*gpu.Event{ch.evFork, ch.evJoin} {
+		for _, e := range []*gpu.Event{ch.evFork, ch.evJoin, ch.done} {
 			if e != nil {
 				errs = append(errs, e.Destroy())
 			}
@@ -455,7 +468,7 @@ func (d *Comm) releaseComm(collective bool) error {
 	}
 	// Back to the state before the first collective (the locks stay).
 	c.ready, c.pad, c.padPtrs, c.epochs, c.status, c.words = false, nil, nil, nil, nil, nil
-	c.Chans, c.chanList, c.checked, c.nchecks, c.Plans = nil, nil, nil, 0, nil
+	c.Chans, c.chanList, c.checked, c.nchecks, c.Plans, c.last = nil, nil, nil, 0, nil, nil
 	c.Blocks, c.Table, c.tableNote = 0, nil, ""
 	c.mods = commModules{}
 	c.fault.Store(nil)
