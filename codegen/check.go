@@ -59,8 +59,9 @@ func LocalShapes(op *ir.Op, meshSize int) (ins, outs []Shape, err error) {
 		return Shape{}, false
 	}
 	ins, outs = []Shape{}, []Shape{}
-	for _, v := range op.Operands {
-		if v == nil || v.Lit != nil {
+	dest := op.Code.Info().Destination(len(op.Operands)) // the output, not an input
+	for i, v := range op.Operands {
+		if v == nil || v.Lit != nil || i == dest {
 			continue
 		}
 		if s, ok := local(v, "operand"); ok {

@@ -292,8 +292,9 @@ func (r *rank) compute(f *frame, p *opPlan) error {
 	args := r.args[:0]
 	defer func() { clear(args); r.args = args[:0] }()
 	nIn := 0
+	dest := op.Code.Info().Destination(len(op.Operands)) // matmul's: the output, not an input
 	for i, v := range op.Operands {
-		if v.Lit != nil {
+		if v.Lit != nil || i == dest {
 			continue
 		}
 		t, err := r.tensor(f, p.args[i])
@@ -303,12 +304,20 @@ func (r *rank) compute(f *frame, p *opPlan) error {
 		args = append(args, t)
 		nIn++
 	}
-	for _, res := range p.res {
-		s, err := r.alloc(f, res, false)
+	if dest >= 0 {
+		s, err := r.destination(f, p, dest, false)
 		if err != nil {
 			return err
 		}
 		args = append(args, s.t)
+	} else {
+		for _, res := range p.res {
+			s, err := r.alloc(f, res, false)
+			if err != nil {
+				return err
+			}
+			args = append(args, s.t)
+		}
 	}
 	k := r.kernels[p.id]
 	if k != nil {

@@ -41,6 +41,10 @@ func TestOpFacts(t *testing.T) {
 				if n == 1 {
 					want = 0
 				}
+			case op == OpMatmul:
+				if n == 3 {
+					want = 2 // the destination
+				}
 			}
 			assert.Equal(t, want, info.AliasedOperand(n), "%s with %d operands: AliasedOperand", op, n)
 		}

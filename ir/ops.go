@@ -228,6 +228,16 @@ func (info *OpInfo) AliasedOperand(n int) int {
 	return -1
 }
 
+// Destination is the index of the destination operand an op with n
+// operands writes its result into (copy, matmul, a collective, recv given
+// one), or -1: that operand is the op's output, not one of its inputs.
+func (info *OpInfo) Destination(n int) int {
+	if info.Aliases != AliasDest {
+		return -1
+	}
+	return info.AliasedOperand(n)
+}
+
 // Attr looks up the spec of attribute key.
 func (info *OpInfo) Attr(key string) (AttrSpec, bool) {
 	for _, a := range info.Attrs {
@@ -319,7 +329,9 @@ var opInfos = [numOpcodes]OpInfo{
 	OpMean:      reduction("mean"),
 	OpReduceMax: reduction("max"), // spelled max with one operand
 
-	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 2, Results: 1, Kernel: true},
+	// matmul %a, %b[, %dst]: with a destination the product is written
+	// into it (a view of a larger tensor: no copy afterwards).
+	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 3, Results: 1, Aliases: AliasDest, Kernel: true},
 
 	// collectives: the layout, the algorithms (auto first) with what each
 	// touches remotely (the symmetric-heap table, remote.go), the attributes

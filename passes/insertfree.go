@@ -60,6 +60,10 @@ func (fr *freer) owns(v *ir.Value) bool {
 	if op.Code.IsCollective() && op.Async() && !fr.waited[v] {
 		return false // still in flight: no point at which freeing is safe
 	}
+	info := op.Code.Info()
+	if info.AliasedOperand(len(op.Operands)) >= 0 {
+		return false // a view, or written into a destination it was given
+	}
 	switch op.Code.Class() {
 	case ir.ClassPointwise, ir.ClassReduction, ir.ClassMatmul:
 		return true
@@ -68,8 +72,7 @@ func (fr *freer) owns(v *ir.Value) bool {
 		return true
 	}
 	// copy, a collective, recv: fresh unless given a destination.
-	info := op.Code.Info()
-	return info.Aliases == ir.AliasDest && info.AliasedOperand(len(op.Operands)) < 0
+	return info.Aliases == ir.AliasDest
 }
 
 // uses calls f for every value op reads, its body included; a wait also

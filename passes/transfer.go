@@ -233,12 +233,9 @@ func writesInto(op *ir.Op, i int) bool {
 	switch {
 	case op.Code == ir.OpFree:
 		return true
-	case op.Code == ir.OpRecv:
-		return i == 0
-	case op.Code == ir.OpCopy, op.Code.IsCollective():
-		return i == 1
 	case op.Code == ir.OpTransfer:
 		return i == 1 && op.WordAttr("dir", "") == "read"
 	}
-	return false
+	// copy, matmul, a collective, recv: into the destination they were given
+	return i >= 0 && op.Code.Info().Destination(len(op.Operands)) == i
 }

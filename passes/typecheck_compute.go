@@ -269,5 +269,16 @@ func (c *checker) matmul(op *ir.Op) ([]inferred, bool) {
 		}
 	}
 	dims := append(append(c.scratchDims(a.Rank()), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
-	return c.built(a.DType, dims), true
+	if len(op.Operands) < 3 {
+		return c.built(a.DType, dims), true
+	}
+	dst := op.Operands[2]
+	d, ok := c.tensor(op, dst)
+	if !ok {
+		return nil, false
+	}
+	if product := (ir.TensorType{DType: a.DType, Dims: dims}); !equalIn(&product, d.Mem, d) {
+		return fail("the product is %s but the destination %s is %s; they must agree in dtype, shape and sharding", &product, dst, d)
+	}
+	return []inferred{{t: d, base: dst}}, true
 }

@@ -38,9 +38,10 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 			}
 			return ob.Type(tensor(dt, ir.Symmetric, mesh, ch, k)).Value()
 		}
+		// each rank's rows of the piece, multiplied straight into their
+		// place in out (a strided view: cuBLAS takes it as it lies)
 		multiply := func(i, g *ir.Value) {
-			y := b.Op(ir.OpMatmul, reshape(b, g, mesh*ch, k), w).Value()
-			b.Op(ir.OpCopy, reshape(b, y, mesh, ch, n), sel(b, out, i, 1, false))
+			b.Op(ir.OpMatmul, g, w, sel(b, out, i, 1, false))
 		}
 		if o.Decomposition == Chunked {
 			o.loop(b, "c", c, func(i *ir.Value) { multiply(i, gather(i, false)) })
@@ -65,9 +66,9 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		out := b.Alloc(ir.Tensor(dt, mesh, rows, n))
 		o.loop(b, "s", mesh, func(s *ir.Value) {
 			// step s: the rows of peer rank+s, copied here, multiplied
+			// into their place in out
 			local := b.Op(ir.OpCopy, sel(b, view, s, 0, true)).Value()
-			y := b.Op(ir.OpMatmul, local, w).Value()
-			b.Op(ir.OpCopy, y, sel(b, out, s, 0, true))
+			b.Op(ir.OpMatmul, local, w, sel(b, out, s, 0, true))
 		})
 		return reshape(b, out, m, n), nil
 	}
@@ -131,10 +132,11 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		a3 := reshape(b, a, mesh, rows, k)
 		b.Op(ir.OpBarrier)
 		o.loop(b, "s", mesh, func(s *ir.Value) {
-			// step s: the block of rank+s, into its slot for this rank
-			p := b.Op(ir.OpMatmul, sel(b, a3, s, 0, true), w).Value()
+			// step s: the block of rank+s, multiplied straight into its
+			// slot for this rank in that rank's memory (the matmul's
+			// stores go over the link; no copy after it)
 			owner := sel(b, view, s, 0, true)
-			b.Op(ir.OpCopy, p, sel(b, owner, ir.Int(0), 0, true))
+			b.Op(ir.OpMatmul, sel(b, a3, s, 0, true), w, sel(b, owner, ir.Int(0), 0, true))
 		})
 		b.Op(ir.OpBarrier)
 		sum := b.Op(ir.OpSum, slots).Ints("axes", 1).Value()

@@ -88,8 +88,9 @@ func Compile(spec *runtime.KernelSpec, fits func(n int64, what string) error) (*
 	c := &compiler{check: fits, k: &Kernel{name: op.Code.String(), Inputs: cloneShapes(spec.Inputs), Outputs: cloneShapes(spec.Outputs)},
 		byPtr: map[*ir.Value]int{}, byName: map[string]int{}}
 	var tensors []*ir.Value
-	for _, v := range op.Operands {
-		if v.Lit == nil {
+	dest := op.Code.Info().Destination(len(op.Operands)) // the output, not an input
+	for i, v := range op.Operands {
+		if v.Lit == nil && i != dest {
 			tensors = append(tensors, v)
 		}
 	}
