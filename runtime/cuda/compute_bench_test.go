@@ -347,3 +347,55 @@ func mustPtr(tb testing.TB, d *Device, t runtime.Tensor) uint64 {
 	}
 	return ptr
 }
+
+// BenchmarkMatmulEnqueue: what a cuBLAS matmul costs the host to enqueue
+// (Device.Launch in bursts short enough that the queue never fills, the
+// best burst per launch) and the GPU to run (events around 10 in a row),
+// bf16, at the TP block's first matmul and the overlap benchmark's
+// communication-bound one. scripts/matmul_peer.py times torch.mm's the
+// same way in the same call.
+func BenchmarkMatmulEnqueue(b *testing.B) {
+	needGPU(b)
+	d := openSingleRuntime(b).dev
+	for _, c := range []struct {
+		name    string
+		m, k, n int64
+	}{{"64x1024x2048", 64, 1024, 2048}, {"4096x8192x512", 4096, 8192, 512}} {
+		bld := ir.NewBuilder(ir.LinearMesh(1))
+		x := codegentest.In(bld, "x", ir.BF16, c.m, c.k)
+		w := codegentest.In(bld, "w", ir.BF16, c.k, c.n)
+		op := bld.Op(ir.OpMatmul, x, w).Op()
+		sh := func(s ...int64) runtime.TensorShape { return runtime.TensorShape{DType: ir.BF16, Shape: s} }
+		k, err := d.Compile(&runtime.KernelSpec{Op: op, Inputs: []runtime.TensorShape{sh(c.m, c.k), sh(c.k, c.n)}, Outputs: []runtime.TensorShape{sh(c.m, c.n)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var args []runtime.Tensor
+		for _, s := range [][]int64{{c.m, c.k}, {c.k, c.n}, {c.m, c.n}} {
+			buf, err := d.Alloc(2*s[0]*s[1], ir.Global)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Free(buf)
+			args = append(args, runtime.Tensor{Buf: buf, DType: ir.BF16, Shape: s})
+		}
+		launch := func() error { return d.Launch(k, args, nil) }
+		const burst = 20
+		best := time.Duration(1 << 62)
+		for range 30 {
+			t0 := time.Now()
+			for range burst {
+				if err := launch(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			best = min(best, time.Since(t0))
+			if err := d.DefaultStream().Synchronize(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		impl, _, _ := KernelImpl(k)
+		b.ReportMetric(float64(best.Nanoseconds())/1e3/burst, "us/enqueue_"+impl+"-"+c.name)
+		b.ReportMetric(timeEvents(b, d, launch)*1e6, "us/gpu_"+impl+"-"+c.name)
+	}
+}

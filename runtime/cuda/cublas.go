@@ -247,6 +247,11 @@ type blasHandle struct {
 	// capture, where cuMemAlloc is allowed), freed when the stream closes
 	// (releaseWorkspace).
 	ws     map[*gpu.Stream]uintptr
+	// cur is the stream the handle was last set to (with its workspace):
+	// a gemm on the same stream sets neither again (two calls fewer per
+	// matmul). Cleared when that stream closes, whose handle value a new
+	// stream may get.
+	cur *gpu.Stream
 	wsSize uintptr
 	alloc  func(*uintptr, uintptr) error
 	free   func(uintptr) error
@@ -345,13 +350,17 @@ func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out blasMatrix, bat
 	algo := int64(-1) // CUBLAS_GEMM_DEFAULT
 	bh.mu.Lock()
 	defer bh.mu.Unlock()
-	if err := bh.lib.SetStream.Call2(bh.h, s.H); err != nil {
-		return err
-	}
-	if ws := bh.workspace(s); ws != 0 {
-		if err := bh.lib.SetWorkspace.Call3(bh.h, ws, bh.wsSize); err != nil {
+	if bh.cur != s {
+		bh.cur = nil
+		if err := bh.lib.SetStream.Call2(bh.h, s.H); err != nil {
 			return err
 		}
+		if ws := bh.workspace(s); ws != 0 {
+			if err := bh.lib.SetWorkspace.Call3(bh.h, ws, bh.wsSize); err != nil {
+				return err
+			}
+		}
+		bh.cur = s
 	}
 	folds := !bBatched && (batch == 1 || (a.batch == m*a.ld && out.batch == m*out.ld))
 	if folds {
@@ -403,6 +412,9 @@ func (bh *blasHandle) workspace(s *gpu.Stream) uintptr {
 func (bh *blasHandle) releaseWorkspace(s *gpu.Stream) error {
 	bh.mu.Lock()
 	defer bh.mu.Unlock()
+	if bh.cur == s {
+		bh.cur = nil
+	}
 	ws, ok := bh.ws[s]
 	if !ok {
 		return nil

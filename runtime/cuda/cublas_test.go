@@ -113,6 +113,9 @@ func TestBLASWorkspacePerStream(t *testing.T) {
 	assert.NotZero(t, bh.workspace(c))
 	assert.Zero(t, bh.workspace(d), "no memory: cuBLAS's own pool")
 	require.NoError(t, bh.releaseWorkspace(d))
+	bh.cur = b // b's gemm set the handle last
+	require.NoError(t, bh.releaseWorkspace(b))
+	assert.Nil(t, bh.cur, "a closed stream is not the handle's: a new stream may get its handle value")
 	none := &blasHandle{ws: map[*gpu.Stream]uintptr{}}
 	assert.Zero(t, none.workspace(a), "HIR_CUBLAS_WORKSPACE=0: none made")
 }
