@@ -246,12 +246,12 @@ type blasHandle struct {
 	// Made at a stream's first gemm (the eager warm-up, or under relaxed
 	// capture, where cuMemAlloc is allowed), freed when the stream closes
 	// (releaseWorkspace).
-	ws     map[*gpu.Stream]uintptr
+	ws map[*gpu.Stream]uintptr
 	// cur is the stream the handle was last set to (with its workspace):
 	// a gemm on the same stream sets neither again (two calls fewer per
 	// matmul). Cleared when that stream closes, whose handle value a new
 	// stream may get.
-	cur *gpu.Stream
+	cur    *gpu.Stream
 	wsSize uintptr
 	alloc  func(*uintptr, uintptr) error
 	free   func(uintptr) error

@@ -42,7 +42,7 @@ type CommState struct {
 
 	Chans    map[*gpu.Stream]*CommChannel
 	chanList []*CommChannel
-	last     *CommChannel // the channel of the collective issued last (order.go)
+	last     *CommChannel    // the channel of the collective issued last (order.go)
 	checked  map[string]bool // call descriptors every rank agreed on
 	nchecks  int
 	seq      atomic.Uint64 // collectives launched, for messages
