@@ -390,12 +390,20 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 		if l, ok := stream.(runtime.Labeler); ok {
 			l.Label(op)
 		}
+		if err := r.asyncBefore(stream); err != nil {
+			return err
+		}
 	}
 	if err := r.dev.Collective(&call, stream); err != nil {
 		return err
 	}
 	if outT.Buf != out.t.Buf {
 		if err := r.dev.Copy(out.t, outT, stream); err != nil {
+			return err
+		}
+	}
+	if op.Async() {
+		if err := r.asyncAfter(stream); err != nil {
 			return err
 		}
 	}

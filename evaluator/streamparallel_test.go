@@ -284,3 +284,50 @@ func TestTraceOverlap(t *testing.T) {
 		require.ErrorContains(t, err, "TraceOverlap is a way of tracing without Stats")
 	}
 }
+
+// An async collective's GPU time is its work on the communication
+// stream, between its post and its completion, traced serialised or with
+// TraceOverlap.
+func TestTraceTimesAsyncCollectives(t *testing.T) {
+	const src = `mesh 2
+input %x : f32[4/DIDx, 8]
+%g = all_gather %x algo=ring async=true : f32[4, 8] symmetric
+%a = all_reduce %x async=true
+%r = relu %x
+wait %g
+wait %a
+%s = add %g, %g
+output %s, %a, %r
+`
+	for _, overlap := range []bool{false, true} {
+		prog, err := parser.Parse("async.hir", []byte(src))
+		require.NoError(t, err)
+		require.NoError(t, passes.Lower(prog, &passes.Context{}))
+		rt, err := runtime.Open("sim", runtime.Config{WorldSize: 2})
+		require.NoError(t, err)
+		j, err := evaluator.NewJob(prog, rt, evaluator.Options{Trace: true, TraceOverlap: overlap})
+		require.NoError(t, err)
+		for run := range 2 {
+			res, err := j.Run(map[string]*host.Array{"x": host.Random(ir.F32, []int64{4, 8}, uint64(run))})
+			require.NoError(t, err)
+			for _, rank := range res.Ranks {
+				asyncs := 0
+				for _, ev := range rank.Stats.Trace {
+					if !ev.Async {
+						continue
+					}
+					asyncs++
+					require.Equal(t, evaluator.TraceCommStream, ev.Stream, "overlap %v: %s", overlap, ev.Op)
+					require.Positive(t, ev.GPUDur, "overlap %v run %d rank %d: %s at %s has no GPU time", overlap, run, rank.Rank, ev.Op, ev.Pos)
+					require.GreaterOrEqual(t, ev.GPUStart, ev.Start, "overlap %v: %s's work before its post", overlap, ev.Op)
+					if !overlap { // serialised, the wait's end is after the work (with TraceOverlap only the wait's enqueue)
+						require.LessOrEqual(t, ev.GPUStart+ev.GPUDur, ev.Done, "%s's work after the wait saw it done", ev.Op)
+					}
+				}
+				require.Equal(t, 2, asyncs)
+			}
+		}
+		require.NoError(t, j.Close())
+		require.NoError(t, rt.Close())
+	}
+}

@@ -33,16 +33,20 @@ type gpuClock struct {
 	e0, e1 runtime.Event
 	used   int
 	of     []int
+	// async: the current op is an async collective, whose pair collective
+	// records on the communication stream around its work (asyncBefore,
+	// asyncAfter), not the op loop on the current stream.
+	async bool
 }
 
-// gpuTimed says whether op's stream work is timed (ir.OpInfo.Kernel: an
-// async collective's runs on another stream).
-func gpuTimed(op *ir.Op) bool { return op.Code.Info().Kernel && !op.Async() }
+// gpuTimed says whether op's stream work is timed (ir.OpInfo.Kernel).
+func gpuTimed(op *ir.Op) bool { return op.Code.Info().Kernel }
 
 // gpuBefore records the start event of op on cur; false when op is not
 // timed or the runtime cannot time it.
 func (r *rank) gpuBefore(op *ir.Op, cur runtime.Stream) bool {
 	g := &r.traceState.gpu
+	g.async = false
 	if g.off || !gpuTimed(op) {
 		return false
 	}
@@ -87,11 +91,38 @@ func (r *rank) gpuBefore(op *ir.Op, cur runtime.Stream) bool {
 		g.used++
 	}
 	g.e0, g.e1 = g.pairs[k][0], g.pairs[k][1]
+	if g.async = op.Async(); g.async {
+		return true // recorded on the communication stream by collective
+	}
 	return cur.Record(g.e0) == nil
 }
 
-// gpuAfter records the end event on the stream the op's work went to.
-func (r *rank) gpuAfter(s runtime.Stream) error { return s.Record(r.traceState.gpu.e1) }
+// gpuAfter records the end event on the stream the op's work went to
+// (an async collective's was recorded by collective).
+func (r *rank) gpuAfter(s runtime.Stream) error {
+	g := &r.traceState.gpu
+	if g.async {
+		g.async = false
+		return nil
+	}
+	return s.Record(g.e1)
+}
+
+// asyncBefore and asyncAfter time an async collective's work on the
+// communication stream s, when the trace times this op.
+func (r *rank) asyncBefore(s runtime.Stream) error {
+	if g := &r.traceState.gpu; g.async {
+		return s.Record(g.e0)
+	}
+	return nil
+}
+
+func (r *rank) asyncAfter(s runtime.Stream) error {
+	if g := &r.traceState.gpu; g.async {
+		return s.Record(g.e1)
+	}
+	return nil
+}
 
 // gpuTrace fills the GPU times of trace event i once the op's stream has
 // been synchronised; a timer's error leaves them zero. With TraceOverlap
