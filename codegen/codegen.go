@@ -109,7 +109,22 @@ type Kernel struct {
 	// NumInputs and NumOutputs are how many launch arguments the kernel
 	// takes: one per non-literal operand, one per result.
 	NumInputs, NumOutputs int
+	// Tuning is what the kernel was generated with (its launch uses
+	// BlocksPerSM).
+	Tuning Tuning
 }
+
+// Tuning shapes the generated code and its launch: Unroll is how many
+// 16-byte vectors a thread of a flat kernel loads before it computes and
+// stores them (more loads in flight), BlocksPerSM how many blocks of
+// BlockSize threads per multiprocessor the grid holds at most.
+type Tuning struct {
+	Unroll      int
+	BlocksPerSM int
+}
+
+// DefaultTuning is what Fusion generates with.
+var DefaultTuning = Tuning{Unroll: 1, BlocksPerSM: 16}
 
 // CompileOptions are the NVRTC options the kernels are written for. FMA
 // contraction is off so that a*b+c rounds twice, as the CPU runtime does;
@@ -134,9 +149,13 @@ func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 		perBlock = 1
 	}
 	blocks := (k.Work + perBlock - 1) / perBlock
-	// 16 blocks of 256 threads per SM are two full waves at 2048 threads
-	// per SM; more blocks only add scheduling.
-	if limit := int64(numSMs) * 16; blocks > limit {
+	// 16 blocks of 256 threads per SM (the default) are two full waves at
+	// 2048 threads per SM; more blocks only add scheduling.
+	perSM := k.Tuning.BlocksPerSM
+	if perSM < 1 {
+		perSM = DefaultTuning.BlocksPerSM
+	}
+	if limit := int64(numSMs) * int64(perSM); blocks > limit {
 		blocks = limit
 	}
 	if blocks < 1 {
@@ -179,6 +198,12 @@ func (k *Kernel) PackArgs(args []uint64) (buf []byte, offsets []int, err error) 
 // the kernel. Unsupported ops and dtypes are reported before any text is
 // made, with the position of the op at fault.
 func Fusion(op *ir.Op, inputs, outputs []Shape) (*Kernel, error) {
+	return FusionTuned(op, inputs, outputs, DefaultTuning)
+}
+
+// FusionTuned is Fusion generating with t (fields below 1 take the
+// default's).
+func FusionTuned(op *ir.Op, inputs, outputs []Shape, t Tuning) (*Kernel, error) {
 	if outputs == nil {
 		outputs = []Shape{}
 	}
@@ -186,7 +211,13 @@ func Fusion(op *ir.Op, inputs, outputs []Shape) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return emit(p), nil
+	if t.Unroll < 1 {
+		t.Unroll = DefaultTuning.Unroll
+	}
+	if t.BlocksPerSM < 1 {
+		t.BlocksPerSM = DefaultTuning.BlocksPerSM
+	}
+	return emit(p, t), nil
 }
 
 // Check reports whether codegen can compile op, from the types its values

@@ -25,6 +25,7 @@ type kcase struct {
 	name     string
 	build    func(b *ir.Builder) *ir.Op
 	strategy Strategy
+	tuning   Tuning // zero: DefaultTuning
 }
 
 func tensor(dt ir.DType, shape ...int64) *ir.TensorType { return ir.Tensor(dt, shape...) }
@@ -56,8 +57,19 @@ func reduce(b *ir.Builder, code ir.Opcode, x *ir.Value, keep bool, axes ...int64
 var cases = func() []kcase {
 	var cs []kcase
 	for _, c := range codegentest.Cases {
-		cs = append(cs, kcase{c.Name, c.Build, Strategy(c.Strategy)})
+		cs = append(cs, kcase{name: c.Name, build: c.Build, strategy: Strategy(c.Strategy)})
 	}
+	// A flat loop unrolled: four vectors a thread loaded before any is
+	// computed, then the single-vector remainder, then the scalar tail
+	// (257 vectors of 4 and 2 more elements).
+	cs = append(cs, kcase{name: "chain_f32_unroll4", strategy: Flat, tuning: Tuning{Unroll: 4},
+		build: func(b *ir.Builder) *ir.Op {
+			x := codegentest.In(b, "x", ir.F32, 1030)
+			return codegentest.Fusion(b, codegentest.Vals(x), func() []*ir.Value {
+				m := b.Binary(ir.OpMul, x, ir.Float(1.5))
+				return codegentest.Vals(b.Unary(ir.OpRelu, b.Binary(ir.OpAdd, m, ir.Float(0.25))))
+			})
+		}})
 	return cs
 }()
 
@@ -89,7 +101,7 @@ func build(t *testing.T, c kcase) (*Kernel, *ir.Op) {
 	require.NoError(t, err, "%s: the test program does not verify", c.name)
 	require.NoError(t, Check(op), "%s: Check", c.name)
 	ins, outs := shapesOf(t, op)
-	k, err := Fusion(op, ins, outs)
+	k, err := FusionTuned(op, ins, outs, c.tuning)
 	require.NoError(t, err, "%s: Fusion", c.name)
 	return k, op
 }

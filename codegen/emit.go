@@ -21,6 +21,7 @@ const rowsWarpLimit = 1024
 // emitter writes one kernel.
 type emitter struct {
 	p      *plan
+	unroll int // vectors per thread per sweep of a flat loop (Tuning.Unroll)
 	b      strings.Builder
 	idx    string // the index type: int when every count fits, else long long
 	params []Param
@@ -33,9 +34,9 @@ func (e *emitter) line(indent int, format string, args ...any) {
 	e.b.WriteByte('\n')
 }
 
-func emit(p *plan) *Kernel {
-	e := &emitter{p: p, n: ir.Product(p.iter)}
-	k := &Kernel{NumInputs: len(p.inputs), NumOutputs: len(p.yields)}
+func emit(p *plan, t Tuning) *Kernel {
+	e := &emitter{p: p, n: ir.Product(p.iter), unroll: t.Unroll}
+	k := &Kernel{NumInputs: len(p.inputs), NumOutputs: len(p.yields), Tuning: t}
 	outs := e.n
 	var rows, cols int64
 	var keptAxes, redAxesList []int

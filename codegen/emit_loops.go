@@ -98,33 +98,61 @@ func (e *emitter) flat(vec int) {
 		}
 		e.line(1, "%s done = 0;", e.idx)
 		e.line(1, "if (%s) {", strings.Join(conds, " && "))
-		e.line(2, "for (%s v = tid; v < %d; v += nthreads) {", e.idx, e.n/int64(vec))
-		for k, in := range p.inputs {
-			if in.kind == kindTensor && p.used[k] {
-				vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
-				e.line(3, "const %s a%d = *reinterpret_cast<const %s*>(in%d + v * %d);", vt, k, vt, k, vec)
+		nv := e.n / int64(vec)
+		if u := e.unroll; u > 1 {
+			// u vectors a thread apart, all loaded before any is
+			// computed and stored: u loads in flight per thread
+			e.line(2, "%s v = tid;", e.idx)
+			e.line(2, "for (; v + %d * nthreads < %d; v += %d * nthreads) {", u-1, nv, u)
+			for j := range u {
+				e.vectorLoads(3, vec, fmt.Sprintf("_%d", j), fmt.Sprintf("(v + %d * nthreads)", j))
 			}
+			for j := range u {
+				e.vectorBody(3, vec, fmt.Sprintf("_%d", j), fmt.Sprintf("(v + %d * nthreads)", j))
+			}
+			e.line(2, "}")
+			e.line(2, "for (; v < %d; v += nthreads) {", nv)
+		} else {
+			e.line(2, "for (%s v = tid; v < %d; v += nthreads) {", e.idx, nv)
 		}
-		for k, y := range p.yields {
-			e.line(3, "hir_vec<%s, %d> b%d;", storageType(y.dtype), vec, k)
-		}
-		e.line(0, "#pragma unroll")
-		e.line(3, "for (int e = 0; e < %d; ++e) {", vec)
-		e.element(4, "e",
-			func(k int) string { return fmt.Sprintf("a%d.v[e]", k) },
-			func(k int, v string) string { return fmt.Sprintf("b%d.v[e] = %s;", k, v) }, false)
-		e.line(3, "}")
-		for k, y := range p.yields {
-			e.line(3, "*reinterpret_cast<hir_vec<%s, %d>*>(out%d + v * %d) = b%d;", storageType(y.dtype), vec, k, vec, k)
-		}
+		e.vectorLoads(3, vec, "", "v")
+		e.vectorBody(3, vec, "", "v")
 		e.line(2, "}")
-		e.line(2, "done = %d;", e.n/int64(vec)*int64(vec))
+		e.line(2, "done = %d;", nv*int64(vec))
 		e.line(1, "}")
 		start = "done + tid"
 	}
 	e.line(1, "for (%s i = %s; i < %d; i += nthreads) {", e.idx, start, e.n)
 	e.element(2, "i", nil, nil, false)
 	e.line(1, "}")
+}
+
+// vectorLoads declares the vectors of every input at vector index at,
+// named a<k><suffix>.
+func (e *emitter) vectorLoads(ind, vec int, suffix, at string) {
+	for k, in := range e.p.inputs {
+		if in.kind == kindTensor && e.p.used[k] {
+			vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
+			e.line(ind, "const %s a%d%s = *reinterpret_cast<const %s*>(in%d + %s * %d);", vt, k, suffix, vt, k, at, vec)
+		}
+	}
+}
+
+// vectorBody computes the loaded vectors a<k><suffix> element by element
+// into b<k><suffix> and stores them at vector index at.
+func (e *emitter) vectorBody(ind, vec int, suffix, at string) {
+	for k, y := range e.p.yields {
+		e.line(ind, "hir_vec<%s, %d> b%d%s;", storageType(y.dtype), vec, k, suffix)
+	}
+	e.line(0, "#pragma unroll")
+	e.line(ind, "for (int e = 0; e < %d; ++e) {", vec)
+	e.element(ind+1, "e",
+		func(k int) string { return fmt.Sprintf("a%d%s.v[e]", k, suffix) },
+		func(k int, v string) string { return fmt.Sprintf("b%d%s.v[e] = %s;", k, suffix, v) }, false)
+	e.line(ind, "}")
+	for k, y := range e.p.yields {
+		e.line(ind, "*reinterpret_cast<hir_vec<%s, %d>*>(out%d + %s * %d) = b%d%s;", storageType(y.dtype), vec, k, at, vec, k, suffix)
+	}
 }
 
 // rows writes an innermost reduction: a warp (RowsWarp) or a block

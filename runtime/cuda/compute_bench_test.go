@@ -142,6 +142,21 @@ func BenchmarkFusedChain(b *testing.B) {
 		b.ReportMetric(fusedGBs, "GB/s_fused-chain-"+dt.String())
 		b.ReportMetric(copyGBs, "GB/s_d2d-copy-"+dt.String())
 		b.ReportMetric(100*fusedGBs/copyGBs, "%_fused-vs-copy-"+dt.String())
+		// The code generator's tunings (HIR_CODEGEN_UNROLL and
+		// _BLOCKS_PER_SM) against the same copy: vectors in flight per
+		// thread, and blocks per SM.
+		saved := d.Tune
+		for _, t := range [][2]int{{1, 8}, {2, 8}, {4, 8}, {2, 16}, {4, 16}, {8, 4}} {
+			d.Tune.CodegenUnroll, d.Tune.CodegenBlocksPerSM = t[0], t[1]
+			kt, err := d.Compile(&runtime.KernelSpec{Op: c.op, Inputs: runtimeShapes(c.ins), Outputs: runtimeShapes(c.outs)})
+			if err != nil {
+				d.Tune = saved
+				b.Fatal(err)
+			}
+			tuned := timeEvents(b, d, func() error { return d.Launch(kt, []runtime.Tensor{x, y}, nil) })
+			b.ReportMetric(100*(2*bytes/tuned/1e9)/copyGBs, fmt.Sprintf("%%_fused-vs-copy-%s-unroll%d-blocks%d", dt, t[0], t[1]))
+		}
+		d.Tune = saved
 		for _, buf := range bufs {
 			d.Free(buf)
 		}

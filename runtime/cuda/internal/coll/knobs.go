@@ -3,6 +3,8 @@ package coll
 import (
 	"os"
 	"strconv"
+
+	"github.com/hirlab/hir/codegen"
 )
 
 // envMatmul picks compute's matmul: "tiled": never cuBLAS; "cublas": fail
@@ -82,6 +84,12 @@ type Tuning struct {
 	// CheckLaunches synchronises after every compute launch, so a fault
 	// names the op that caused it (HIR_CUDA_CHECK_LAUNCHES=1).
 	CheckLaunches bool
+	// CodegenUnroll is how many 16-byte vectors a thread of a generated
+	// flat kernel loads at once (HIR_CODEGEN_UNROLL, 1 to 8), and
+	// CodegenBlocksPerSM how many blocks per multiprocessor a generated
+	// kernel's grid holds at most (HIR_CODEGEN_BLOCKS_PER_SM, 1 to 32):
+	// codegen.Tuning.
+	CodegenUnroll, CodegenBlocksPerSM int
 }
 
 // DefaultTuning is the Tuning with no variable set.
@@ -100,6 +108,7 @@ func DefaultTuning() Tuning {
 		RingBlocks:     RingDefault.Blocks, RingSeg: RingDefault.Seg, RingSlots: RingDefault.Slots, RingWave: RingDefault.Wave,
 		BlasWorkspace: 32 << 20,
 		TransferSMMax: 0, // measured: no size where the kernel won (RUNTIME-CUDA.md)
+		CodegenUnroll: codegen.DefaultTuning.Unroll, CodegenBlocksPerSM: codegen.DefaultTuning.BlocksPerSM,
 	}
 }
 
@@ -135,6 +144,12 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {
 		t.AutoCEMin = v
+	}
+	if v, ok := envInt("HIR_CODEGEN_UNROLL"); ok && v >= 1 && v <= 8 {
+		t.CodegenUnroll = int(v)
+	}
+	if v, ok := envInt("HIR_CODEGEN_BLOCKS_PER_SM"); ok && v >= 1 && v <= 32 {
+		t.CodegenBlocksPerSM = int(v)
 	}
 	if v, ok := envInt("HIR_XFER_SM_MAX"); ok && v >= 0 {
 		t.TransferSMMax = v
