@@ -266,7 +266,21 @@ func (d *Comm) StreamBarrier(rs runtime.Stream) error {
 	if err != nil {
 		return err
 	}
-	return d.BarrierKernel(cs, ch, "stream barrier", s)
+	// The barrier kernel spins for its peers as a collective does: it
+	// keeps the host's order across channels too (order.go).
+	d.Mu.Lock()
+	var capture any
+	if d.Capture != nil {
+		capture = d.Capture
+	}
+	d.Mu.Unlock()
+	if err := d.orderAfterPrevious(cs, ch, s, capture); err != nil {
+		return err
+	}
+	if err := d.BarrierKernel(cs, ch, "stream barrier", s); err != nil {
+		return err
+	}
+	return d.collectiveIssued(cs, ch, s, capture)
 }
 
 // barrierKernel meets every rank on stream s (one block).
