@@ -59,16 +59,46 @@ type fastAlloc struct {
 	lists    []intListAST
 	namePtrs []*nameTok
 	typePtrs []*typeAST
-	// scratch: a list's elements, gathered before they are carved (carveList),
-	// and where each type and dim starts (elideList)
-	nameToks                          []lexeme      // a line's results (names)
-	opToks                            []lexeme      // a line's operands (genericAST.fastOps)
-	itemToks                          []lexeme      // its lists' items (intListAST.fastItems)
-	dimToks                           []fastDim     // its types' dims (shapeAST.fastDims)
-	attrToks                          []fastAttr    // its attributes (genericAST.fastAttrs)
-	listScratch                       []*intListAST // their lists (genericAST.fastLists)
-	typeScratch                       []*typeAST
-	attrStarts, typeStarts, dimStarts []int32
+	// scratch: a list's elements, gathered before they are carved (carveList)
+	nameToks    []lexeme      // a line's results (names)
+	opToks      []lexeme      // a line's operands (genericAST.fastOps)
+	itemToks    []lexeme      // its lists' items (intListAST.fastItems)
+	dimToks     []fastDim     // its types' dims (shapeAST.fastDims)
+	attrToks    []fastAttr    // its attributes (genericAST.fastAttrs)
+	listScratch []*intListAST // their lists (genericAST.fastLists)
+	typeScratch []*typeAST
+}
+
+// listStarts is where the elements of a list start (token indices), for
+// elideList, which asks only for element elideKeep and the elideKeep-th
+// from the end: the first and the last keepStarts are kept, not one per
+// element (a list may have millions).
+type listStarts struct {
+	n           int
+	first, last [keepStarts]int32 // last: element k at k%keepStarts
+}
+
+// keepStarts bounds elideKeep (a test lowers it): elideList asks for
+// element n-elideKeep of a list whose starts may have one more element
+// noted than it has (a last one that failed).
+const keepStarts = 8
+
+// add notes that the next element starts at token i.
+func (s *listStarts) add(i int) {
+	if s.n < keepStarts {
+		s.first[s.n] = int32(i)
+	}
+	s.last[s.n%keepStarts] = int32(i)
+	s.n++
+}
+
+// at is where element k starts: one of the first or the last keepStarts
+// noted.
+func (s *listStarts) at(k int) int {
+	if k < keepStarts {
+		return int(s.first[k])
+	}
+	return int(s.last[k%keepStarts])
 }
 
 const slab = 256
@@ -111,8 +141,8 @@ func push[T any](s []T, v T) []T {
 // again as it grows.
 func grow[T any](p *fastParser, s []T, v T, minBytes int) []T {
 	if len(s) == cap(s) && len(s) >= reserveAt {
-		rest := len(p.l.src) - p.tok().off
-		if nl := strings.IndexByte(p.l.src[p.tok().off:], '\n'); nl >= 0 {
+		rest := len(p.l.src) - p.tok().offset()
+		if nl := strings.IndexByte(p.l.src[p.tok().offset():], '\n'); nl >= 0 {
 			rest = nl
 		}
 		s = slices.Grow(s, max(rest/minBytes+1, len(s)))
@@ -125,7 +155,7 @@ func grow[T any](p *fastParser, s []T, v T, minBytes int) []T {
 // commas left on the line (at least doubled).
 func growList[T any](p *fastParser, s []T, v T) []T {
 	if len(s) == cap(s) && len(s) >= reserveAt {
-		rest := p.l.src[p.tok().off:]
+		rest := p.l.src[p.tok().offset():]
 		if nl := strings.IndexByte(rest, '\n'); nl >= 0 {
 			rest = rest[:nl]
 		}
@@ -453,14 +483,14 @@ func (p *fastParser) generic() (*genericAST, bool) {
 	if p.tok().kind() == tokIdent {
 		attrs := p.a.attrToks[:0]
 		lists := p.a.listScratch[:0]
-		starts := p.a.attrStarts[:0]
+		var starts listStarts
 		ok := true
 		for ok && p.tok().kind() == tokIdent {
 			if !p.isPunct(p.i+1, '=') {
 				ok = false
 				break
 			}
-			starts = push(starts, int32(p.i))
+			starts.add(p.i)
 			a := fastAttr{key: *p.tok()}
 			p.i += 2 // key =
 			t := p.tok()
@@ -481,8 +511,8 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			attrs = grow(p, attrs, a, len("k=1"))
 			p.release(len(attrs))
 		}
-		p.a.attrToks, p.a.listScratch, p.a.attrStarts = attrs, lists, starts
-		p.l.elideList(len(attrs), false, false, func(k int) int { return int(starts[k]) })
+		p.a.attrToks, p.a.listScratch = attrs, lists
+		p.l.elideList(len(attrs), false, false, starts.at)
 		if !ok {
 			return nil, false
 		}
@@ -490,11 +520,11 @@ func (p *fastParser) generic() (*genericAST, bool) {
 	}
 	if p.punct(':') {
 		types := p.a.typeScratch[:0]
-		starts := p.a.typeStarts[:0]
+		var starts listStarts
 		ok := true
 		for {
 			p.next() // : or ,
-			starts = growList(p, starts, int32(p.i))
+			starts.add(p.i)
 			var t *typeAST
 			if t, ok = p.typ(); !ok {
 				break
@@ -505,8 +535,8 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			}
 			p.release(len(types))
 		}
-		p.a.typeScratch, p.a.typeStarts = types, starts
-		p.l.elideList(len(types), true, false, func(k int) int { return int(starts[k]) })
+		p.a.typeScratch = types
+		p.l.elideList(len(types), true, false, starts.at)
 		if !ok {
 			return nil, false
 		}
@@ -534,10 +564,10 @@ func (p *fastParser) typ() (*typeAST, bool) {
 		// The dims' tokens, after those of the line's types before.
 		start := len(p.a.dimToks)
 		dims := p.a.dimToks
-		starts := p.a.dimStarts[:0]
+		var starts listStarts
 		ok := true
 		for {
-			starts = growList(p, starts, int32(p.i))
+			starts.add(p.i)
 			if p.tok().kind() != tokInt {
 				ok = false
 				break
@@ -560,8 +590,8 @@ func (p *fastParser) typ() (*typeAST, bool) {
 			p.next()
 			p.release(len(dims) - start)
 		}
-		p.a.dimToks, p.a.dimStarts = dims, starts
-		p.l.elideList(len(dims)-start, true, false, func(k int) int { return int(starts[k]) })
+		p.a.dimToks = dims
+		p.l.elideList(len(dims)-start, true, false, starts.at)
 		if !ok {
 			return nil, false
 		}

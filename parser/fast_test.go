@@ -291,7 +291,14 @@ func materializeLists(ast *lineAST) {
 		for k := range g.fastAttrs {
 			var p attrParts
 			g.attr(k, &lists, &p)
-			a := &attrAST{Pos: p.pos, Key: p.key, Value: &attrValueAST{Pos: p.valuePos, List: p.list}}
+			// positions as the parts give them (the offsets, which
+			// they do not keep, from the tokens)
+			fa := &g.fastAttrs[k]
+			a := &attrAST{
+				Pos:   lexer.Position{Offset: fa.key.offset(), Line: p.line, Column: p.col},
+				Key:   p.key,
+				Value: &attrValueAST{Pos: lexer.Position{Offset: fa.value.offset(), Line: p.line, Column: p.valueCol}, List: p.list},
+			}
 			switch {
 			case p.list != nil:
 			case p.num:
