@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/alecthomas/participle/v2/lexer"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -195,35 +197,49 @@ func (w *builder) prebuild(p *preLine, c *chunk, l *line) {
 	}
 	w.alloc.reset()
 	ast, ok := parseLineFast(l, &w.alloc)
-	if !ok || ast.Op == nil || ast.Op.For != nil {
+	if !ok || ast.Op == nil {
 		return
 	}
 	o := ast.Op
-	op, ok := w.genericOp(o, true)
-	if !ok || len(w.errs) > 0 {
-		w.errs = w.errs[:0]
-		return
-	}
+	var op *ir.Op
 	p.refs = int32(len(c.refs))
-	g := o.Generic
-	c.refs = slices.Grow(c.refs, len(g.Operands)+len(g.fastOps))
-	for _, x := range g.Operands {
-		if x.Name != nil {
-			c.refs = append(c.refs, (*x.Name)[1:])
+	if f := o.For; f != nil {
+		// A for header: its index, as written, is its one ref (commit
+		// claims it).
+		if op, ok = w.forHeader(f); !ok || len(w.errs) > 0 {
+			w.errs = w.errs[:0]
+			return
 		}
-	}
-	for i := range g.fastOps {
-		if t := &g.fastOps[i]; t.kind() == tokVar {
-			c.refs = append(c.refs, g.fastLine.text(t)[1:])
+		c.refs = append(c.refs, f.Index.Text)
+	} else {
+		if op, ok = w.genericOp(o, true); !ok || len(w.errs) > 0 {
+			w.errs = w.errs[:0]
+			return
+		}
+		g := o.Generic
+		c.refs = slices.Grow(c.refs, len(g.Operands)+len(g.fastOps))
+		for _, x := range g.Operands {
+			if x.Name != nil {
+				c.refs = append(c.refs, (*x.Name)[1:])
+			}
+		}
+		for i := range g.fastOps {
+			if t := &g.fastOps[i]; t.kind() == tokVar {
+				c.refs = append(c.refs, g.fastLine.text(t)[1:])
+			}
 		}
 	}
 	if len(o.Results) > 0 {
+		types := w.types // genericOp's
+		if o.For != nil {
+			types = nil
+		}
 		op.Results = w.ir.valueSlice(len(o.Results))
 		for i, r := range o.Results {
-			op.Results = append(op.Results, w.result(op, r, w.types, i))
+			op.Results = append(op.Results, w.result(op, r, types, i))
 		}
 	}
-	p.op, p.open, p.pos = op, o.Generic.Open, w.pos(o.Pos)
+	p.op, p.open, p.pos = op, o.For != nil || o.Generic.Open, w.pos(o.Pos)
 }
 
 // isKeyword reports whether a line starting with the word w is a mesh,
@@ -261,6 +277,10 @@ func (b *builder) touchNames(c *chunk, p *preLine) {
 		b.names.touch(r.Name)
 	}
 	refs := c.refs[p.refs:]
+	if p.op.Code == ir.OpFor {
+		b.names.touch(refs[0][1:]) // the index
+		return
+	}
 	for _, x := range p.op.Operands {
 		if x == nil && len(refs) > 0 {
 			b.names.touch(refs[0])
@@ -274,7 +294,8 @@ func (b *builder) touchNames(c *chunk, p *preLine) {
 // every result's is new. Otherwise it returns false having changed
 // nothing that reading the line changes otherwise (statementAt and opAt do
 // nothing the second time; the name entries it makes, readLine makes in the
-// same order).
+// same order). A for header's index is claimed as forOp claims it, its
+// error (a name defined before) and all.
 func (b *builder) commit(p *preLine, refs []string) bool {
 	b.statementAt(p.pos)
 	b.opAt(p.pos)
@@ -306,6 +327,10 @@ func (b *builder) commit(p *preLine, refs []string) bool {
 		e.line, e.col = max(r.Pos.Line, 1), r.Pos.Col
 		entries = append(entries, e)
 	}
-	b.place(op, entries, nil, true, p.open)
+	fr := b.place(op, entries, nil, true, p.open)
+	if op.Code == ir.OpFor {
+		index := op.Body.Args[0]
+		b.claimIndex(fr, &nameTok{Pos: lexer.Position{Line: int(index.Pos.Line), Column: int(index.Pos.Col)}, Text: refs[0]})
+	}
 	return true
 }

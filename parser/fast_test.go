@@ -54,6 +54,8 @@ func differentialSeeds(t testing.TB) [][]byte {
 		"mesh 2\n%a = f x=[1, 2 y=3\n%b = f x=[] : f32[] symmetric, f32 {\n%c, = f\n%d, %e = f : f32[2], f32[3] foo {\n}\n}\n} }\noutput\noutput %a,\n",
 		"mesh 2\n%a = f : \n%b = f : f32[8] , \n%c = f : f32[8]] , f32\n%d = f x = ]\n%e = f x=-1 y=true z=word w=[1,2,3]\n",
 		"mesh 2\nfor %i = 0 to 4 {\n%a = for %j = 1 to 2 step 3 {\n}\n}\nfor %i = 0 to 4 { x\n",
+		// for headers a worker builds (chunks.go) whose names clash
+		"mesh 1\ninput %x : f32[4]\nfor %i = 0 to 2 {\nfor %i = 0 to 3 {\n%i = for %k = 0 to 1 {\n}\n%y = relu %i\n}\n%r = for %x = 1 to 2 streams 2 {\n}\n%r, %s = for %q = 99999999999999999999 to 1 {\n}\n%s = for %t = 0 to 1 step 1 {\n%u = add %t, %x\n}\n}\noutput %s, %u\n",
 	} {
 		seeds = append(seeds, []byte(s))
 	}
