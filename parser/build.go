@@ -44,6 +44,7 @@ type builder struct {
 	alloc      fastAlloc                  // the fast path's slabs
 	ir         irAlloc                    // the IR's slabs
 	text       []byte                     // the chunk keep copies into
+	lastKey    string                     // the last attribute key keep copied (builder.attr)
 	types      []ir.Type                  // an op's result types, reused from op to op
 	dimBuf     []ir.Dim                   // a type's dims, reused from type to type
 	frames     []frame                    // the regions' frames' slab

@@ -111,10 +111,15 @@ func (b *builder) attr(attr *ir.Attr, a *attrParts, code ir.Opcode) bool {
 	if code != ir.OpInvalid {
 		spec, known = code.Info().Attr(a.key)
 	}
-	// The schema's strings, where they are the text's, cost no copy.
+	// The schema's strings, where they are the text's, cost no copy, nor
+	// does a key written again right after (one copy, compared by pointer
+	// when the list is checked for order).
 	key := spec.Key
 	if !known {
-		key = b.keep(a.key)
+		if a.key != b.lastKey {
+			b.lastKey = b.keep(a.key)
+		}
+		key = b.lastKey
 	}
 	attr.Key, attr.Pos = key, b.filePos.At(a.line, a.col)
 	switch {

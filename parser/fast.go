@@ -135,17 +135,18 @@ func push[T any](s []T, v T) []T {
 }
 
 // grow is push for a list of the line whose elements take at least
-// minBytes bytes each: once the list is long (reserveAt elements) and
-// full, it is given room for as many as the rest of the line could hold
-// (at least doubled), so that a list of millions is not copied again and
-// again as it grows.
+// minBytes bytes each but the last (minBytes-1: what separates them
+// included): once the list is long (reserveAt elements) and full, it is
+// given room for v and as many as the rest of the line could hold (at
+// least doubled), so that a list of millions is not copied again and again
+// as it grows.
 func grow[T any](p *fastParser, s []T, v T, minBytes int) []T {
 	if len(s) == cap(s) && len(s) >= reserveAt {
 		rest := len(p.l.src) - p.tok().offset()
 		if nl := strings.IndexByte(p.l.src[p.tok().offset():], '\n'); nl >= 0 {
 			rest = nl
 		}
-		s = slices.Grow(s, max(rest/minBytes+1, len(s)))
+		s = slices.Grow(s, max((rest+1)/minBytes+1, len(s)))
 	}
 	return push(s, v)
 }
@@ -508,7 +509,7 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			if !ok {
 				break
 			}
-			attrs = grow(p, attrs, a, len("k=1"))
+			attrs = grow(p, attrs, a, len("k=1 "))
 			p.release(len(attrs))
 		}
 		p.a.attrToks, p.a.listScratch = attrs, lists
