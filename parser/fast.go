@@ -685,16 +685,77 @@ func (b *builder) readLine(s *scanner) bool {
 }
 
 // readScanned is readLine for the line at s whose tokens, all of them (the
-// last its EOF), a worker scanned: toks, bad as its line.bad.
+// last its EOF), a worker scanned: toks, bad as its line.bad. They are read
+// where they are, not copied (capped: nothing is appended to them).
 func (b *builder) readScanned(s *scanner, toks []lexeme, bad bool) {
+	if b.rejectedAtOnce(s, toks, bad) {
+		return
+	}
 	l := &b.cur
-	l.begin(s, l.toks)
-	l.toks = append(l.toks, toks...)
+	own := l.toks // the buffer lines are scanned into
+	l.begin(s, toks[:len(toks):len(toks)])
+	l.toks = l.toks[:len(toks)]
 	l.done, l.bad = true, bad
 	b.alloc.reset()
 	b.parseLine(l)
 	b.line(l)
 	l.finish()
+	l.toks = own[:0]
+}
+
+// rejectedAtOnce reads, as parseLine and line would and in fewer steps, a
+// line a worker scanned (readScanned's toks and bad) that is rejected at
+// its first token (no statement starts with a token other than a word, a
+// name or a `}`) and holds no name, where its error is a bad character's
+// or is one the list of errors would only count: a file of millions of
+// such lines (`,` or `}` or a NUL byte on each) is rejected at the rate a
+// valid one is read. It reports false, having done nothing, for any other
+// line; a lone `}`, which closes a region or is rejected, it reads too.
+func (b *builder) rejectedAtOnce(s *scanner, toks []lexeme, bad bool) bool {
+	first := &toks[0]
+	pos := func(t *lexeme) ir.Pos { return b.filePos.At(s.line, t.offset()-s.lineStart+1) }
+	if first.is(s.src, '}') {
+		if bad || len(toks) != 2 {
+			return false
+		}
+		// what parseLineFast and line make of it
+		b.close(&closeAST{Pos: lexer.Position{Offset: first.offset(), Line: s.line, Column: first.offset() - s.lineStart + 1}, Brace: true})
+		return true
+	}
+	if k := first.kind(); k == tokIdent || k == tokVar {
+		return false
+	}
+	var badTok *lexeme
+	for i := range toks {
+		switch t := &toks[i]; t.kind() {
+		case tokVar:
+			return false // a name, which a rejected line poisons
+		case tokBad:
+			if badTok == nil {
+				badTok = t
+			}
+		}
+	}
+	// parseLine's error: the first bad character's, or a syntax error the
+	// grammar would word, but which is only counted.
+	switch {
+	case bad && badTok != nil:
+		t := *badTok
+		b.errorAt(pos(&t), func() string { return badMessage(s.src, t) })
+	case b.errs.Keeps(pos(first)):
+		return false
+	default:
+		b.errs.Add(pos(first), "")
+	}
+	// rejectedLine's: a region it opens is matched with its }.
+	if last := len(toks) - 2; last >= 0 && toks[last].is(s.src, '{') {
+		fr := take(&b.frames)
+		fr.broken = true
+		b.push(fr, pos(first))
+	} else {
+		b.top().tainted = true
+	}
+	return true
 }
 
 // presize sizes the builder for a program of about that many lines and

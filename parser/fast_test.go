@@ -56,6 +56,9 @@ func differentialSeeds(t testing.TB) [][]byte {
 		"mesh 2\nfor %i = 0 to 4 {\n%a = for %j = 1 to 2 step 3 {\n}\n}\nfor %i = 0 to 4 { x\n",
 		// for headers a worker builds (chunks.go) whose names clash
 		"mesh 1\ninput %x : f32[4]\nfor %i = 0 to 2 {\nfor %i = 0 to 3 {\n%i = for %k = 0 to 1 {\n}\n%y = relu %i\n}\n%r = for %x = 1 to 2 streams 2 {\n}\n%r, %s = for %q = 99999999999999999999 to 1 {\n}\n%s = for %t = 0 to 1 step 1 {\n%u = add %t, %x\n}\n}\noutput %s, %u\n",
+		// lines rejected at their first token, past the errors worded
+		// (rejectedAtOnce), among lines that are not
+		"mesh 1\ninput %x : f32[4]\n" + strings.Repeat("}\n,\n\x00\n= {\n1 2\n[ %x\n} }\n\x00 {\n%a = relu %x\n}\n", 12) + "output %x\n",
 	} {
 		seeds = append(seeds, []byte(s))
 	}
