@@ -17,14 +17,16 @@ import (
 // A statement is one line and no token spans a newline, so the source is
 // cut into chunks of whole lines that are scanned and parsed apart. Workers,
 // one per core, turn each line of a chunk into an op as far as the line
-// alone says (opcode, literal operands, attributes, types, named results).
-// The builder takes the chunks in order, on the caller's goroutine, and does
-// what depends on the lines before: it resolves the operands' names, claims
-// the results' names and places the op in its region (commit). A line no
-// worker built (a header other than an op's, a `}`, anything with an error)
-// and one whose names do not resolve cleanly are scanned and built again by
-// readLine, as on one goroutine. So the errors, their positions and their
-// order are those of the sequential reader by construction.
+// alone says (opcode, literal operands, attributes, types, named results;
+// a for header's bounds and index). The builder takes the chunks in order,
+// on the caller's goroutine, and does what depends on the lines before: it
+// resolves the operands' names, claims the results' names (and a for's
+// index) and places the op in its region (commit). A short line no worker
+// built (mesh, input or output, a `}`, anything with an error) is read from
+// the tokens the worker scanned (readScanned); a long one, and one whose
+// names do not resolve cleanly, is scanned and built again by readLine, as
+// on one goroutine. So the errors, their positions and their order are
+// those of the sequential reader by construction.
 
 const (
 	parallelMin = 512 << 10 // smaller sources are read on one goroutine
