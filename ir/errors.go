@@ -206,6 +206,19 @@ func (l *ErrorList) shrink() {
 	*l = list[:MaxErrors]
 }
 
+// drop counts n errors as Add would, given them one by one, each after
+// MaxErrors of l's errors in source order (so each would be dropped at
+// last): l holds MaxErrors errors.
+func (l ErrorList) drop(n int) {
+	if n == 0 {
+		return
+	}
+	if !l.full() {
+		l.Sort() // as shrink does, when the first of them comes
+	}
+	l[MaxErrors-1].more += n
+}
+
 // full reports whether l has dropped errors: it is then sorted as far as
 // its MaxErrors-th error, which counts them.
 func (l ErrorList) full() bool { return len(l) >= MaxErrors && l[MaxErrors-1].more > 0 }

@@ -1,5 +1,10 @@
 package ir
 
+import (
+	"maps"
+	"slices"
+)
+
 // Verify checks a program's structure: the mesh, SSA (every operand defined
 // before its use, every name defined once), each op's arity, body and
 // attributes against its schema. Types and shapes are the passes' business.
@@ -273,18 +278,32 @@ func (v *verifier) attrs(op *Op, info *OpInfo) {
 	// given[i]: info.Attrs[i] was given (schemas are short: no map per op).
 	given := append(make([]bool, 0, 8), make([]bool, len(info.Attrs))...)
 	unknown := unknownKeys{sorted: true} // keys the op does not take, given so far: errors already
+	// In a long list not in source order, errors past a point are sure to
+	// be dropped (attrErrorsPast): counted at the end.
+	var past Pos
+	cut, tried := false, false
+	dropped := 0
 	for k := range op.Attrs {
 		a := &op.Attrs[k] // not copied: an Attr is 96 bytes
 		unknown.next(info, op.Attrs, k)
-		pos := a.Pos
-		if !pos.IsValid() {
-			pos = op.Pos
+		pos := attrPos(op, k)
+		keeps := v.errs.Keeps(pos)
+		if keeps && !tried && v.errs.full() && len(op.Attrs)-k > attrCutMin {
+			// An error here would take the place of one kept: the
+			// attributes come out of source order.
+			past, cut = attrErrorsPast(op, info, k, given, unknown)
+			tried = true
 		}
-		if !v.errs.Keeps(pos) {
-			// An error here would only be counted: count it without
-			// wording it (or boxing its arguments).
+		if !keeps || (cut && past.Less(pos)) {
+			// An error here would only be counted, now or once the op's
+			// errors before it are in: count it without wording it (or
+			// boxing its arguments).
 			if attrFails(info, a, given, &unknown) {
-				v.errs.Add(pos, "")
+				if keeps {
+					dropped++
+				} else {
+					v.errs.Add(pos, "")
+				}
 			}
 			continue
 		}
@@ -319,11 +338,77 @@ func (v *verifier) attrs(op *Op, info *OpInfo) {
 			v.errs.Add(pos, "%s: %s=%s is not one of %s", info.Name, a.Key, a.Value.Word, joinWords(spec.Words))
 		}
 	}
+	v.errs.drop(dropped)
 	for i, spec := range info.Attrs {
 		if spec.Required && !given[i] {
 			v.errs.Add(op.Pos, "%s needs attribute %s (%s)", info.Name, spec.Key, spec.Kind)
 		}
 	}
+}
+
+// attrPos is where the error about op's attribute k is.
+func attrPos(op *Op, k int) Pos {
+	if pos := op.Attrs[k].Pos; pos.IsValid() {
+		return pos
+	}
+	return op.Pos
+}
+
+// attrCutMin is how many attributes must be left, where the list of
+// errors is full and would still keep an error of one, for attrs to look
+// for the point past which their errors are dropped (a test raises it, to
+// compare).
+var attrCutMin = 2 * MaxErrors
+
+// attrErrorsPast is, for the attributes of op from k on, whose errors may
+// come before those kept (attrs meets them sorted by key, and the text may
+// give them in the reverse order), a position past which an error
+// about one of them is sure to be dropped from the list of errors: at least
+// MaxErrors of their own errors come before it. attrs counts such errors
+// without keeping them: a line of a million attributes in the reverse of
+// their order would otherwise have each error worded, its words boxed, and
+// dropped a moment later. given and unknown are attrs' state at k (they
+// are not changed). ok is false where there is no such position.
+func attrErrorsPast(op *Op, info *OpInfo, k int, given []bool, unknown unknownKeys) (past Pos, ok bool) {
+	given = slices.Clone(given)
+	unknown.keys = maps.Clone(unknown.keys)
+	// The first MaxErrors positions of the errors attrs finds (its checks,
+	// in its order), as a heap with the last of them on top.
+	first := make([]Pos, 0, MaxErrors)
+	for j := k; j < len(op.Attrs); j++ {
+		if j > k {
+			unknown.next(info, op.Attrs, j)
+		}
+		if !attrFails(info, &op.Attrs[j], given, &unknown) {
+			continue
+		}
+		switch pos := attrPos(op, j); {
+		case len(first) < MaxErrors:
+			first = append(first, pos)
+			for i := len(first) - 1; i > 0 && first[(i-1)/2].Less(first[i]); i = (i - 1) / 2 {
+				first[i], first[(i-1)/2] = first[(i-1)/2], first[i]
+			}
+		case pos.Less(first[0]):
+			first[0] = pos
+			for i := 0; ; {
+				top := i
+				for _, c := range [2]int{2*i + 1, 2*i + 2} {
+					if c < len(first) && first[top].Less(first[c]) {
+						top = c
+					}
+				}
+				if top == i {
+					break
+				}
+				first[i], first[top] = first[top], first[i]
+				i = top
+			}
+		}
+	}
+	if len(first) < MaxErrors {
+		return Pos{}, false
+	}
+	return first[0], true
 }
 
 // attrFails is attrs' check of a, without the wording: it reports whether

@@ -2,6 +2,9 @@ package ir
 
 import (
 	"encoding/json"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -185,5 +188,62 @@ func TestPosJSON(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &back))
 		assert.Equal(t, p, back, "%s", raw)
 		assert.Equal(t, p.String(), back.String())
+	}
+}
+
+// TestVerifyLongAttrLists: errors about a long list of attributes, in
+// whatever order their positions are (the parser's, sorted by key, may be
+// the reverse of the text's), are those Verify gives when it adds each one
+// as it meets it (attrErrorsPast off): the same first MaxErrors, worded
+// alike, and the same count.
+func TestVerifyLongAttrLists(t *testing.T) {
+	const n = 700
+	orders := map[string]func(k int) int{
+		"ascending":  func(k int) int { return k },
+		"descending": func(k int) int { return n - k },
+		"shuffled":   func(k int) int { return (k * 7919) % n },
+		"few places": func(k int) int { return k % 3 },
+		"turns late": func(k int) int {
+			if k < n/3 {
+				return k
+			}
+			return 2*n - k
+		},
+	}
+	for name, col := range orders {
+		for _, invalid := range []bool{false, true} {
+			for _, sorted := range []bool{false, true} {
+				p := &Program{File: "v.hir", Mesh: LinearMesh(2), Body: &Block{}}
+				x := &Value{Name: "x", Type: Tensor(F32, 8, 4)}
+				p.Inputs = []*Value{x}
+				ag := newOp(OpAllGather, []*Value{x}, "g")
+				for k := range n {
+					a := Attr{Key: "k" + string(rune('a'+k%5)), Value: AttrValue{Kind: KindInt, Int: int64(k)}, Pos: NewPos("v.hir", 9, 10+col(k))}
+					switch k % 4 {
+					case 1:
+						a.Key = "async" // given twice, or a wrong kind
+					case 2:
+						a.Key = "algo"
+						a.Value = AttrValue{Kind: KindWord, Word: "nosuch"}
+					}
+					if invalid && k%2 == 0 {
+						a.Pos = Pos{}
+					}
+					ag.Attrs = append(ag.Attrs, a)
+				}
+				if sorted {
+					slices.SortStableFunc(ag.Attrs, func(a, b Attr) int { return strings.Compare(a.Key, b.Key) })
+				}
+				add(p, ag)
+				got := Verify(p)
+				cut := attrCutMin
+				attrCutMin = math.MaxInt
+				want := Verify(p)
+				attrCutMin = cut
+				require.Error(t, want)
+				assert.Equal(t, want.Error(), got.Error(), "%s, invalid positions %v, sorted %v", name, invalid, sorted)
+				assert.Equal(t, want.(ErrorList).Count(), got.(ErrorList).Count())
+			}
+		}
 	}
 }

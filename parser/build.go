@@ -44,6 +44,7 @@ type builder struct {
 	alloc      fastAlloc                  // the fast path's slabs
 	ir         irAlloc                    // the IR's slabs
 	text       []byte                     // the chunk keep copies into
+	lastKey    string                     // the last attribute key keep copied (builder.attr)
 	types      []ir.Type                  // an op's result types, reused from op to op
 	dimBuf     []ir.Dim                   // a type's dims, reused from type to type
 	frames     []frame                    // the regions' frames' slab
@@ -200,8 +201,9 @@ func (b *builder) rejectedLine(l *line) {
 		}
 	}
 	if last.is(l.src, '{') {
+		// A broken region keeps no ops (place): it needs no block.
 		fr := take(&b.frames)
-		*fr = frame{block: take(&b.ir.blocks), broken: true}
+		fr.broken = true
 		b.push(fr, b.pos(l.pos(l.at(0))))
 	} else {
 		b.top().tainted = true
@@ -453,17 +455,26 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 		ok = false
 	}
 
+	// Field by field into the slab's zeroed memory (forHeader).
 	op := take(&b.ir.ops)
-	*op = ir.Op{Code: code, Operands: operands, Attrs: attrs, Pos: namePos}
-	if len(attrs) == 0 {
-		op.Attrs = nil
+	op.Code, op.Operands, op.Pos = code, operands, namePos
+	if len(attrs) > 0 {
+		op.Attrs = attrs
 	}
 	return op, ok
 }
 
+// forOp builds a for header and opens its body.
 func (b *builder) forOp(o *opAST) {
-	f := o.For
-	op := take(&b.ir.ops)
+	op, ok := b.forHeader(o.For)
+	fr := b.finishOp(op, o.Results, nil, ok, true)
+	b.claimIndex(fr, o.For.Index)
+}
+
+// forHeader builds the op of a for header, its bounds and its index, but
+// for the index's name, which it does not claim (claimIndex): what the
+// line alone says, so that a worker can build it (prebuild).
+func (b *builder) forHeader(f *forAST) (*ir.Op, bool) {
 	n := 2 // from, to; then step and streams where given
 	if f.Step != nil {
 		n++
@@ -471,7 +482,10 @@ func (b *builder) forOp(o *opAST) {
 	if f.Streams != nil {
 		n++
 	}
-	*op = ir.Op{Code: ir.OpFor, Pos: b.pos(f.Pos), Attrs: b.ir.attrSlice(n)}
+	// Field by field into the slabs' zeroed memory: a whole struct stored
+	// is copied with the collector's barriers on its every pointer.
+	op := take(&b.ir.ops)
+	op.Code, op.Pos, op.Attrs = ir.OpFor, b.pos(f.Pos), b.ir.attrSlice(n)
 	ok := true
 	setInt := func(key string, t *intTok) int64 {
 		n, iok := b.int(t)
@@ -496,17 +510,23 @@ func (b *builder) forOp(o *opAST) {
 	sortAttrs(op.Attrs)
 	index := take(&b.ir.values)
 	i64 := take(&b.ir.scalars)
-	*i64 = ir.ScalarType{DType: ir.I64}
-	*index = ir.Value{Name: b.keep(f.Index.Text[1:]), Type: i64, Pos: b.pos(f.Index.Pos)}
+	i64.DType = ir.I64
+	index.Name, index.Type, index.Pos = b.keep(f.Index.Text[1:]), i64, b.pos(f.Index.Pos)
 	op.Body = take(&b.ir.blocks)
 	op.Body.Args = append(b.ir.valueSlice(1), index)
-	fr := b.finishOp(op, o.Results, nil, ok, true)
-	if b.claim(f.Index) {
-		fr.scope.set(index)
-	} else {
-		fr.broken = true
-		fr.scope.lenient = true
+	return op, ok
+}
+
+// claimIndex claims the name of the index of the for whose body fr is,
+// written n; the body of a for whose index cannot be is checked, then
+// dropped.
+func (b *builder) claimIndex(fr *frame, n *nameTok) {
+	if e, claimed := b.claimEntry(n); claimed {
+		fr.scope.setEntry(fr.op.Body.Args[0], e)
+		return
 	}
+	fr.broken = true
+	fr.scope.lenient = true
 }
 
 // finishOp makes op's results and either adds op to the current block or,
@@ -547,7 +567,7 @@ const touchAhead = 8
 // result makes op's result i, named by r.
 func (b *builder) result(op *ir.Op, r *nameTok, types []ir.Type, i int) *ir.Value {
 	v := take(&b.ir.values)
-	*v = ir.Value{Name: b.keep(r.Text[1:]), Def: op, Pos: b.pos(r.Pos)}
+	v.Name, v.Def, v.Pos = b.keep(r.Text[1:]), op, b.pos(r.Pos)
 	if i < len(types) {
 		v.Type = types[i]
 	}
@@ -565,10 +585,14 @@ func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok,
 			return nil
 		}
 		top := b.top()
-		top.block.Ops = append(top.block.Ops, op)
+		if !top.broken {
+			// A broken region's body is dropped whole (pop): its ops are
+			// not kept, only its names.
+			top.block.Ops = append(top.block.Ops, op)
+		}
 		for i, r := range op.Results {
-			if top.scope.table != nil && i < len(entries) {
-				entries[i].v = r // scope.set, without looking the name up again
+			if i < len(entries) {
+				top.scope.setEntry(r, entries[i]) // without looking the name up again
 			} else {
 				top.scope.set(r)
 			}
@@ -579,7 +603,7 @@ func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok,
 		op.Body = take(&b.ir.blocks)
 	}
 	fr := take(&b.frames)
-	*fr = frame{op: op, block: op.Body, broken: !ok}
+	fr.op, fr.block, fr.broken = op, op.Body, !ok
 	if !ok {
 		b.poisonResults(results)
 	}

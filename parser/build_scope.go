@@ -17,63 +17,83 @@ import (
 //
 // A name is looked up in O(1), however deep the regions nest (a file of a
 // million lines ending in `{`): names are unique program-wide, so the
-// values of the regions open are kept by name (innerDefs), and the top
-// level's, in the table of names, and what a lookup has to check is
+// values of the regions open are kept by name (nameEntry.inner), and the
+// top level's, in the table of names, and what a lookup has to check is
 // where the value is defined against the nearest fusion around (which sees
 // only its operands and its own values).
+//
+// A scope is 48 bytes with what every scope shares behind one pointer
+// (env): a file can open a region on each of its lines, and each scope
+// stays until its region closes.
 type scope struct {
 	parent *scope
-	// A region's own values (and a fusion's operands): in vals (from
-	// valBuf) while they are few, since most bodies define a handful and a
-	// map each would cost more than the body; in names once there are more
-	// than smallScope.
-	vals   []*ir.Value
-	valBuf [4]*ir.Value
-	names  map[string]*ir.Value
-	table  *nameTable // the top level's: the program's table of names
-	// closed: a fusion body, which sees only its operands (captured into
-	// names) and its own values. boundary is the nearest closed scope, this
-	// one or one around it (nil for none).
-	closed   bool
+	// boundary is the nearest closed scope, this one or one around it (nil
+	// for none).
 	boundary *scope
+	env      *scopeEnv
+	// last is the latest of the values this region defines
+	// (innerDef.prev: the one before); the top level's are in the table
+	// of names.
+	last *innerDef
+	// operands: a fusion body's operands (captured), which it sees besides
+	// its own values; nil for other scopes.
+	operands *operandSet
+	depth    int32
+	// closed: a fusion body, which sees only its operands and its own
+	// values.
+	closed bool
 	// lenient: inside a region whose header was rejected; names it cannot
 	// resolve are not reported again. around: a scope around this one was
 	// lenient when this one was made (scopes around the innermost one do
 	// not change).
 	lenient, around bool
-	depth           int
-	top             *scope     // the top level's scope
-	defs            *innerDefs // the values of every region open, by name
 }
 
-// innerDefs is every value a region open (not the top level) defines, by
-// name, in the name's entry of the table of names (nameEntry.inner): the
-// innermost first, should a name be defined twice. The definitions come
-// from slabs (a fusion body's values cost no allocation each).
-type innerDefs struct {
-	slab   []innerDef
-	scopes []scope // the regions' scopes' slab
+// scopeEnv is what every scope of a program shares: the table of names,
+// the top level's scope and the slabs scopes and definitions come from.
+type scopeEnv struct {
+	table    *nameTable
+	top      *scope
+	defs     []innerDef   // the definitions' slab
+	scopes   []scope      // the regions' scopes' slab
+	operands []operandSet // the fusion bodies' operands' slab
 }
 
+// innerDef is a value a region open (not the top level) defines, in its
+// name's entry of the table of names (nameEntry.inner): the innermost
+// first, should a name be defined twice. Definitions come from a slab (a
+// fusion body's values cost no allocation each).
 type innerDef struct {
 	v     *ir.Value
-	scope *scope
-	next  *innerDef // a definition in a scope further out
+	entry *nameEntry // the name's
+	next  *innerDef  // a definition of the name in a scope further out
+	prev  *innerDef  // the definition before in the same scope
+	depth int32      // the defining scope's (one scope per depth is open)
+}
+
+// operandSet is a fusion body's operands: a slice while they are few (in
+// buf while they fit), a map once there are more than smallScope.
+type operandSet struct {
+	vals  []*ir.Value
+	buf   [4]*ir.Value
+	names map[string]*ir.Value
 }
 
 const smallScope = 16
 
 // newTopScope is the top level's scope.
 func newTopScope(table *nameTable) *scope {
-	s := &scope{table: table, defs: &innerDefs{}}
-	s.top = s
+	s := &scope{env: &scopeEnv{table: table}}
+	s.env.top = s
 	return s
 }
 
 // child is a new scope within s.
 func (s *scope) child(lenient bool) *scope {
-	c := take(&s.defs.scopes)
-	*c = scope{parent: s, boundary: s.boundary, lenient: lenient, around: s.isLenient(), depth: s.depth + 1, top: s.top, defs: s.defs}
+	// Field by field into the slab's zeroed memory (forHeader).
+	c := take(&s.env.scopes)
+	c.parent, c.boundary, c.env = s, s.boundary, s.env
+	c.lenient, c.around, c.depth = lenient, s.isLenient(), s.depth+1
 	return c
 }
 
@@ -81,33 +101,39 @@ func (s *scope) child(lenient bool) *scope {
 func (s *scope) close() {
 	s.closed = true
 	s.boundary = s
+	s.operands = take(&s.env.operands)
+	s.operands.vals = s.operands.buf[:0]
 }
 
 // lookup finds name; crossedFusion reports whether the search stopped at a
 // fusion boundary (the name may be visible outside it). It is what looking
 // in s, then in each scope around it up to the nearest fusion's, finds.
 func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
-	b := s.boundary
+	e := s.env.table.lookup(name)
 	if s.depth == 0 {
-		return s.get(name), false // no region open sees into this one
+		// no region open sees into this one
+		if e == nil {
+			return nil, false
+		}
+		return e.v, false
 	}
-	e := s.top.table.lookup(name)
+	b := s.boundary
 	var inner *innerDef
 	if e != nil {
 		inner = e.inner
 	}
 	for d := inner; d != nil; d = d.next {
-		if d.scope.depth > s.depth {
+		if d.depth > s.depth {
 			continue // in a region within s (s is not the innermost)
 		}
-		if b == nil || d.scope.depth >= b.depth {
+		if b == nil || d.depth >= b.depth {
 			return d.v, false
 		}
 		break // outside the fusion
 	}
 	if b != nil {
 		// the fusion's operands
-		if v := b.get(name); v != nil {
+		if v := b.operands.get(name); v != nil {
 			return v, false
 		}
 		return nil, true
@@ -115,21 +141,33 @@ func (s *scope) lookup(name string) (v *ir.Value, crossedFusion bool) {
 	if e == nil {
 		return nil, false
 	}
-	return e.v, false // the top level's (scope.get)
+	return e.v, false // the top level's
 }
 
-// get is the value name means in this scope itself (not its parents).
-func (s *scope) get(name string) *ir.Value {
-	switch {
-	case s.table != nil:
-		if e := s.table.lookup(name); e != nil {
-			return e.v
-		}
-		return nil
-	case s.names != nil:
-		return s.names[name]
+// set makes v's name mean v in this scope, which defines it.
+func (s *scope) set(v *ir.Value) { s.setEntry(v, s.env.table.entry(v.Name)) }
+
+// setEntry is set, given the entry of v's name.
+func (s *scope) setEntry(v *ir.Value, e *nameEntry) {
+	if s.depth == 0 {
+		e.v = v
+		return
 	}
-	for _, v := range s.vals {
+	d := take(&s.env.defs)
+	d.v, d.entry, d.next, d.prev, d.depth = v, e, e.inner, s.last, s.depth
+	e.inner = d
+	s.last = d
+}
+
+// capture makes v, an operand of the fusion whose body s is, visible in s.
+func (s *scope) capture(v *ir.Value) { s.operands.add(v) }
+
+// get is the operand named name, nil if none is.
+func (o *operandSet) get(name string) *ir.Value {
+	if o.names != nil {
+		return o.names[name]
+	}
+	for _, v := range o.vals {
 		if v.Name == name {
 			return v
 		}
@@ -137,85 +175,63 @@ func (s *scope) get(name string) *ir.Value {
 	return nil
 }
 
-// set makes v's name mean v in this scope, which defines it.
-func (s *scope) set(v *ir.Value) {
-	if s.table == nil {
-		e := s.top.table.entry(v.Name)
-		d := take(&s.defs.slab)
-		*d = innerDef{v: v, scope: s, next: e.inner}
-		e.inner = d
-	}
-	s.capture(v)
-}
-
-// capture makes v's name mean v in this scope: a value it defines, or a
-// fusion's operand.
-func (s *scope) capture(v *ir.Value) {
-	switch {
-	case s.table != nil:
-		s.table.entry(v.Name).v = v
-		return
-	case s.names != nil:
-		s.names[v.Name] = v
+// add makes v the operand of its name.
+func (o *operandSet) add(v *ir.Value) {
+	if o.names != nil {
+		o.names[v.Name] = v
 		return
 	}
-	for i, u := range s.vals {
+	for i, u := range o.vals {
 		if u.Name == v.Name {
-			s.vals[i] = v
+			o.vals[i] = v
 			return
 		}
 	}
-	if len(s.vals) < smallScope {
-		if s.vals == nil {
-			s.vals = s.valBuf[:0]
-		}
-		s.vals = append(s.vals, v)
+	if len(o.vals) < smallScope {
+		o.vals = append(o.vals, v)
 		return
 	}
-	s.names = make(map[string]*ir.Value, 2*smallScope)
-	for _, u := range s.vals {
-		s.names[u.Name] = u
+	o.names = make(map[string]*ir.Value, 2*smallScope)
+	for _, u := range o.vals {
+		o.names[u.Name] = u
 	}
-	s.names[v.Name] = v
-	s.vals = nil
+	o.names[v.Name] = v
+	o.vals = nil
 }
 
-// end forgets the values s defines, as its region closes.
+// end forgets the values s defines, as its region closes: s is the
+// innermost scope, so they come first in their names' entries.
 func (s *scope) end() {
-	drop := func(name string) {
-		e := s.top.table.lookup(name)
-		if e == nil {
-			return
+	for d := s.last; d != nil; d = d.prev {
+		i := d.entry.inner
+		for i != nil && i.depth == s.depth {
+			i = i.next
 		}
-		d := e.inner
-		for d != nil && d.scope == s {
-			d = d.next
-		}
-		e.inner = d
-	}
-	for _, v := range s.vals {
-		drop(v.Name)
-	}
-	for n := range s.names {
-		drop(n)
+		d.entry.inner = i
 	}
 }
 
-// each calls f with every name this scope defines (not its parents').
+// each calls f with every name this scope defines (not its parents'), and
+// a fusion body's operands.
 func (s *scope) each(f func(string)) {
-	if s.table != nil {
-		s.table.each(func(e *nameEntry) {
+	if s.depth == 0 {
+		s.env.table.each(func(e *nameEntry) {
 			if e.v != nil {
 				f(e.name)
 			}
 		})
 		return
 	}
-	for _, v := range s.vals {
-		f(v.Name)
+	for d := s.last; d != nil; d = d.prev {
+		f(d.v.Name)
 	}
-	for n := range s.names {
-		f(n)
+	if o := s.operands; o != nil {
+		for _, v := range o.vals {
+			f(v.Name)
+		}
+		for n := range o.names {
+			f(n)
+		}
 	}
 }
 

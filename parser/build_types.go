@@ -40,7 +40,7 @@ func (b *builder) literal(text string, p lexer.Position) *ir.Value {
 	l := take(&b.ir.literals)
 	*l = lit
 	v := take(&b.ir.values)
-	*v = ir.Value{Lit: l, Pos: b.pos(p)}
+	v.Lit, v.Pos = l, b.pos(p)
 	return v
 }
 
@@ -111,12 +111,17 @@ func (b *builder) attr(attr *ir.Attr, a *attrParts, code ir.Opcode) bool {
 	if code != ir.OpInvalid {
 		spec, known = code.Info().Attr(a.key)
 	}
-	// The schema's strings, where they are the text's, cost no copy.
+	// The schema's strings, where they are the text's, cost no copy, nor
+	// does a key written again right after (one copy, compared by pointer
+	// when the list is checked for order).
 	key := spec.Key
 	if !known {
-		key = b.keep(a.key)
+		if a.key != b.lastKey {
+			b.lastKey = b.keep(a.key)
+		}
+		key = b.lastKey
 	}
-	attr.Key, attr.Pos = key, b.pos(a.pos)
+	attr.Key, attr.Pos = key, b.filePos.At(a.line, a.col)
 	switch {
 	case a.list != nil:
 		attr.Value.Kind = ir.KindInts
@@ -130,28 +135,30 @@ func (b *builder) attr(attr *ir.Attr, a *attrParts, code ir.Opcode) bool {
 			attr.Value.Ints = append(attr.Value.Ints, n)
 		}
 	case !a.num:
+		v := &attr.Value // zero: set field by field
 		switch w := a.value; w {
 		case "true", "false":
-			attr.Value = ir.AttrValue{Kind: ir.KindBool, Bool: w == "true"}
+			v.Kind, v.Bool = ir.KindBool, w == "true"
 		case "inf", "nan":
-			lit, _ := b.number(w, a.valuePos)
-			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
+			lit, _ := b.number(w, a.valuePos())
+			v.Kind, v.Float = ir.KindFloat, lit.Float
 		default:
-			attr.Value = ir.AttrValue{Kind: ir.KindWord, Word: b.word(w, spec.Words)}
+			v.Kind, v.Word = ir.KindWord, b.word(w, spec.Words)
 		}
 	default:
-		lit, ok := b.number(a.value, a.valuePos)
+		lit, ok := b.number(a.value, a.valuePos())
 		if !ok {
 			return false
 		}
 		takesPeer := (known && spec.Kind == ir.KindPeer) || (code == ir.OpInvalid && a.key == "peer")
+		v := &attr.Value
 		switch {
 		case lit.IsFloat:
-			attr.Value = ir.AttrValue{Kind: ir.KindFloat, Float: lit.Float}
+			v.Kind, v.Float = ir.KindFloat, lit.Float
 		case takesPeer && (strings.HasPrefix(a.value, "+") || strings.HasPrefix(a.value, "-")):
-			attr.Value = ir.AttrValue{Kind: ir.KindPeer, Int: lit.Int, Relative: true}
+			v.Kind, v.Int, v.Relative = ir.KindPeer, lit.Int, true
 		default:
-			attr.Value = ir.AttrValue{Kind: ir.KindInt, Int: lit.Int}
+			v.Kind, v.Int = ir.KindInt, lit.Int
 		}
 	}
 	return true
@@ -188,11 +195,25 @@ func sortAttrs(attrs []ir.Attr) {
 			}
 			return int(i - j)
 		})
-		sorted := make([]ir.Attr, len(attrs))
-		for k, i := range order {
-			sorted[k] = attrs[i]
+		// attrs[k] takes attrs[order[k]], one cycle of the permutation at
+		// a time, in place: no second list of 96-byte attributes.
+		for k := range order {
+			if order[k] < 0 {
+				continue // placed
+			}
+			held := attrs[k]
+			j := k
+			for {
+				i := int(order[j])
+				order[j] = -1
+				if i == k {
+					attrs[j] = held
+					break
+				}
+				attrs[j] = attrs[i]
+				j = i
+			}
 		}
-		copy(attrs, sorted)
 		return
 	}
 	// Insertion sort: attribute lists are short.
@@ -244,35 +265,50 @@ func (b *builder) typ(t *typeAST) (ir.Type, bool) {
 		// The type's own dims (a long list, not copied again by tensorType).
 		dims = make([]ir.Dim, 0, rank)
 	}
+	// The byte size must fit in an int64, as the passes require of every
+	// type (ir.TensorType.SizeError); 8 bytes for an unknown dtype.
+	size := uint64(8)
+	if isDType {
+		size = uint64(dt.Size())
+	}
+	maxElems := math.MaxInt64 / size
 	elems := uint64(1)
-	for k := range t.Shape.rank() {
-		extent, parallel, hasParallel := t.Shape.dim(k)
-		n, iok := b.int(&extent)
+	shape := t.Shape
+	for k := range shape.rank() {
+		// A dim the fast path read is looked at in its tokens; its nodes
+		// (40-byte positions and all) are made only for an error.
+		var n int64
+		iok, hasParallel := false, false
+		if shape.fastDims != nil {
+			d := &shape.fastDims[k]
+			n, iok = smallInt(shape.fastLine.text(&d.extent))
+			hasParallel = d.parallel.typ != 0
+		} else {
+			hasParallel = shape.Dims[k].Parallel != nil
+		}
 		if !iok {
-			ok = false
-			continue
+			extent, _, _ := shape.dim(k)
+			if n, iok = b.int(&extent); !iok {
+				ok = false
+				continue
+			}
 		}
 		if n < 1 {
+			extent, _, _ := shape.dim(k)
 			b.errs.Add(b.pos(extent.Pos), "an extent must be at least 1, got %d", n)
 			ok = false
 			continue
 		}
 		dim := ir.Dim{Extent: n}
 		if hasParallel {
-			if parallel.Text != "DIDx" {
+			if _, parallel, _ := shape.dim(k); parallel.Text != "DIDx" {
 				b.errs.Add(b.pos(parallel.Pos), "unknown device dimension %q in %d/%s (the only one is DIDx)", parallel.Text, n, parallel.Text)
 				ok = false
 			}
 			dim.Parallel = ir.DIDx
 		}
-		// The byte size must fit in an int64, as the passes require of
-		// every type (ir.TensorType.SizeError); 8 bytes for an unknown dtype.
-		size := uint64(8)
-		if isDType {
-			size = uint64(dt.Size())
-		}
 		hi, lo := bits.Mul64(elems, uint64(n))
-		if hi != 0 || lo > math.MaxInt64/size {
+		if hi != 0 || lo > maxElems {
 			b.errorAt(b.pos(t.Pos), func() string { return "tensor type " + typeText(t) + " is too large" })
 			return nil, false
 		}
@@ -318,7 +354,7 @@ func (b *builder) tensorType(dt ir.DType, dims []ir.Dim, mem ir.MemoryType) *ir.
 		}
 	}
 	t := take(&b.ir.tensors)
-	*t = ir.TensorType{DType: dt, Dims: dims, Mem: mem}
+	t.DType, t.Dims, t.Mem = dt, dims, mem
 	if cached {
 		// dims is the builder's buffer, reused by the next type; a longer
 		// list is the type's own (typ).

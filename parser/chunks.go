@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/alecthomas/participle/v2/lexer"
+
 	"github.com/hirlab/hir/ir"
 )
 
@@ -15,14 +17,16 @@ import (
 // A statement is one line and no token spans a newline, so the source is
 // cut into chunks of whole lines that are scanned and parsed apart. Workers,
 // one per core, turn each line of a chunk into an op as far as the line
-// alone says (opcode, literal operands, attributes, types, named results).
-// The builder takes the chunks in order, on the caller's goroutine, and does
-// what depends on the lines before: it resolves the operands' names, claims
-// the results' names and places the op in its region (commit). A line no
-// worker built (a header other than an op's, a `}`, anything with an error)
-// and one whose names do not resolve cleanly are scanned and built again by
-// readLine, as on one goroutine. So the errors, their positions and their
-// order are those of the sequential reader by construction.
+// alone says (opcode, literal operands, attributes, types, named results;
+// a for header's bounds and index). The builder takes the chunks in order,
+// on the caller's goroutine, and does what depends on the lines before: it
+// resolves the operands' names, claims the results' names (and a for's
+// index) and places the op in its region (commit). A short line no worker
+// built (mesh, input or output, a `}`, anything with an error) is read from
+// the tokens the worker scanned (readScanned); a long one, and one whose
+// names do not resolve cleanly, is scanned and built again by readLine, as
+// on one goroutine. So the errors, their positions and their order are
+// those of the sequential reader by construction.
 
 const (
 	parallelMin = 512 << 10 // smaller sources are read on one goroutine
@@ -195,35 +199,49 @@ func (w *builder) prebuild(p *preLine, c *chunk, l *line) {
 	}
 	w.alloc.reset()
 	ast, ok := parseLineFast(l, &w.alloc)
-	if !ok || ast.Op == nil || ast.Op.For != nil {
+	if !ok || ast.Op == nil {
 		return
 	}
 	o := ast.Op
-	op, ok := w.genericOp(o, true)
-	if !ok || len(w.errs) > 0 {
-		w.errs = w.errs[:0]
-		return
-	}
+	var op *ir.Op
 	p.refs = int32(len(c.refs))
-	g := o.Generic
-	c.refs = slices.Grow(c.refs, len(g.Operands)+len(g.fastOps))
-	for _, x := range g.Operands {
-		if x.Name != nil {
-			c.refs = append(c.refs, (*x.Name)[1:])
+	if f := o.For; f != nil {
+		// A for header: its index, as written, is its one ref (commit
+		// claims it).
+		if op, ok = w.forHeader(f); !ok || len(w.errs) > 0 {
+			w.errs = w.errs[:0]
+			return
 		}
-	}
-	for i := range g.fastOps {
-		if t := &g.fastOps[i]; t.kind() == tokVar {
-			c.refs = append(c.refs, g.fastLine.text(t)[1:])
+		c.refs = append(c.refs, f.Index.Text)
+	} else {
+		if op, ok = w.genericOp(o, true); !ok || len(w.errs) > 0 {
+			w.errs = w.errs[:0]
+			return
+		}
+		g := o.Generic
+		c.refs = slices.Grow(c.refs, len(g.Operands)+len(g.fastOps))
+		for _, x := range g.Operands {
+			if x.Name != nil {
+				c.refs = append(c.refs, (*x.Name)[1:])
+			}
+		}
+		for i := range g.fastOps {
+			if t := &g.fastOps[i]; t.kind() == tokVar {
+				c.refs = append(c.refs, g.fastLine.text(t)[1:])
+			}
 		}
 	}
 	if len(o.Results) > 0 {
+		types := w.types // genericOp's
+		if o.For != nil {
+			types = nil
+		}
 		op.Results = w.ir.valueSlice(len(o.Results))
 		for i, r := range o.Results {
-			op.Results = append(op.Results, w.result(op, r, w.types, i))
+			op.Results = append(op.Results, w.result(op, r, types, i))
 		}
 	}
-	p.op, p.open, p.pos = op, o.Generic.Open, w.pos(o.Pos)
+	p.op, p.open, p.pos = op, o.For != nil || o.Generic.Open, w.pos(o.Pos)
 }
 
 // isKeyword reports whether a line starting with the word w is a mesh,
@@ -261,6 +279,10 @@ func (b *builder) touchNames(c *chunk, p *preLine) {
 		b.names.touch(r.Name)
 	}
 	refs := c.refs[p.refs:]
+	if p.op.Code == ir.OpFor {
+		b.names.touch(refs[0][1:]) // the index
+		return
+	}
 	for _, x := range p.op.Operands {
 		if x == nil && len(refs) > 0 {
 			b.names.touch(refs[0])
@@ -274,7 +296,8 @@ func (b *builder) touchNames(c *chunk, p *preLine) {
 // every result's is new. Otherwise it returns false having changed
 // nothing that reading the line changes otherwise (statementAt and opAt do
 // nothing the second time; the name entries it makes, readLine makes in the
-// same order).
+// same order). A for header's index is claimed as forOp claims it, its
+// error (a name defined before) and all.
 func (b *builder) commit(p *preLine, refs []string) bool {
 	b.statementAt(p.pos)
 	b.opAt(p.pos)
@@ -306,6 +329,10 @@ func (b *builder) commit(p *preLine, refs []string) bool {
 		e.line, e.col = max(r.Pos.Line, 1), r.Pos.Col
 		entries = append(entries, e)
 	}
-	b.place(op, entries, nil, true, p.open)
+	fr := b.place(op, entries, nil, true, p.open)
+	if op.Code == ir.OpFor {
+		index := op.Body.Args[0]
+		b.claimIndex(fr, &nameTok{Pos: lexer.Position{Line: int(index.Pos.Line), Column: int(index.Pos.Col)}, Text: refs[0]})
+	}
 	return true
 }

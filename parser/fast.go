@@ -59,16 +59,46 @@ type fastAlloc struct {
 	lists    []intListAST
 	namePtrs []*nameTok
 	typePtrs []*typeAST
-	// scratch: a list's elements, gathered before they are carved (carveList),
-	// and where each type and dim starts (elideList)
-	nameToks                          []lexeme      // a line's results (names)
-	opToks                            []lexeme      // a line's operands (genericAST.fastOps)
-	itemToks                          []lexeme      // its lists' items (intListAST.fastItems)
-	dimToks                           []fastDim     // its types' dims (shapeAST.fastDims)
-	attrToks                          []fastAttr    // its attributes (genericAST.fastAttrs)
-	listScratch                       []*intListAST // their lists (genericAST.fastLists)
-	typeScratch                       []*typeAST
-	attrStarts, typeStarts, dimStarts []int32
+	// scratch: a list's elements, gathered before they are carved (carveList)
+	nameToks    []lexeme      // a line's results (names)
+	opToks      []lexeme      // a line's operands (genericAST.fastOps)
+	itemToks    []lexeme      // its lists' items (intListAST.fastItems)
+	dimToks     []fastDim     // its types' dims (shapeAST.fastDims)
+	attrToks    []fastAttr    // its attributes (genericAST.fastAttrs)
+	listScratch []*intListAST // their lists (genericAST.fastLists)
+	typeScratch []*typeAST
+}
+
+// listStarts is where the elements of a list start (token indices), for
+// elideList, which asks only for element elideKeep and the elideKeep-th
+// from the end: the first and the last keepStarts are kept, not one per
+// element (a list may have millions).
+type listStarts struct {
+	n           int
+	first, last [keepStarts]int32 // last: element k at k%keepStarts
+}
+
+// keepStarts bounds elideKeep (a test lowers it): elideList asks for
+// element n-elideKeep of a list whose starts may have one more element
+// noted than it has (a last one that failed).
+const keepStarts = 8
+
+// add notes that the next element starts at token i.
+func (s *listStarts) add(i int) {
+	if s.n < keepStarts {
+		s.first[s.n] = int32(i)
+	}
+	s.last[s.n%keepStarts] = int32(i)
+	s.n++
+}
+
+// at is where element k starts: one of the first or the last keepStarts
+// noted.
+func (s *listStarts) at(k int) int {
+	if k < keepStarts {
+		return int(s.first[k])
+	}
+	return int(s.last[k%keepStarts])
 }
 
 const slab = 256
@@ -105,17 +135,18 @@ func push[T any](s []T, v T) []T {
 }
 
 // grow is push for a list of the line whose elements take at least
-// minBytes bytes each: once the list is long (reserveAt elements) and
-// full, it is given room for as many as the rest of the line could hold
-// (at least doubled), so that a list of millions is not copied again and
-// again as it grows.
+// minBytes bytes each but the last (minBytes-1: what separates them
+// included): once the list is long (reserveAt elements) and full, it is
+// given room for v and as many as the rest of the line could hold (at
+// least doubled), so that a list of millions is not copied again and again
+// as it grows.
 func grow[T any](p *fastParser, s []T, v T, minBytes int) []T {
 	if len(s) == cap(s) && len(s) >= reserveAt {
-		rest := len(p.l.src) - p.tok().off
-		if nl := strings.IndexByte(p.l.src[p.tok().off:], '\n'); nl >= 0 {
+		rest := len(p.l.src) - p.tok().offset()
+		if nl := strings.IndexByte(p.l.src[p.tok().offset():], '\n'); nl >= 0 {
 			rest = nl
 		}
-		s = slices.Grow(s, max(rest/minBytes+1, len(s)))
+		s = slices.Grow(s, max((rest+1)/minBytes+1, len(s)))
 	}
 	return push(s, v)
 }
@@ -125,7 +156,7 @@ func grow[T any](p *fastParser, s []T, v T, minBytes int) []T {
 // commas left on the line (at least doubled).
 func growList[T any](p *fastParser, s []T, v T) []T {
 	if len(s) == cap(s) && len(s) >= reserveAt {
-		rest := p.l.src[p.tok().off:]
+		rest := p.l.src[p.tok().offset():]
 		if nl := strings.IndexByte(rest, '\n'); nl >= 0 {
 			rest = rest[:nl]
 		}
@@ -453,14 +484,14 @@ func (p *fastParser) generic() (*genericAST, bool) {
 	if p.tok().kind() == tokIdent {
 		attrs := p.a.attrToks[:0]
 		lists := p.a.listScratch[:0]
-		starts := p.a.attrStarts[:0]
+		var starts listStarts
 		ok := true
 		for ok && p.tok().kind() == tokIdent {
 			if !p.isPunct(p.i+1, '=') {
 				ok = false
 				break
 			}
-			starts = push(starts, int32(p.i))
+			starts.add(p.i)
 			a := fastAttr{key: *p.tok()}
 			p.i += 2 // key =
 			t := p.tok()
@@ -478,11 +509,11 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			if !ok {
 				break
 			}
-			attrs = grow(p, attrs, a, len("k=1"))
+			attrs = grow(p, attrs, a, len("k=1 "))
 			p.release(len(attrs))
 		}
-		p.a.attrToks, p.a.listScratch, p.a.attrStarts = attrs, lists, starts
-		p.l.elideList(len(attrs), false, false, func(k int) int { return int(starts[k]) })
+		p.a.attrToks, p.a.listScratch = attrs, lists
+		p.l.elideList(len(attrs), false, false, starts.at)
 		if !ok {
 			return nil, false
 		}
@@ -490,11 +521,11 @@ func (p *fastParser) generic() (*genericAST, bool) {
 	}
 	if p.punct(':') {
 		types := p.a.typeScratch[:0]
-		starts := p.a.typeStarts[:0]
+		var starts listStarts
 		ok := true
 		for {
 			p.next() // : or ,
-			starts = growList(p, starts, int32(p.i))
+			starts.add(p.i)
 			var t *typeAST
 			if t, ok = p.typ(); !ok {
 				break
@@ -505,8 +536,8 @@ func (p *fastParser) generic() (*genericAST, bool) {
 			}
 			p.release(len(types))
 		}
-		p.a.typeScratch, p.a.typeStarts = types, starts
-		p.l.elideList(len(types), true, false, func(k int) int { return int(starts[k]) })
+		p.a.typeScratch = types
+		p.l.elideList(len(types), true, false, starts.at)
 		if !ok {
 			return nil, false
 		}
@@ -534,10 +565,10 @@ func (p *fastParser) typ() (*typeAST, bool) {
 		// The dims' tokens, after those of the line's types before.
 		start := len(p.a.dimToks)
 		dims := p.a.dimToks
-		starts := p.a.dimStarts[:0]
+		var starts listStarts
 		ok := true
 		for {
-			starts = growList(p, starts, int32(p.i))
+			starts.add(p.i)
 			if p.tok().kind() != tokInt {
 				ok = false
 				break
@@ -560,8 +591,8 @@ func (p *fastParser) typ() (*typeAST, bool) {
 			p.next()
 			p.release(len(dims) - start)
 		}
-		p.a.dimToks, p.a.dimStarts = dims, starts
-		p.l.elideList(len(dims)-start, true, false, func(k int) int { return int(starts[k]) })
+		p.a.dimToks = dims
+		p.l.elideList(len(dims)-start, true, false, starts.at)
 		if !ok {
 			return nil, false
 		}
@@ -654,16 +685,77 @@ func (b *builder) readLine(s *scanner) bool {
 }
 
 // readScanned is readLine for the line at s whose tokens, all of them (the
-// last its EOF), a worker scanned: toks, bad as its line.bad.
+// last its EOF), a worker scanned: toks, bad as its line.bad. They are read
+// where they are, not copied (capped: nothing is appended to them).
 func (b *builder) readScanned(s *scanner, toks []lexeme, bad bool) {
+	if b.rejectedAtOnce(s, toks, bad) {
+		return
+	}
 	l := &b.cur
-	l.begin(s, l.toks)
-	l.toks = append(l.toks, toks...)
+	own := l.toks // the buffer lines are scanned into
+	l.begin(s, toks[:len(toks):len(toks)])
+	l.toks = l.toks[:len(toks)]
 	l.done, l.bad = true, bad
 	b.alloc.reset()
 	b.parseLine(l)
 	b.line(l)
 	l.finish()
+	l.toks = own[:0]
+}
+
+// rejectedAtOnce reads, as parseLine and line would and in fewer steps, a
+// line a worker scanned (readScanned's toks and bad) that is rejected at
+// its first token (no statement starts with a token other than a word, a
+// name or a `}`) and holds no name, where its error is a bad character's
+// or is one the list of errors would only count: a file of millions of
+// such lines (`,` or `}` or a NUL byte on each) is rejected at the rate a
+// valid one is read. It reports false, having done nothing, for any other
+// line; a lone `}`, which closes a region or is rejected, it reads too.
+func (b *builder) rejectedAtOnce(s *scanner, toks []lexeme, bad bool) bool {
+	first := &toks[0]
+	pos := func(t *lexeme) ir.Pos { return b.filePos.At(s.line, t.offset()-s.lineStart+1) }
+	if first.is(s.src, '}') {
+		if bad || len(toks) != 2 {
+			return false
+		}
+		// what parseLineFast and line make of it
+		b.close(&closeAST{Pos: lexer.Position{Offset: first.offset(), Line: s.line, Column: first.offset() - s.lineStart + 1}, Brace: true})
+		return true
+	}
+	if k := first.kind(); k == tokIdent || k == tokVar {
+		return false
+	}
+	var badTok *lexeme
+	for i := range toks {
+		switch t := &toks[i]; t.kind() {
+		case tokVar:
+			return false // a name, which a rejected line poisons
+		case tokBad:
+			if badTok == nil {
+				badTok = t
+			}
+		}
+	}
+	// parseLine's error: the first bad character's, or a syntax error the
+	// grammar would word, but which is only counted.
+	switch {
+	case bad && badTok != nil:
+		t := *badTok
+		b.errorAt(pos(&t), func() string { return badMessage(s.src, t) })
+	case b.errs.Keeps(pos(first)):
+		return false
+	default:
+		b.errs.Add(pos(first), "")
+	}
+	// rejectedLine's: a region it opens is matched with its }.
+	if last := len(toks) - 2; last >= 0 && toks[last].is(s.src, '{') {
+		fr := take(&b.frames)
+		fr.broken = true
+		b.push(fr, pos(first))
+	} else {
+		b.top().tainted = true
+	}
+	return true
 }
 
 // presize sizes the builder for a program of about that many lines and

@@ -54,6 +54,11 @@ func differentialSeeds(t testing.TB) [][]byte {
 		"mesh 2\n%a = f x=[1, 2 y=3\n%b = f x=[] : f32[] symmetric, f32 {\n%c, = f\n%d, %e = f : f32[2], f32[3] foo {\n}\n}\n} }\noutput\noutput %a,\n",
 		"mesh 2\n%a = f : \n%b = f : f32[8] , \n%c = f : f32[8]] , f32\n%d = f x = ]\n%e = f x=-1 y=true z=word w=[1,2,3]\n",
 		"mesh 2\nfor %i = 0 to 4 {\n%a = for %j = 1 to 2 step 3 {\n}\n}\nfor %i = 0 to 4 { x\n",
+		// for headers a worker builds (chunks.go) whose names clash
+		"mesh 1\ninput %x : f32[4]\nfor %i = 0 to 2 {\nfor %i = 0 to 3 {\n%i = for %k = 0 to 1 {\n}\n%y = relu %i\n}\n%r = for %x = 1 to 2 streams 2 {\n}\n%r, %s = for %q = 99999999999999999999 to 1 {\n}\n%s = for %t = 0 to 1 step 1 {\n%u = add %t, %x\n}\n}\noutput %s, %u\n",
+		// lines rejected at their first token, past the errors worded
+		// (rejectedAtOnce), among lines that are not
+		"mesh 1\ninput %x : f32[4]\n" + strings.Repeat("}\n,\n\x00\n= {\n1 2\n[ %x\n} }\n\x00 {\n%a = relu %x\n}\n", 12) + "output %x\n",
 	} {
 		seeds = append(seeds, []byte(s))
 	}
@@ -291,7 +296,14 @@ func materializeLists(ast *lineAST) {
 		for k := range g.fastAttrs {
 			var p attrParts
 			g.attr(k, &lists, &p)
-			a := &attrAST{Pos: p.pos, Key: p.key, Value: &attrValueAST{Pos: p.valuePos, List: p.list}}
+			// positions as the parts give them (the offsets, which
+			// they do not keep, from the tokens)
+			fa := &g.fastAttrs[k]
+			a := &attrAST{
+				Pos:   lexer.Position{Offset: fa.key.offset(), Line: p.line, Column: p.col},
+				Key:   p.key,
+				Value: &attrValueAST{Pos: lexer.Position{Offset: fa.value.offset(), Line: p.line, Column: p.valueCol}, List: p.list},
+			}
 			switch {
 			case p.list != nil:
 			case p.num:

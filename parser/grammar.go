@@ -105,11 +105,16 @@ type fastAttr struct{ key, value lexeme }
 // grammar's node or the fast path's tokens: no node is made of the
 // fast path's, and none holds a pointer (a line may have millions).
 type attrParts struct {
-	pos, valuePos lexer.Position
-	key           string
-	value         string      // the value's text, a number or a word; "" for a list
-	num           bool        // value is a number
-	list          *intListAST // the value, where it is a list
+	line, col, valueCol int         // where the key and the value are (line:col)
+	key                 string      //
+	value               string      // the value's text, a number or a word; "" for a list
+	num                 bool        // value is a number
+	list                *intListAST // the value, where it is a list
+}
+
+// valuePos is where the value is.
+func (a *attrParts) valuePos() lexer.Position {
+	return lexer.Position{Line: a.line, Column: a.valueCol}
 }
 
 // attrCount is how many attributes the op has.
@@ -122,8 +127,10 @@ func (g *genericAST) attr(k int, lists *int, a *attrParts) {
 		g.Attrs[k].parts(a)
 		return
 	}
+	// Field by field, positions as numbers: a line may have millions.
 	l, fa := g.fastLine, &g.fastAttrs[k]
-	*a = attrParts{pos: l.pos(&fa.key), key: l.text(&fa.key), valuePos: l.pos(&fa.value)}
+	a.line, a.col, a.valueCol = l.num, fa.key.offset()-l.start+1, fa.value.offset()-l.start+1
+	a.key, a.value, a.num, a.list = l.text(&fa.key), "", false, nil
 	switch fa.value.kind() {
 	case tokInt, tokFloat:
 		a.value, a.num = l.text(&fa.value), true
@@ -138,7 +145,7 @@ func (g *genericAST) attr(k int, lists *int, a *attrParts) {
 // parts is the attribute's parts, in p.
 func (a *attrAST) parts(p *attrParts) {
 	v := a.Value
-	*p = attrParts{pos: a.Pos, key: a.Key, valuePos: v.Pos, list: v.List}
+	*p = attrParts{line: a.Pos.Line, col: a.Pos.Column, valueCol: v.Pos.Column, key: a.Key, list: v.List}
 	switch {
 	case v.Num != nil:
 		p.value, p.num = *v.Num, true

@@ -175,9 +175,10 @@ func BenchmarkRejectHostile(b *testing.B) {
 
 // hostileBound is how many times longer a byte of a hostile input may
 // take to read than a byte of a valid program (TestRejectHostileRate).
-// The inputs of 1 MB take 0.1 to 3 times as long (at 4 MB, 0.3 to 3.1
-// times: BenchmarkRejectHostile), nesting and deep-values the slowest:
-// the bound leaves room for a slow or busy machine, and still fails a path
+// The inputs of 1 MB take 0.25 to 2.5 times as long (at 4 MB, 0.1 to 1.6
+// times: BenchmarkRejectHostile, 2026-11-27), attr-lists, bad-lines and
+// undefined-each-line the slowest at 1 MB, attrs and results at 4: the
+// bound leaves room for a slow or busy machine, and still fails a path
 // that costs several times as long, or grows faster than its input.
 const hostileBound = 6
 

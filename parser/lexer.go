@@ -81,22 +81,25 @@ func isIdentChar(c byte) bool { return isIdentStart(c) || isDigit(c) }
 func isNameChar(c byte) bool { return isIdentChar(c) || c == '.' }
 
 // lexeme is a token as the scanner makes it: where it is in the source and
-// its type, 16 bytes and no pointer, so that a line of millions of tokens
-// costs the garbage collector nothing. Its text is src[off:off+n]; its line
+// its type, 12 bytes and no pointer, so that a line of millions of tokens
+// costs the garbage collector nothing and as little memory as can be. Its
+// text is src[off:off+n] (Parse reads sources of less than 4 GiB); its line
 // and column are its line's (line.pos); a tokBad's message is worded from
 // its text when an error needs it (badMessage).
 type lexeme struct {
-	off int
-	n   uint32
-	typ int8
+	off, n uint32
+	typ    int8
 }
 
 func (t lexeme) kind() lexer.TokenType { return lexer.TokenType(t.typ) }
 
-func (t lexeme) end() int { return t.off + int(t.n) }
+// offset is where t starts in the source.
+func (t lexeme) offset() int { return int(t.off) }
+
+func (t lexeme) end() int { return int(t.off) + int(t.n) }
 
 // is reports whether t is the punctuation c.
-func (t lexeme) is(src string, c byte) bool { return t.typ == int8(tokPunct) && src[t.off] == c }
+func (t lexeme) is(src string, c byte) bool { return t.typ == int8(tokPunct) && src[t.offset()] == c }
 
 // scanner scans src a token at a time.
 type scanner struct {
@@ -126,7 +129,7 @@ func (s *scanner) next() lexeme {
 			continue
 		case c == '\n':
 			s.i, s.line, s.lineStart, s.onLine = i+1, s.line+1, i+1, false
-			return lexeme{off: i, typ: int8(tokNewline)}
+			return lexeme{off: uint32(i), typ: int8(tokNewline)}
 		case c == '/' && i+1 < len(src) && src[i+1] == '/':
 			end := len(src)
 			if nl := strings.IndexByte(src[i:], '\n'); nl >= 0 {
@@ -165,23 +168,23 @@ func (s *scanner) next() lexeme {
 			i += size // a bad character, or an invalid byte
 		}
 		s.i, s.onLine = i, true
-		return lexeme{off: start, n: uint32(i - start), typ: int8(typ)}
+		return lexeme{off: uint32(start), n: uint32(i - start), typ: int8(typ)}
 	}
 	s.i = i
-	return lexeme{off: i, typ: int8(tokEOF)}
+	return lexeme{off: uint32(i), typ: int8(tokEOF)}
 }
 
 // badMessage words the tokBad t of src: each kind of bad token starts
 // with a byte of its own, which next and scanNumber decided it on.
 func badMessage(src string, t lexeme) string {
-	c := src[t.off]
+	c := src[t.offset()]
 	switch {
 	case c == '%':
 		return "a name needs letters, digits, _ or . after %"
-	case isDigit(c) || ((c == '-' || c == '+') && t.off+1 < len(src) && isDigit(src[t.off+1])):
-		return fmt.Sprintf("malformed number %q", src[t.off:t.end()])
+	case isDigit(c) || ((c == '-' || c == '+') && t.offset()+1 < len(src) && isDigit(src[t.offset()+1])):
+		return fmt.Sprintf("malformed number %q", src[t.offset():t.end()])
 	}
-	r, size := utf8.DecodeRuneInString(src[t.off:])
+	r, size := utf8.DecodeRuneInString(src[t.offset():])
 	switch {
 	case r == utf8.RuneError && size <= 1:
 		return fmt.Sprintf("invalid UTF-8 byte 0x%02x", c)
@@ -202,8 +205,8 @@ func scan(filename, src string) []lexer.Token {
 		t := s.next()
 		tok := lexer.Token{
 			Type:  t.kind(),
-			Value: src[t.off:t.end()],
-			Pos:   lexer.Position{Filename: filename, Offset: t.off, Line: line, Column: t.off - lineStart + 1},
+			Value: src[t.offset():t.end()],
+			Pos:   lexer.Position{Filename: filename, Offset: t.offset(), Line: line, Column: t.offset() - lineStart + 1},
 		}
 		switch t.kind() {
 		case tokBad:

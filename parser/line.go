@@ -144,7 +144,7 @@ func (l *line) empty() bool { return l.at(0).kind() == tokEOF }
 func (l *line) finish() bool {
 	end := len(l.src)
 	if l.done {
-		end = l.toks[len(l.toks)-1].off // the EOF: the newline, or the end
+		end = l.toks[len(l.toks)-1].offset() // the EOF: the newline, or the end
 	} else if nl := strings.IndexByte(l.src[l.sc.i:], '\n'); nl >= 0 {
 		end = l.sc.i + nl
 	}
@@ -157,13 +157,13 @@ func (l *line) finish() bool {
 	return true
 }
 
-func (l *line) text(t *lexeme) string { return l.src[t.off:t.end()] }
+func (l *line) text(t *lexeme) string { return l.src[t.offset():t.end()] }
 
 // pos is where t is. It leaves the file's name out: the builder takes
 // the line and column (builder.pos), and a position without a pointer
 // costs the garbage collector less in a tree of millions of nodes.
 func (l *line) pos(t *lexeme) lexer.Position {
-	return lexer.Position{Offset: t.off, Line: l.num, Column: t.off - l.start + 1}
+	return lexer.Position{Offset: t.offset(), Line: l.num, Column: t.offset() - l.start + 1}
 }
 
 // intTok is t as the grammar's node.
@@ -247,7 +247,7 @@ func (l *line) elideList(n int, sep, vars bool, start func(k int) int) {
 // of dims). The spans stay sorted.
 func (l *line) elideSpan(sp span) {
 	if k := sp.to - l.base; k >= 0 && k < len(l.toks) {
-		sp.next = l.toks[k].off
+		sp.next = l.toks[k].offset()
 	}
 	spans := l.elide[:0]
 	at := -1
@@ -308,7 +308,7 @@ func (l *line) grammarTokens(limit int, elide bool) (toks []lexer.Token, whole b
 	skip := func(sp span) bool { return elide && sp.to <= limit && (limit-8 < sp.from || limit-8 >= sp.to) }
 	for i, t := range l.tokens(skip) {
 		if i == limit-8 {
-			near = t.off
+			near = t.offset()
 		}
 		switch {
 		case t.kind() == tokEOF:

@@ -86,6 +86,7 @@ func (b *builder) parse(src []byte, verify bool) (*ir.Program, error) {
 		// A token's length is kept in 32 bits (lexeme).
 		return nil, ir.ErrorList{ir.Errorf(ir.FilePos(filename), "the program is %d bytes: hir reads programs of at most 4 GiB", len(src))}
 	}
+	defer lessGC(len(src))()
 	// The source is read in place, not copied: what the program keeps of
 	// its text (names, attribute keys and words) is copied out (keep), so
 	// nothing refers to src once Parse returns.
