@@ -32,13 +32,10 @@ func (d *Comm) orderAfterPrevious(cs *CommState, ch *CommChannel, s *gpu.Stream,
 	prev := cs.last
 	cs.last = ch
 	cs.Mu.Unlock()
-	if prev == nil || prev == ch || prev.stream == nil {
+	switch orderBefore(prev, ch, capture) {
+	case orderNothing:
 		return nil
-	}
-	if !prev.doneSet || prev.doneIn != capture {
-		if capture != nil {
-			return nil // recorded before this capture began: the capture starts after it
-		}
+	case orderRecordThenWait:
 		// Recorded while one stream ran collectives (none then): record
 		// now, which waits for the later work on that stream too.
 		if err := d.recordDone(prev, prev.stream, capture); err != nil {
@@ -49,6 +46,31 @@ func (d *Comm) orderAfterPrevious(cs *CommState, ch *CommChannel, s *gpu.Stream,
 		return fmt.Errorf("cuda: rank %d: order the collective after the one on channel %d: %w", d.Opts.Rank, prev.Idx, err)
 	}
 	return nil
+}
+
+// orderStep is what a collective on one channel does, before its launch,
+// about the collective issued before it.
+type orderStep uint8
+
+const (
+	orderNothing        orderStep = iota // none before, the same channel, or its stream closed (its work done)
+	orderWait                            // wait for the event recorded after it
+	orderRecordThenWait                  // record that event now (none was), then wait
+)
+
+// orderBefore decides the step for a collective on ch after one on prev
+// (nil: none yet), within capture (nil: eager). An event recorded outside
+// the open capture is not waited for: the capture starts after it.
+func orderBefore(prev, ch *CommChannel, capture any) orderStep {
+	switch {
+	case prev == nil, prev == ch, prev.stream == nil:
+		return orderNothing
+	case prev.doneSet && prev.doneIn == capture:
+		return orderWait
+	case capture != nil:
+		return orderNothing
+	}
+	return orderRecordThenWait
 }
 
 // collectiveIssued records, after a collective on channel ch (stream s),
