@@ -179,7 +179,9 @@ func (r *rank) splitGraph(f *frame, p *opPlan) error {
 		if s := &f.vals[i]; s.live {
 			s.ready = nil
 			if s.done != nil {
-				s.done.Close()
+				if s.done != settled {
+					r.pool.recycleEvent(s.done)
+				}
 				s.done = settled
 			}
 		}

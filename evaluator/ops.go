@@ -413,7 +413,7 @@ func (r *rank) collective(f *frame, p *opPlan) error {
 		}
 	}
 	if op.Async() {
-		done, err := r.dev.NewEvent()
+		done, err := r.pool.takeEvent() // back to the pool at its wait
 		if err != nil {
 			return err
 		}
@@ -456,11 +456,14 @@ func (r *rank) asyncStream(f *frame) (runtime.Stream, error) {
 		}
 		r.comm = s
 	}
-	ev, err := r.dev.NewEvent()
+	// A pooled event: the wait keeps the record it saw, so the event is
+	// free for the next record at once (no driver calls to make and
+	// destroy one per async op).
+	ev, err := r.pool.takeEvent()
 	if err != nil {
 		return nil, err
 	}
-	defer ev.Close()
+	defer r.pool.recycleEvent(ev)
 	if err := f.current.Record(ev); err != nil {
 		return nil, err
 	}
@@ -483,12 +486,13 @@ func (r *rank) wait(f *frame, id int) error {
 	if s.done == nil {
 		return fmt.Errorf("%s is not the result of an async op, or was waited for already", r.job.plan.values[id])
 	}
+	var err error
 	if s.done != settled { // settled: done before a graph split
-		if err := f.current.WaitEvent(s.done); err != nil {
+		if err = f.current.WaitEvent(s.done); err != nil {
 			return err
 		}
+		r.pool.recycleEvent(s.done)
 	}
-	err := s.done.Close()
 	s.done = nil
 	if err == nil && r.job.multiStream {
 		// From here the value is ready in the order of the current stream.
