@@ -649,6 +649,12 @@ var references = map[string]reference{
 		y := matmul(c.in["x"], c.in["w"]) // every decomposition: the gathered rows times w
 		return c.each(func(int) map[string]tens { return map[string]tens{"ref": y, "chunked": y, "ring": y} })
 	},
+	// every chunk multiplied into its place: the gathered rows times w,
+	// and nothing but zeros in the difference from the whole product
+	"matmul_into": func(c *refCtx) []map[string]tens {
+		y := matmul(c.in["x"], c.in["w"])
+		return c.each(func(int) map[string]tens { return map[string]tens{"chunked": y, "diff": zeros(y)} })
+	},
 	"tp_matmul_reduce_scatter": func(c *refCtx) []map[string]tens {
 		p := matmul(c.in["a"], c.in["w"]) // the same on every rank: a and w are not sharded
 		total := overRanks([]tens{p, p, p, p}, add)
