@@ -382,7 +382,7 @@ func (b *builder) op(o *opAST) {
 		return
 	}
 	op, ok := b.genericOp(o, false)
-	b.finishOp(op, o.Results, b.types, ok, o.Generic.Open)
+	b.finishOp(op, o, b.types, ok, o.Generic.Open)
 }
 
 // genericOp builds the op of a line that is not a for header, but for its
@@ -449,9 +449,9 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 		types = push(types, typ)
 	}
 	b.types = types
-	if len(g.Types) > 0 && len(g.Types) != len(o.Results) {
+	if n := o.resultCount(); len(g.Types) > 0 && len(g.Types) != n {
 		b.errs.Add(b.pos(g.Types[0].Pos), "%s: %d type%s after the colon for %d result%s",
-			g.Name.Text, len(g.Types), plural(len(g.Types)), len(o.Results), plural(len(o.Results)))
+			g.Name.Text, len(g.Types), plural(len(g.Types)), n, plural(n))
 		ok = false
 	}
 
@@ -467,7 +467,7 @@ func (b *builder) genericOp(o *opAST, local bool) (*ir.Op, bool) {
 // forOp builds a for header and opens its body.
 func (b *builder) forOp(o *opAST) {
 	op, ok := b.forHeader(o.For)
-	fr := b.finishOp(op, o.Results, nil, ok, true)
+	fr := b.finishOp(op, o, nil, ok, true)
 	b.claimIndex(fr, o.For.Index)
 }
 
@@ -531,32 +531,34 @@ func (b *builder) claimIndex(fr *frame, n *nameTok) {
 
 // finishOp makes op's results and either adds op to the current block or,
 // for a header ending in `{`, opens its region and returns the frame.
-func (b *builder) finishOp(op *ir.Op, results []*nameTok, types []ir.Type, ok, open bool) *frame {
-	if len(results) > 0 && op.Results == nil {
-		op.Results = b.ir.valueSlice(len(results))
+func (b *builder) finishOp(op *ir.Op, o *opAST, types []ir.Type, ok, open bool) *frame {
+	n := o.resultCount()
+	if n > 0 && op.Results == nil {
+		op.Results = b.ir.valueSlice(n)
 	}
 	// the claimed names' entries, for the top level's scope.set below
 	var entryBuf [4]*nameEntry
 	entries := entryBuf[:0]
-	if len(results) > len(entryBuf) {
-		b.names.reserve(len(results))
+	if n > len(entryBuf) {
+		b.names.reserve(n)
 	}
-	for i, r := range results {
-		if j := i + touchAhead; j < len(results) {
-			b.names.touch(results[j].Text[1:])
+	for i := range n {
+		if j := i + touchAhead; j < n {
+			b.names.touch(o.resultText(j)[1:])
 		}
-		e, claimed := b.claimEntry(r)
+		r := o.result(i)
+		e, claimed := b.claimEntry(&r)
 		if !claimed {
 			ok = false
 			continue
 		}
 		entries = append(entries, e)
-		op.Results = append(op.Results, b.result(op, r, types, i))
+		op.Results = append(op.Results, b.result(op, &r, types, i))
 	}
-	if len(op.Results) != len(results) || len(results) == 0 {
+	if len(op.Results) != n || n == 0 {
 		op.Results = nil
 	}
-	return b.place(op, entries, results, ok, open)
+	return b.place(op, entries, o, ok, open)
 }
 
 // touchAhead is how far ahead of the name looked up its slot is fetched
@@ -576,12 +578,13 @@ func (b *builder) result(op *ir.Op, r *nameTok, types []ir.Type, i int) *ir.Valu
 
 // place adds op, whose results' names are claimed (entries), to the
 // current block or, for a header ending in `{`, opens its region and
-// returns the frame. results are the names as written (for a rejected op).
-func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok, open bool) *frame {
+// returns the frame. o is the line, whose results are the names as written
+// (for a rejected op; nil where op is not).
+func (b *builder) place(op *ir.Op, entries []*nameEntry, o *opAST, ok, open bool) *frame {
 	if !open {
 		if !ok {
 			b.top().tainted = true
-			b.poisonResults(results)
+			b.poisonResults(o)
 			return nil
 		}
 		top := b.top()
@@ -605,7 +608,7 @@ func (b *builder) place(op *ir.Op, entries []*nameEntry, results []*nameTok, ok,
 	fr := take(&b.frames)
 	fr.op, fr.block, fr.broken = op, op.Body, !ok
 	if !ok {
-		b.poisonResults(results)
+		b.poisonResults(o)
 	}
 	b.push(fr, op.Pos)
 	if op.Code == ir.OpFusion {

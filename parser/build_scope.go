@@ -389,8 +389,12 @@ func (b *builder) isPoisoned(name string) bool {
 
 // poisonResults marks the results of a rejected op, except names that were
 // defined before (those still mean the earlier value).
-func (b *builder) poisonResults(results []*nameTok) {
-	for _, r := range results {
+func (b *builder) poisonResults(o *opAST) {
+	if o == nil {
+		return
+	}
+	for k := range o.resultCount() {
+		r := o.result(k)
 		name := r.Text[1:]
 		if first, ok := b.defined(name); ok && first != b.pos(r.Pos) {
 			continue

@@ -231,14 +231,15 @@ func (w *builder) prebuild(p *preLine, c *chunk, l *line) {
 			}
 		}
 	}
-	if len(o.Results) > 0 {
+	if n := o.resultCount(); n > 0 {
 		types := w.types // genericOp's
 		if o.For != nil {
 			types = nil
 		}
-		op.Results = w.ir.valueSlice(len(o.Results))
-		for i, r := range o.Results {
-			op.Results = append(op.Results, w.result(op, r, types, i))
+		op.Results = w.ir.valueSlice(n)
+		for i := range n {
+			r := o.result(i)
+			op.Results = append(op.Results, w.result(op, &r, types, i))
 		}
 	}
 	p.op, p.open, p.pos = op, o.For != nil || o.Generic.Open, w.pos(o.Pos)

@@ -57,10 +57,9 @@ type fastAlloc struct {
 	types    []typeAST
 	shapes   []shapeAST
 	lists    []intListAST
-	namePtrs []*nameTok
 	typePtrs []*typeAST
 	// scratch: a list's elements, gathered before they are carved (carveList)
-	nameToks    []lexeme      // a line's results (names)
+	nameToks    []lexeme      // a line's results (opAST.fastResults)
 	opToks      []lexeme      // a line's operands (genericAST.fastOps)
 	itemToks    []lexeme      // its lists' items (intListAST.fastItems)
 	dimToks     []fastDim     // its types' dims (shapeAST.fastDims)
@@ -330,21 +329,6 @@ func (p *fastParser) nameList(buf []lexeme) (names []lexeme, ok bool) {
 	return names, ok
 }
 
-// names reads %a, %b, ... (the current token is a name) as nodes.
-func (p *fastParser) names() ([]*nameTok, bool) {
-	toks, ok := p.nameList(p.a.nameToks)
-	p.a.nameToks = toks
-	if !ok {
-		return nil, false
-	}
-	out := takeSlice(&p.a.namePtrs, len(toks))
-	for k := range toks {
-		t := &toks[k]
-		out[k] = put(&p.a.names, nameTok{Pos: p.pos(t), Text: p.text(t)})
-	}
-	return out, true
-}
-
 func (p *fastParser) input() (*inputAST, bool) {
 	in := put(&p.a.inputs, inputAST{Pos: p.pos(p.tok())})
 	p.next()
@@ -377,10 +361,13 @@ func (p *fastParser) output() (*outputAST, bool) {
 func (p *fastParser) op() (*opAST, bool) {
 	o := put(&p.a.ops, opAST{Pos: p.pos(p.tok())})
 	if p.tok().kind() == tokVar {
-		var ok bool
-		if o.Results, ok = p.names(); !ok || !p.punct('=') {
+		// The names' tokens (as an output's), not nodes.
+		names, ok := p.nameList(p.a.nameToks)
+		p.a.nameToks = names
+		if !ok || !p.punct('=') {
 			return nil, false
 		}
+		o.fastResults, o.fastLine = names, p.l
 		p.next()
 	}
 	if p.tok().kind() != tokIdent {
@@ -645,7 +632,6 @@ func (a *fastAlloc) reset() {
 	a.types = a.types[:0]
 	a.shapes = a.shapes[:0]
 	a.lists = a.lists[:0]
-	a.namePtrs = a.namePtrs[:0]
 	a.typePtrs = a.typePtrs[:0]
 	a.itemToks = a.itemToks[:0]
 	a.dimToks = a.dimToks[:0]

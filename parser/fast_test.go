@@ -230,9 +230,16 @@ func parseLineReference(tokens []lexer.Token) (ast *lineAST, err error) {
 	return parseLineAST(tokens[0], peek)
 }
 
-// materializeOperands turns the operands of the fast path's tree, kept as
-// tokens, into the grammar's nodes, to compare the trees.
+// materializeOperands turns the operands and results of the fast path's
+// tree, kept as tokens, into the grammar's nodes, to compare the trees.
 func materializeOperands(ast *lineAST) {
+	if o := ast.Op; o != nil && o.fastResults != nil {
+		for k := range o.resultCount() {
+			n := o.result(k)
+			o.Results = append(o.Results, &n)
+		}
+		o.fastResults, o.fastLine = nil, nil
+	}
 	if ast.Op == nil || ast.Op.Generic == nil || ast.Op.Generic.fastOps == nil {
 		return
 	}

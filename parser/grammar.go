@@ -64,6 +64,33 @@ type opAST struct {
 	Results []*nameTok  `parser:"( @@ ( ',' @@ )* '=' )?"`
 	For     *forAST     `parser:"( @@"`
 	Generic *genericAST `parser:"| @@ )"`
+
+	// The results as the fast path reads them, in place of Results (then
+	// nil), as an output's names: their tokens, on fastLine, where a
+	// nameTok node and its pointer cost 64 bytes (a line of millions of
+	// results). They are the fast path's, reused by the next line.
+	fastResults []lexeme
+	fastLine    *line
+}
+
+// resultCount is how many results the line names.
+func (o *opAST) resultCount() int { return len(o.Results) + len(o.fastResults) }
+
+// result is the line's result k.
+func (o *opAST) result(k int) nameTok {
+	if o.fastResults == nil {
+		return *o.Results[k]
+	}
+	t := &o.fastResults[k]
+	return nameTok{Pos: o.fastLine.pos(t), Text: o.fastLine.text(t)}
+}
+
+// resultText is the name of the line's result k, as written.
+func (o *opAST) resultText(k int) string {
+	if o.fastResults == nil {
+		return o.Results[k].Text
+	}
+	return o.fastLine.text(&o.fastResults[k])
 }
 
 type forAST struct {
