@@ -486,19 +486,18 @@ func (r *rank) wait(f *frame, id int) error {
 	if s.done == nil {
 		return fmt.Errorf("%s is not the result of an async op, or was waited for already", r.job.plan.values[id])
 	}
-	var err error
 	if s.done != settled { // settled: done before a graph split
-		if err = f.current.WaitEvent(s.done); err != nil {
+		if err := f.current.WaitEvent(s.done); err != nil {
 			return err
 		}
 		r.pool.recycleEvent(s.done)
 	}
 	s.done = nil
-	if err == nil && r.job.multiStream {
+	if r.job.multiStream {
 		// From here the value is ready in the order of the current stream.
-		err = r.markProduced(f, []int{id})
+		return r.markProduced(f, []int{id})
 	}
-	return err
+	return nil
 }
 
 func (r *rank) loop(f *frame, p *opPlan) error {

@@ -179,15 +179,16 @@ type launchArg struct {
 	lo, hi uint64 // the bytes it spans
 	stage  bool   // goes through a contiguous temporary
 	addr   uint64 // what the kernel gets: ptr, or the temporary
+	// ld and batch: the row and matrix strides a cuBLAS operand has as it
+	// lies (blasLayout); 0 when it is not one or not such a batch.
+	ld, batch int64
 }
 
 // blas is the argument as cuBLAS takes it: the tensor as it lies, or
 // its contiguous temporary.
 func (a *launchArg) blas() blasMatrix {
-	if !a.stage {
-		if ld, batch, ok := blasLayout(a.t); ok {
-			return blasMatrix{addr: a.addr, ld: ld, batch: batch}
-		}
+	if !a.stage && a.ld > 0 {
+		return blasMatrix{addr: a.addr, ld: a.ld, batch: a.batch}
 	}
 	r := len(a.t.Shape)
 	rows, cols := a.t.Shape[r-2], a.t.Shape[r-1]
@@ -240,12 +241,13 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			return fmt.Errorf("cuda: rank %d: launch %s: argument %d at %#x is not aligned to its %d-byte elements", d.Opts.Rank, k.name, i, ptr, es)
 		}
 		lo, hi := byteSpan(t, ptr)
-		stage := t.NumElements() > 0 && !t.IsContiguous()
-		if stage && k.impl == ImplCUBLAS {
-			_, _, asIs := blasLayout(t) // cuBLAS takes row and matrix strides
-			stage = !asIs
+		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: t.NumElements() > 0 && !t.IsContiguous()}
+		if k.impl == ImplCUBLAS { // cuBLAS takes row and matrix strides
+			// an output's matrices must not overlap (a stride-0 view)
+			if ld, batch, ok := blasLayout(t); ok && (i < nIn || batch >= t.Shape[len(t.Shape)-2]*ld) {
+				la[i].ld, la[i].batch, la[i].stage = ld, batch, false
+			}
 		}
-		la[i] = launchArg{t: t, ptr: ptr, lo: lo, hi: hi, addr: ptr, stage: stage}
 	}
 	for o := nIn; o < len(la); o++ {
 		for i := 0; i < nIn; i++ {

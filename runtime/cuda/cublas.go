@@ -326,7 +326,7 @@ func blasLayout(t runtime.Tensor) (ld, batch int64, ok bool) {
 		}
 		inner = st[i] * t.Shape[i]
 	}
-	return ld, batch, batch >= 0
+	return ld, batch, true
 }
 
 // gemm runs one matmul problem on stream s (under withCtx): out[batch][m][n]

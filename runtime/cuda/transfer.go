@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
-	"unsafe"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
@@ -70,15 +69,11 @@ func (d *Device) NewHostWaitEvent() (runtime.Event, error) {
 	if err := d.CheckOpen(); err != nil {
 		return nil, err
 	}
-	e := &gpu.Event{Dev: d.Device, Sleepy: true}
-	if err := d.WithCtx(func() error {
-		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventDisableTiming)
-	}); err != nil {
-		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
+	e, err := d.NewOrderEvent()
+	if err != nil {
+		return nil, err
 	}
-	d.Mu.Lock()
-	d.Events[e] = true
-	d.Mu.Unlock()
+	e.Sleepy = true
 	return e, nil
 }
 

@@ -70,13 +70,8 @@ func (d *Comm) Collective(c *runtime.CollectiveCall, rs runtime.Stream) error {
 	}
 	// A call made before (same tensors, same stream) reuses its plan,
 	// already validated and agreed on: no planning, formatting or store.
-	d.Mu.Lock()
-	capturing := d.Capture != nil
-	var capture any
-	if capturing {
-		capture = d.Capture
-	}
-	d.Mu.Unlock()
+	capture := d.captureToken()
+	capturing := capture != nil
 	key, cacheable := planKeyOf(c, s, capturing)
 	var p *CollPlan
 	if cacheable {
@@ -268,12 +263,7 @@ func (d *Comm) StreamBarrier(rs runtime.Stream) error {
 	}
 	// The barrier kernel spins for its peers as a collective does: it
 	// keeps the host's order across channels too (order.go).
-	d.Mu.Lock()
-	var capture any
-	if d.Capture != nil {
-		capture = d.Capture
-	}
-	d.Mu.Unlock()
+	capture := d.captureToken()
 	if err := d.orderAfterPrevious(cs, ch, s, capture); err != nil {
 		return err
 	}

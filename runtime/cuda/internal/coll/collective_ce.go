@@ -1,9 +1,7 @@
 package coll
 
 import (
-	"fmt"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
-	"unsafe"
 
 	"github.com/hirlab/hir/runtime"
 )
@@ -91,19 +89,14 @@ func (d *Comm) ceSide(ch *CommChannel) error {
 	}
 	var evs [2]*gpu.Event
 	for i := range evs {
-		e := &gpu.Event{Dev: d.Device}
-		if err := d.WithCtx(func() error {
-			return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventDisableTiming)
-		}); err != nil {
+		e, err := d.NewOrderEvent()
+		if err != nil {
 			side.Destroy()
 			if i == 1 {
 				evs[0].Destroy()
 			}
-			return fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
+			return err
 		}
-		d.Mu.Lock()
-		d.Events[e] = true
-		d.Mu.Unlock()
 		evs[i] = e
 	}
 	ch.side, ch.evFork, ch.evJoin = side, evs[0], evs[1]

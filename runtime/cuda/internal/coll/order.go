@@ -2,7 +2,6 @@ package coll
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 )
@@ -73,6 +72,17 @@ func orderBefore(prev, ch *CommChannel, capture any) orderStep {
 	return orderRecordThenWait
 }
 
+// captureToken is the open capture, as order.go compares captures (nil
+// when eager).
+func (d *Comm) captureToken() any {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	if d.Capture == nil {
+		return nil // not a typed nil in an interface
+	}
+	return d.Capture
+}
+
 // collectiveIssued records, after a collective on channel ch (stream s),
 // the event a later collective on another channel waits for; only while
 // collectives run on more than one stream.
@@ -89,15 +99,10 @@ func (d *Comm) collectiveIssued(cs *CommState, ch *CommChannel, s *gpu.Stream, c
 
 func (d *Comm) recordDone(ch *CommChannel, s *gpu.Stream, capture any) error {
 	if ch.done == nil {
-		e := &gpu.Event{Dev: d.Device}
-		if err := d.WithCtx(func() error {
-			return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), gpu.EventDisableTiming)
-		}); err != nil {
-			return fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
+		e, err := d.NewOrderEvent()
+		if err != nil {
+			return err
 		}
-		d.Mu.Lock()
-		d.Events[e] = true
-		d.Mu.Unlock()
 		ch.done = e
 	}
 	if err := d.WithCtx(func() error { return d.Drv.EventRecord.Call2(ch.done.H, s.H) }); err != nil {

@@ -139,9 +139,17 @@ func (d *Device) NewEvent() (runtime.Event, error) {
 	if err := d.CheckOpen(); err != nil {
 		return nil, err
 	}
+	return d.newEvent(eventDefault)
+}
+
+// NewOrderEvent creates an event that only orders work (no timing: a
+// record costs less), for the runtime's own fork, join and order points.
+func (d *Device) NewOrderEvent() (*Event, error) { return d.newEvent(EventDisableTiming) }
+
+func (d *Device) newEvent(flags uintptr) (*Event, error) {
 	e := &Event{Dev: d}
 	if err := d.WithCtx(func() error {
-		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), eventDefault)
+		return d.Drv.EventCreate.Call2(uintptr(unsafe.Pointer(&e.H)), flags)
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}
