@@ -237,5 +237,5 @@ func writesInto(op *ir.Op, i int) bool {
 		return i == 1 && op.WordAttr("dir", "") == "read"
 	}
 	// copy, matmul, a collective, recv: into the destination they were given
-	return i >= 0 && op.Code.Info().Destination(len(op.Operands)) == i
+	return op.Code.Info().Destination(len(op.Operands)) == i
 }
