@@ -168,6 +168,7 @@ func emit(p *plan, t Tuning) *Kernel {
 		decl[i] = prm.CType + " " + prm.Name
 	}
 	e.line(0, "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {", BlockSize, namePlaceholder, strings.Join(decl, ", "))
+	e.line(1, "hir_pdl_begin();")
 	if !(p.red == nil && e.n == 0) && k.Strategy != RowsBlock {
 		e.line(1, "const %[1]s tid = (%[1]s)blockIdx.x * (%[1]s)blockDim.x + (%[1]s)threadIdx.x;", e.idx)
 		e.line(1, "const %[1]s nthreads = (%[1]s)gridDim.x * (%[1]s)blockDim.x;", e.idx)

@@ -61,6 +61,7 @@ func Matmul(a, b, out Shape) (*Kernel, error) {
 	}
 	line("")
 	line("extern \"C\" __global__ void __launch_bounds__(%d) %s(const %s* __restrict__ in0, const %s* __restrict__ in1, %s* __restrict__ out0) {", BlockSize, namePlaceholder, T, T, T)
+	line("  hir_pdl_begin();")
 	// sa is stored transposed (k-major) and padded so that the stores of
 	// consecutive threads (consecutive k) fall in different banks.
 	if tiles == 0 {

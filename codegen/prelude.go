@@ -7,6 +7,17 @@ package codegen
 // wrap), instead of signed overflow, which C++ leaves undefined.
 const preludeCore = `template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
 
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
   return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;

@@ -1,4 +1,4 @@
-// kernel hir_727c20d6f3b77ca6, strategy flat, work 3
+// kernel hir_4580639852a1d2e6, strategy flat, work 3
 // param in0   const float* __restrict__                arg 0
 // param in1   const int* __restrict__                  arg 1
 // param in2   const hir_f16* __restrict__              arg 2
@@ -22,6 +22,17 @@
 // iteration space: [5]; strategy: flat
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -106,7 +117,8 @@ __device__ __forceinline__ hir_bf16 hir_st_bf16(float a) { hir_bf16 h; asm("cvt.
 __device__ __forceinline__ float hir_round_bf16(float a) { return hir_ld(hir_st_bf16(a)); }
 __device__ __forceinline__ float hir_round_bf16(double a) { return hir_ld(hir_st_bf16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_727c20d6f3b77ca6(const float* __restrict__ in0, const int* __restrict__ in1, const hir_f16* __restrict__ in2, const double* __restrict__ in3, const unsigned char* __restrict__ in4, const long long* __restrict__ in5, int* __restrict__ out0, hir_f16* __restrict__ out1, hir_bf16* __restrict__ out2, float* __restrict__ out3, double* __restrict__ out4, int* __restrict__ out5, long long* __restrict__ out6, float* __restrict__ out7) {
+extern "C" __global__ void __launch_bounds__(256) hir_4580639852a1d2e6(const float* __restrict__ in0, const int* __restrict__ in1, const hir_f16* __restrict__ in2, const double* __restrict__ in3, const unsigned char* __restrict__ in4, const long long* __restrict__ in5, int* __restrict__ out0, hir_f16* __restrict__ out1, hir_bf16* __restrict__ out2, float* __restrict__ out3, double* __restrict__ out4, int* __restrict__ out5, long long* __restrict__ out6, float* __restrict__ out7) {
+  hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   int done = 0;

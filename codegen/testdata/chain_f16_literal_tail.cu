@@ -1,4 +1,4 @@
-// kernel hir_57a8f4adca5b3d66, strategy flat, work 126
+// kernel hir_174190712ce6b1e8, strategy flat, work 126
 // param in0   const hir_f16* __restrict__              arg 0
 // param in1   const hir_f16* __restrict__              arg 1
 // param out0  hir_f16* __restrict__                    arg 2
@@ -12,6 +12,17 @@
 // iteration space: [1003]; strategy: flat
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -91,7 +102,8 @@ __device__ __forceinline__ hir_f16 hir_st_f16(float a) { hir_f16 h; asm("cvt.rn.
 __device__ __forceinline__ float hir_round_f16(float a) { return hir_ld(hir_st_f16(a)); }
 __device__ __forceinline__ float hir_round_f16(double a) { return hir_ld(hir_st_f16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_57a8f4adca5b3d66(const hir_f16* __restrict__ in0, const hir_f16* __restrict__ in1, hir_f16* __restrict__ out0, float c0) {
+extern "C" __global__ void __launch_bounds__(256) hir_174190712ce6b1e8(const hir_f16* __restrict__ in0, const hir_f16* __restrict__ in1, hir_f16* __restrict__ out0, float c0) {
+  hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   int done = 0;

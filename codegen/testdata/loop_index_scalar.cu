@@ -1,4 +1,4 @@
-// kernel hir_735a591d356f7a96, strategy flat, work 24
+// kernel hir_6d230df612fd990e, strategy flat, work 24
 // param in0   const float* __restrict__                arg 0
 // param out0  float* __restrict__                      arg 2
 // param out1  long long* __restrict__                  arg 3
@@ -12,6 +12,17 @@
 // iteration space: [6, 8]; strategy: flat
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -81,7 +92,8 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_735a591d356f7a96(const float* __restrict__ in0, float* __restrict__ out0, long long* __restrict__ out1, long long in1) {
+extern "C" __global__ void __launch_bounds__(256) hir_6d230df612fd990e(const float* __restrict__ in0, float* __restrict__ out0, long long* __restrict__ out1, long long in1) {
+  hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   int done = 0;

@@ -1,4 +1,4 @@
-// kernel hir_6945e01cff3f33b8, strategy columns, work 5
+// kernel hir_cebf53b4d27b738a, strategy columns, work 5
 // param in0   const hir_bf16* __restrict__             arg 0
 // param in1   const hir_bf16* __restrict__             arg 1
 // param out0  hir_bf16* __restrict__                   arg 2
@@ -12,6 +12,17 @@
 // iteration space: [6, 5]; strategy: columns
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -91,7 +102,8 @@ __device__ __forceinline__ hir_bf16 hir_st_bf16(float a) { hir_bf16 h; asm("cvt.
 __device__ __forceinline__ float hir_round_bf16(float a) { return hir_ld(hir_st_bf16(a)); }
 __device__ __forceinline__ float hir_round_bf16(double a) { return hir_ld(hir_st_bf16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_6945e01cff3f33b8(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0, hir_bf16* __restrict__ out1) {
+extern "C" __global__ void __launch_bounds__(256) hir_cebf53b4d27b738a(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0, hir_bf16* __restrict__ out1) {
+  hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   for (int o = tid; o < 5; o += nthreads) {

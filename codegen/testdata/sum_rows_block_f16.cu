@@ -1,4 +1,4 @@
-// kernel hir_e819954cb40fae01, strategy rows-block, work 4
+// kernel hir_bb75cae193e993b9, strategy rows-block, work 4
 // param in0   const hir_f16* __restrict__              arg 0
 // param out0  hir_f16* __restrict__                    arg 1
 // launch on 132 SMs: grid [4 1 1], block [256 1 1]
@@ -10,6 +10,17 @@
 // iteration space: [4, 4097]; strategy: rows-block
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -89,7 +100,8 @@ __device__ __forceinline__ hir_f16 hir_st_f16(float a) { hir_f16 h; asm("cvt.rn.
 __device__ __forceinline__ float hir_round_f16(float a) { return hir_ld(hir_st_f16(a)); }
 __device__ __forceinline__ float hir_round_f16(double a) { return hir_ld(hir_st_f16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_e819954cb40fae01(const hir_f16* __restrict__ in0, hir_f16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_bb75cae193e993b9(const hir_f16* __restrict__ in0, hir_f16* __restrict__ out0) {
+  hir_pdl_begin();
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   __shared__ float partial[8];

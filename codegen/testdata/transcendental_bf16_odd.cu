@@ -1,4 +1,4 @@
-// kernel hir_8a751a8041b1b175, strategy flat, work 2
+// kernel hir_cc19466afbd3b0ea, strategy flat, work 2
 // param in0   const hir_bf16* __restrict__             arg 0
 // param out0  hir_bf16* __restrict__                   arg 1
 // param out1  hir_bf16* __restrict__                   arg 2
@@ -11,6 +11,17 @@
 // iteration space: [3, 5]; strategy: flat
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -90,7 +101,8 @@ __device__ __forceinline__ hir_bf16 hir_st_bf16(float a) { hir_bf16 h; asm("cvt.
 __device__ __forceinline__ float hir_round_bf16(float a) { return hir_ld(hir_st_bf16(a)); }
 __device__ __forceinline__ float hir_round_bf16(double a) { return hir_ld(hir_st_bf16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_8a751a8041b1b175(const hir_bf16* __restrict__ in0, hir_bf16* __restrict__ out0, hir_bf16* __restrict__ out1) {
+extern "C" __global__ void __launch_bounds__(256) hir_cc19466afbd3b0ea(const hir_bf16* __restrict__ in0, hir_bf16* __restrict__ out0, hir_bf16* __restrict__ out1) {
+  hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   int done = 0;

@@ -335,10 +335,8 @@ func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *gpu.Stream) 
 	kp := k.params
 	kp.mu.Lock()
 	kp.fill(la)
-	err := d.Drv.LaunchKernel.Call11(k.fn.H,
-		uintptr(kp.grid[0]), uintptr(kp.grid[1]), uintptr(kp.grid[2]),
-		uintptr(kp.block[0]), uintptr(kp.block[1]), uintptr(kp.block[2]),
-		0, s.H, uintptr(unsafe.Pointer(&kp.ptrs[0])), 0)
+	err := d.LaunchOwn(k.fn.H, gpu.Dim3{X: kp.grid[0], Y: kp.grid[1], Z: kp.grid[2]},
+		gpu.Dim3{X: kp.block[0], Y: kp.block[1], Z: kp.block[2]}, 0, s.H, unsafe.Pointer(&kp.ptrs[0]))
 	kp.mu.Unlock()
 	return err
 }

@@ -165,6 +165,7 @@ func New(opts Options) (*Runtime, error) {
 		d.Tune = coll.TuningFromEnv()
 	}
 	d.Upper = d
+	d.Opts.NoPDL = !d.Tune.PDL
 	if err := d.Open(); err != nil {
 		d.close()
 		return nil, fmt.Errorf("cuda: rank %d: %w", opts.Rank, err)

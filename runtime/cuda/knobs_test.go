@@ -16,12 +16,12 @@ func TestTuningFromEnv(t *testing.T) {
 		"HIR_COLL_TWO_SHOT_CE_MIN", "HIR_COLL_AUTO_CE_MIN", "HIR_COLL_RING_BLOCKS", "HIR_COLL_RING_SEG",
 		"HIR_COLL_RING_SLOTS", "HIR_COLL_RING_WAVE", coll.EnvMatmul, "HIR_CUDA_CHECK_LAUNCHES", "HIR_CUBLAS_WORKSPACE", "HIR_XFER_SM_MAX",
 		"HIR_COLL_LL_BULK_MIN", "HIR_COLL_TWO_SHOT_BULK", "HIR_COLL_BULK_PORTION", "HIR_COLL_AUTO_RING_MIN",
-		"HIR_CODEGEN_UNROLL", "HIR_CODEGEN_BLOCKS_PER_SM"} {
+		"HIR_CODEGEN_UNROLL", "HIR_CODEGEN_BLOCKS_PER_SM", "HIR_PDL"} {
 		t.Setenv(k, "")
 	}
 	def := coll.Tuning{AutoOneShotMax: 64 << 20, AutoRingMin: 64 << 20, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, LLBulkMin: 256 << 10, TwoShotBulk: true, BulkPortion: 8 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AutoCEMin: 256 << 20,
 		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true, BlasWorkspace: 32 << 20,
-		CodegenUnroll: codegen.DefaultTuning.Unroll, CodegenBlocksPerSM: codegen.DefaultTuning.BlocksPerSM}
+		CodegenUnroll: codegen.DefaultTuning.Unroll, CodegenBlocksPerSM: codegen.DefaultTuning.BlocksPerSM, PDL: true}
 	require.Equal(t, def, coll.TuningFromEnv(), "defaults")
 	require.Equal(t, def, coll.DefaultTuning(), "defaults")
 	t.Setenv("HIR_COLL_AUTO_ONESHOT_MAX", "0")
@@ -45,7 +45,9 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_COLL_AUTO_RING_MIN", "0")
 	t.Setenv("HIR_CODEGEN_UNROLL", "4")
 	t.Setenv("HIR_CODEGEN_BLOCKS_PER_SM", "33") // out of range: the default
+	t.Setenv("HIR_PDL", "0")
 	want := def
+	want.PDL = false
 	want.CodegenUnroll = 4
 	want.LLBulkMin, want.TwoShotBulk, want.AutoRingMin = -1, false, 0
 	want.AutoOneShotMax, want.LLMax, want.LLTwoShotMin, want.Blocks, want.CEPush = 0, coll.LlCapBytes, -1, 7, false

@@ -1,4 +1,4 @@
-// kernel hir_a6db899b7d6203bb, strategy matmul-tiled, work 6
+// kernel hir_5ce11489f6d46566, strategy matmul-tiled, work 6
 // param in0   const hir_bf16* __restrict__             arg 0
 // param in1   const hir_bf16* __restrict__             arg 1
 // param out0  hir_bf16* __restrict__                   arg 2
@@ -11,6 +11,17 @@
 // tiles: 64x64x16, 6 of them (batch 3); strategy: matmul-tiled
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -90,7 +101,8 @@ __device__ __forceinline__ hir_bf16 hir_st_bf16(float a) { hir_bf16 h; asm("cvt.
 __device__ __forceinline__ float hir_round_bf16(float a) { return hir_ld(hir_st_bf16(a)); }
 __device__ __forceinline__ float hir_round_bf16(double a) { return hir_ld(hir_st_bf16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_a6db899b7d6203bb(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_5ce11489f6d46566(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0) {
+  hir_pdl_begin();
   __shared__ float sa[16][65];
   __shared__ float sb[16][64];
   const int tx = threadIdx.x & 15;

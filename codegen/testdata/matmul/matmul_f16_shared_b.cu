@@ -1,4 +1,4 @@
-// kernel hir_0f7381a36b14a0fb, strategy matmul-tiled, work 4
+// kernel hir_23b1f50630fd8f66, strategy matmul-tiled, work 4
 // param in0   const hir_f16* __restrict__              arg 0
 // param in1   const hir_f16* __restrict__              arg 1
 // param out0  hir_f16* __restrict__                    arg 2
@@ -11,6 +11,17 @@
 // tiles: 64x64x16, 4 of them (batch 4); strategy: matmul-tiled
 
 template <typename T, int N> struct alignas(sizeof(T) * N) hir_vec { T v[N]; };
+
+// Programmatic dependent launch (sm_90 and later): the runtime may start a
+// kernel before the one ahead of it on the stream has ended. Every kernel
+// begins here: wait until that one has ended and its writes are visible,
+// then let the next kernel start early. Launched plainly, no-ops.
+__device__ __forceinline__ void hir_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <typename T>
 __device__ __forceinline__ bool hir_aligned(const T* p, unsigned long long bytes) {
@@ -90,7 +101,8 @@ __device__ __forceinline__ hir_f16 hir_st_f16(float a) { hir_f16 h; asm("cvt.rn.
 __device__ __forceinline__ float hir_round_f16(float a) { return hir_ld(hir_st_f16(a)); }
 __device__ __forceinline__ float hir_round_f16(double a) { return hir_ld(hir_st_f16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_0f7381a36b14a0fb(const hir_f16* __restrict__ in0, const hir_f16* __restrict__ in1, hir_f16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_23b1f50630fd8f66(const hir_f16* __restrict__ in0, const hir_f16* __restrict__ in1, hir_f16* __restrict__ out0) {
+  hir_pdl_begin();
   __shared__ float sa[16][65];
   __shared__ float sb[16][64];
   const int tx = threadIdx.x & 15;

@@ -43,6 +43,19 @@ struct CollArgs {
 };
 /* LAYOUT_ASSERTS */
 
+// Programmatic dependent launch (gpu.Device.LaunchOwn, sm_90 and later):
+// a kernel may be started before the one ahead of it on its stream has
+// ended. Every entry point begins here: it waits until that kernel has
+// ended and its writes are visible (nothing before this line touches
+// memory), then lets the next kernel on the stream start early, to wait
+// in turn. Elsewhere, or launched plainly, these are no-ops.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ i64 imin(i64 a, i64 b) { return a < b ? a : b; }
 
 // Only the compiler's own builtins are relied on (threadIdx, __syncthreads):
@@ -292,18 +305,18 @@ __device__ void ag_ring_kernel(const CollArgs& a) {
   wait_peer(a, PL_DATA, left, base + D - 1);
 }
 
-extern "C" __global__ void hir_barrier(const __grid_constant__ CollArgs a) { barrier(a, take_epoch(a) + 1); }
+extern "C" __global__ void hir_barrier(const __grid_constant__ CollArgs a) { pdl_begin(); barrier(a, take_epoch(a) + 1); }
 
-extern "C" __global__ void __launch_bounds__(512) hir_copy_v16(const __grid_constant__ CollArgs a) { copy_kernel<vec16>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_copy_s1(const __grid_constant__ CollArgs a) { copy_kernel<unsigned char>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_copy_s2(const __grid_constant__ CollArgs a) { copy_kernel<unsigned short>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_copy_s4(const __grid_constant__ CollArgs a) { copy_kernel<unsigned int>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_copy_s8(const __grid_constant__ CollArgs a) { copy_kernel<u64>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_v16(const __grid_constant__ CollArgs a) { ag_ring_kernel<vec16>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s1(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned char>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s2(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned short>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s4(const __grid_constant__ CollArgs a) { ag_ring_kernel<unsigned int>(a); }
-extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s8(const __grid_constant__ CollArgs a) { ag_ring_kernel<u64>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_v16(const __grid_constant__ CollArgs a) { pdl_begin(); copy_kernel<vec16>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s1(const __grid_constant__ CollArgs a) { pdl_begin(); copy_kernel<unsigned char>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s2(const __grid_constant__ CollArgs a) { pdl_begin(); copy_kernel<unsigned short>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s4(const __grid_constant__ CollArgs a) { pdl_begin(); copy_kernel<unsigned int>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_copy_s8(const __grid_constant__ CollArgs a) { pdl_begin(); copy_kernel<u64>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_v16(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<vec16>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s1(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<unsigned char>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s2(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<unsigned short>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s4(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<unsigned int>(a); }
+extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s8(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<u64>(a); }
 
 // ---- LL: the low-latency protocol (algo=ll) ----
 // A rank stores each 8 bytes it sends to a peer as one 16-byte line, a
@@ -390,7 +403,7 @@ __device__ __forceinline__ void ll_store(u64 base, const Lay& L, i64 l, i64 byte
 // share out (peer, line) pairs, so a small piece still takes a block per
 // peer (the grid is sized so): one block storing to every peer in turn
 // was most of a 4-rank all_gather of 8 KiB.
-extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_constant__ CollArgs a) {
+extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_constant__ CollArgs a) { pdl_begin();
   const u64 base = take_epoch(a);
   const unsigned flag = (unsigned)(base + 1);
   const int D = a.world, r = a.rank;
@@ -506,7 +519,7 @@ __device__ void bulk_send(const CollArgs& a, u64 slot, u64 v, i64 lo, i64 hi, bo
 // place). Every piece is tail_end bytes, laid out by ls (sources) and ld
 // (destinations); xtra's bytes are the unit widths of the sources and of
 // the destinations.
-extern "C" __global__ void __launch_bounds__(512) hir_bulk_copy(const __grid_constant__ CollArgs a) {
+extern "C" __global__ void __launch_bounds__(512) hir_bulk_copy(const __grid_constant__ CollArgs a) { pdl_begin();
   const u64 base = take_epoch(a);
   const int D = a.world, r = a.rank, wd = (a.xtra >> 8) & 0xff;
   const u64 slot = ll_slot(a);
@@ -545,7 +558,7 @@ __device__ __forceinline__ void copy_span(u64 dst, u64 src, i64 n) {
 // hir_p2p_send: src[0] the tensor, dst[0] the receiver's inbox (mapped
 // here), tail_end the message's bytes, n its transfers, epochs the pair's
 // transfer counters (take_epoch: the count before it), peer the receiver.
-extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_constant__ CollArgs a) {
+extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_constant__ CollArgs a) { pdl_begin();
   int b = blockIdx.x;
   u64 inbox = a.dst[0];
   const u64 base = take_epoch(a);
@@ -569,7 +582,7 @@ extern "C" __global__ void __launch_bounds__(512) hir_p2p_send(const __grid_cons
 
 // hir_p2p_recv: src[0] this rank's inbox for the sender, dst[0] the
 // tensor; the rest as for send (peer is the sender).
-extern "C" __global__ void __launch_bounds__(512) hir_p2p_recv(const __grid_constant__ CollArgs a) {
+extern "C" __global__ void __launch_bounds__(512) hir_p2p_recv(const __grid_constant__ CollArgs a) { pdl_begin();
   int b = blockIdx.x;
   u64 inbox = a.src[0];
   const u64 base = take_epoch(a);

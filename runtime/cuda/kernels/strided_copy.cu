@@ -8,6 +8,13 @@ struct Layout {
   long long dst[MAXD];
   long long src[MAXD];
 };
+// pdl_begin: as in collective.cu (programmatic dependent launch).
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 template <typename T>
 __device__ void strided(T* d, const T* s, const Layout& l) {
   long long step = (long long)gridDim.x * blockDim.x;
@@ -22,7 +29,7 @@ __device__ void strided(T* d, const T* s, const Layout& l) {
     d[doff] = s[so];
   }
 }
-extern "C" __global__ void hir_strided_copy_1(unsigned char* d, const unsigned char* s, Layout l) { strided(d, s, l); }
-extern "C" __global__ void hir_strided_copy_2(unsigned short* d, const unsigned short* s, Layout l) { strided(d, s, l); }
-extern "C" __global__ void hir_strided_copy_4(unsigned int* d, const unsigned int* s, Layout l) { strided(d, s, l); }
-extern "C" __global__ void hir_strided_copy_8(unsigned long long* d, const unsigned long long* s, Layout l) { strided(d, s, l); }
+extern "C" __global__ void hir_strided_copy_1(unsigned char* d, const unsigned char* s, Layout l) { pdl_begin(); strided(d, s, l); }
+extern "C" __global__ void hir_strided_copy_2(unsigned short* d, const unsigned short* s, Layout l) { pdl_begin(); strided(d, s, l); }
+extern "C" __global__ void hir_strided_copy_4(unsigned int* d, const unsigned int* s, Layout l) { pdl_begin(); strided(d, s, l); }
+extern "C" __global__ void hir_strided_copy_8(unsigned long long* d, const unsigned long long* s, Layout l) { pdl_begin(); strided(d, s, l); }

@@ -216,8 +216,7 @@ func (d *Comm) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a 
 	if err := d.Drv.SetCurrent(d.Ctx); err != nil {
 		return err
 	}
-	if err := d.Drv.LaunchKernel.Call11(f.H, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, s.H,
-		uintptr(unsafe.Pointer(&params[0])), 0); err != nil {
+	if err := d.LaunchOwn(f.H, gpu.Dim3{X: grid}, gpu.Dim3{X: block}, 0, s.H, unsafe.Pointer(&params[0])); err != nil {
 		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.Opts.Rank, f.Name, err)
 	}
 	goruntime.KeepAlive(arg)

@@ -90,6 +90,10 @@ type Tuning struct {
 	// kernel's grid holds at most (HIR_CODEGEN_BLOCKS_PER_SM, 1 to 32):
 	// codegen.Tuning.
 	CodegenUnroll, CodegenBlocksPerSM int
+	// PDL launches the runtime's own kernels with programmatic dependent
+	// launch where the device has it (gpu.Device.LaunchOwn): a kernel's
+	// launch overlaps the end of the one before it (HIR_PDL=0: never).
+	PDL bool
 }
 
 // DefaultTuning is the Tuning with no variable set.
@@ -109,6 +113,7 @@ func DefaultTuning() Tuning {
 		BlasWorkspace: 32 << 20,
 		TransferSMMax: 0, // measured: no size where the kernel won (RUNTIME-CUDA.md)
 		CodegenUnroll: codegen.DefaultTuning.Unroll, CodegenBlocksPerSM: codegen.DefaultTuning.BlocksPerSM,
+		PDL: true,
 	}
 }
 
@@ -174,6 +179,7 @@ func TuningFromEnv() Tuning {
 	}
 	t.Matmul = os.Getenv(EnvMatmul)
 	t.CheckLaunches = os.Getenv("HIR_CUDA_CHECK_LAUNCHES") == "1"
+	t.PDL = os.Getenv("HIR_PDL") != "0"
 	return t
 }
 

@@ -76,6 +76,7 @@ type Driver struct {
 	ModuleUnload      Proc `cu:"cuModuleUnload"`
 	ModuleGetFunction Proc `cu:"cuModuleGetFunction"`
 	LaunchKernel      Proc `cu:"cuLaunchKernel"`
+	LaunchKernelEx    Proc `cu:"cuLaunchKernelEx"` // CUDA 12.0: launch attributes (programmatic dependent launch)
 
 	// Graphs: stream capture, instantiation, launch.
 	StreamBeginCapture        Proc `cu:"cuStreamBeginCapture_v2 cuStreamBeginCapture"`

@@ -240,5 +240,5 @@ func (d *Device) StridedCopy(dst uint64, dstStrides []int64, src uint64, srcStri
 	grid = min(grid, int64(max(d.Props.Multiprocessors, 1))*16)
 	vals := [][]byte{le.AppendUint64(nil, dst), le.AppendUint64(nil, src), layout}
 	params := []unsafe.Pointer{unsafe.Pointer(&vals[0][0]), unsafe.Pointer(&vals[1][0]), unsafe.Pointer(&vals[2][0])}
-	return d.Drv.LaunchKernel.Call11(f.H, uintptr(grid), 1, 1, block, 1, 1, 0, s.H, uintptr(unsafe.Pointer(&params[0])), 0)
+	return d.LaunchOwn(f.H, Dim3{X: uint32(grid)}, Dim3{X: block}, 0, s.H, unsafe.Pointer(&params[0]))
 }

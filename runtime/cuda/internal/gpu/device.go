@@ -24,6 +24,7 @@ type Options struct {
 	Token                   string
 	Timeout                 time.Duration
 	NoFabric                bool
+	NoPDL                   bool // never launch with programmatic dependent launch (LaunchOwn)
 	Stalled                 func(runtime.Stall)
 	StallAfter              time.Duration
 }
@@ -46,6 +47,7 @@ type Device struct {
 	Ctx         uintptr
 
 	Granularity  uint64
+	pdl          bool         // LaunchOwn uses programmatic dependent launch (kernel.go)
 	handleTypes  atomic.Int32 // requested on cuMemCreate
 	fabricOK     atomic.Bool  // fabric export worked (or not tried yet)
 	fabricImport atomic.Bool  // fabric import worked (or not tried yet)
@@ -117,6 +119,7 @@ func (d *Device) Open() error {
 		return err
 	}
 	d.fabricOK.Store(d.Props.Fabric && !d.Opts.NoFabric)
+	d.pdl = !d.Opts.NoPDL && d.Props.ComputeCapability[0] >= 9 && d.Drv.LaunchKernelEx.Resolved()
 	d.fabricImport.Store(true)
 	d.handleTypes.Store(HandleTypePosix)
 	if d.fabricOK.Load() {

@@ -139,3 +139,71 @@ func (d *Device) LaunchFunction(f *Function, grid, block Dim3, sharedBytes uint3
 	}
 	return nil
 }
+
+// Programmatic dependent launch (sm_90 and later, CUDA 12): a kernel
+// launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION may
+// start before the kernel ahead of it on the stream has ended, once that
+// one's blocks have all said so (griddepcontrol.launch_dependents); it
+// must wait (griddepcontrol.wait) before it touches memory, which holds
+// it until the kernel ahead has ended and its writes are visible. The
+// stream's order is kept; what is saved is the next kernel's launch, a
+// microsecond or so a kernel boundary, in eager streams and in graphs
+// (capture records the edge as programmatic). Only kernels that begin
+// with that wait are launched so: the runtime's own .cu kernels
+// (pdl_begin) and the code generator's (hir_pdl_begin).
+const (
+	launchAttrProgrammaticStreamSerialization = 6 // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+)
+
+// launchConfig is CUlaunchConfig with its one attribute beside it.
+type launchConfig struct {
+	grid, block [3]uint32
+	shared      uint32
+	_           uint32
+	stream      uintptr
+	attrs       *launchAttr
+	numAttrs    uint32
+	_           uint32
+	attr        launchAttr
+}
+
+// launchAttr is CUlaunchAttribute: an id, then a 64-byte value union.
+type launchAttr struct {
+	id    uint32
+	_     uint32
+	value [64]byte
+}
+
+// launchConfigs recycles the configs, so a launch allocates nothing.
+var launchConfigs = sync.Pool{New: func() any {
+	c := new(launchConfig)
+	c.attr.id = launchAttrProgrammaticStreamSerialization
+	c.attr.value[0] = 1 // programmaticStreamSerializationAllowed
+	c.attrs = &c.attr
+	c.numAttrs = 1
+	return c
+}}
+
+// PDLEnabled reports whether LaunchOwn launches with programmatic
+// dependent launch: a device of compute capability 9.0 or later, a driver
+// with cuLaunchKernelEx, and not turned off (Options.NoPDL).
+func (d *Device) PDLEnabled() bool { return d.pdl }
+
+// LaunchOwn launches one of the runtime's own kernels (fn, which begins
+// with the programmatic-launch wait) on stream s with params, a
+// cuLaunchKernel kernelParams array; the caller has the context current.
+func (d *Device) LaunchOwn(fn uintptr, grid, block Dim3, sharedBytes uint32, s uintptr, params unsafe.Pointer) error {
+	if !d.pdl {
+		return d.Drv.LaunchKernel.Call11(fn,
+			uintptr(grid.X), uintptr(max(grid.Y, 1)), uintptr(max(grid.Z, 1)),
+			uintptr(block.X), uintptr(max(block.Y, 1)), uintptr(max(block.Z, 1)),
+			uintptr(sharedBytes), s, uintptr(params), 0)
+	}
+	c := launchConfigs.Get().(*launchConfig)
+	c.grid = [3]uint32{grid.X, max(grid.Y, 1), max(grid.Z, 1)}
+	c.block = [3]uint32{block.X, max(block.Y, 1), max(block.Z, 1)}
+	c.shared, c.stream = sharedBytes, s
+	err := d.Drv.LaunchKernelEx.Call4(uintptr(unsafe.Pointer(c)), fn, uintptr(params), 0)
+	launchConfigs.Put(c)
+	return err
+}
