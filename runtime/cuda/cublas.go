@@ -247,11 +247,13 @@ type blasHandle struct {
 	// capture, where cuMemAlloc is allowed), freed when the stream closes
 	// (releaseWorkspace).
 	ws map[*gpu.Stream]uintptr
-	// cur is the stream the handle was last set to (with its workspace):
-	// a gemm on the same stream sets neither again (two calls fewer per
+	// cur is the stream the handle was last set to (with its workspace)
+	// and curH that stream's driver handle then: a gemm on the same
+	// stream with the same handle sets neither again (two calls fewer per
 	// matmul). Cleared when that stream closes, whose handle value a new
 	// stream may get.
 	cur    *gpu.Stream
+	curH   uintptr
 	wsSize uintptr
 	alloc  func(*uintptr, uintptr) error
 	free   func(uintptr) error
@@ -350,7 +352,9 @@ func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out blasMatrix, bat
 	algo := int64(-1) // CUBLAS_GEMM_DEFAULT
 	bh.mu.Lock()
 	defer bh.mu.Unlock()
-	if bh.cur != s {
+	// A stream's handle changes while a device loop's body is captured
+	// (gpu.Device.BeginLoop): the body's gemms must go to the body.
+	if bh.cur != s || bh.curH != s.H {
 		bh.cur = nil
 		if err := bh.lib.SetStream.Call2(bh.h, s.H); err != nil {
 			return err
@@ -360,7 +364,7 @@ func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out blasMatrix, bat
 				return err
 			}
 		}
-		bh.cur = s
+		bh.cur, bh.curH = s, s.H
 	}
 	folds := !bBatched && (batch == 1 || (a.batch == m*a.ld && out.batch == m*out.ld))
 	if folds {
