@@ -49,6 +49,20 @@ for %i = 0 to 3000 {
 }
 output %acc
 `,
+	// a device loop with matmuls (cuBLAS must follow the stream into the
+	// loop's body graph: when it stayed on the stream's handle from before
+	// the body, the body's gemms landed in the outer graph, run once)
+	"device_loop_matmul": `mesh 1
+input %x : f32[8, 32]
+input %w : f32[32, 32]
+%acc = copy %x mem=global
+for %i = 0 to 200 {
+  %h = matmul %acc, %w
+  %t = tanh %h
+  %c = copy %t, %acc
+}
+output %acc
+`,
 	// a device loop in a loop: device loops do not nest, so the outer
 	// unrolls, each trip holding the inner loop's node (3 trips: 100 eager
 	// Runs of 300 x 600 trips took minutes)
@@ -489,6 +503,24 @@ func BenchmarkTPBlockCompute(b *testing.B) {
 	}
 }
 
+// graphShape says whether src with its loop run trips times is one flat
+// graph or a device loop in graph mode.
+func graphShape(name, src string, trips int) string {
+	prog, err := parser.Parse(name, []byte(strings.Replace(src, "0 to 20", fmt.Sprintf("0 to %d", trips), 1)))
+	if err == nil {
+		err = passes.Lower(prog, &passes.Context{})
+	}
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	for _, op := range prog.Body.Ops {
+		if ir.DeviceLoopUnroll(op) > 0 {
+			return "a device loop"
+		}
+	}
+	return "a flat graph"
+}
+
 func tpBlockBenchScenario() error {
 	rt, d, err := openFromEnv()
 	if err != nil {
@@ -551,13 +583,34 @@ func tpBlockRuns(rt runtime.Runtime, d *Device, name, src, label string) error {
 		}
 		line := fmt.Sprintf("%s graph=%v %.2f us per iteration (best Run of 10, 20 iterations each, inputs kept on the device)", label, graph, us(t20)/20)
 		if graph {
+			// At the margin, apart for the two shapes a graph takes: up
+			// to ir.DeviceLoopMinOps ops (the lowered body's frees count)
+			// the trips are one flat graph, past it a device loop (the
+			// body unrolled); each pair below is of one shape.
+			t40, err := bestRun(strings.Replace(src, "0 to 20", "0 to 40", 1), graph)
+			if err != nil {
+				return err
+			}
+			t100, err := bestRun(strings.Replace(src, "0 to 20", "0 to 100", 1), graph)
+			if err != nil {
+				return err
+			}
 			t220, err := bestRun(strings.Replace(src, "0 to 20", "0 to 220", 1), graph)
 			if err != nil {
 				return err
 			}
-			line += fmt.Sprintf("; marginal %.2f us per iteration", (us(t220)-us(t20))/200)
+			line += fmt.Sprintf("; marginal %.2f us per iteration in %s (40 - 20 trips), %.2f in %s (220 - 100 trips)",
+				(us(t40)-us(t20))/20, graphShape(name, src, 40), (us(t220)-us(t100))/120, graphShape(name, src, 220))
 		}
 		fmt.Println(line)
 	}
 	return nil
+}
+
+// TestTPBlockGraphShapes: BenchmarkTPBlock's marginal pairs each compare
+// one shape of graph: 20 and 40 trips flat, 100 and 220 a device loop.
+func TestTPBlockGraphShapes(t *testing.T) {
+	for trips, want := range map[int]string{20: "a flat graph", 40: "a flat graph", 100: "a device loop", 220: "a device loop"} {
+		require.Equal(t, want, graphShape("tp_block.hir", tpBlockLL, trips), "%d trips", trips)
+	}
 }
