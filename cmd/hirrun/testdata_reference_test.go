@@ -630,6 +630,17 @@ var references = map[string]reference{
 		acc := pw(ir.I32, func(v ...float64) float64 { return v[0] + 600*v[1] }, x, sum)
 		return c.each(func(int) map[string]tens { return map[string]tens{"acc": acc} })
 	},
+	// 200 trips of acc = tanh(0.25 * (acc w summed over the 2 ranks) + x)
+	"device_loop_matmul": func(c *refCtx) []map[string]tens {
+		x, w := c.in["x"], c.in["w"]
+		acc := x
+		for range 200 {
+			h := matmul(acc, w)
+			s := overRanks([]tens{h, h}, add)
+			acc = pw(ir.F32, func(v ...float64) float64 { return math.Tanh(v[0]*0.25 + v[1]) }, s, x)
+		}
+		return c.each(func(int) map[string]tens { return map[string]tens{"acc": acc} })
+	},
 	"for_pipeline": func(c *refCtx) []map[string]tens {
 		x, w := c.in["x"], c.in["w"]
 		var parts, accs []tens
