@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	goruntime "runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/hirlab/hir/ir"
@@ -204,23 +205,37 @@ func (d *Comm) launchColl(cs *CommState, name string, grid uint32, a *CollArgs, 
 	return d.launchArgs(f, grid, collThreads, s, a)
 }
 
+// launchBlock is a collective launch's by-value argument and the
+// kernelParams array pointing at it, recycled (launchBlocks): the driver
+// copies both before cuLaunchKernel returns, so a launch allocates nothing.
+type launchBlock struct {
+	args   CollArgs
+	params [1]unsafe.Pointer
+}
+
+var launchBlocks = sync.Pool{New: func() any {
+	b := new(launchBlock)
+	b.params[0] = unsafe.Pointer(&b.args)
+	return b
+}}
+
 // launchArgs launches f with a (passed by value) on s: LaunchFunction
 // without its per-argument conversions and copies, since collectives are
 // issued at a rate where the host's microseconds show.
 func (d *Comm) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a *CollArgs) error {
-	arg := new(CollArgs)
-	*arg = *a
-	params := []unsafe.Pointer{unsafe.Pointer(arg)}
+	lb := launchBlocks.Get().(*launchBlock)
+	lb.args = *a
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	if err := d.Drv.SetCurrent(d.Ctx); err != nil {
+		launchBlocks.Put(lb)
 		return err
 	}
-	if err := d.LaunchOwn(f.H, gpu.Dim3{X: grid}, gpu.Dim3{X: block}, 0, s.H, unsafe.Pointer(&params[0])); err != nil {
+	err := d.LaunchOwn(f.H, gpu.Dim3{X: grid}, gpu.Dim3{X: block}, 0, s.H, unsafe.Pointer(&lb.params[0]))
+	launchBlocks.Put(lb)
+	if err != nil {
 		return fmt.Errorf("cuda: rank %d: launch %s: %w", d.Opts.Rank, f.Name, err)
 	}
-	goruntime.KeepAlive(arg)
-	goruntime.KeepAlive(params)
 	return nil
 }
 
