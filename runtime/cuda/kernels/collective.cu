@@ -184,6 +184,36 @@ __device__ __forceinline__ u64 take_epoch(const CollArgs& a) {
   return a.epochs ? take_count((u64*)a.epochs, a.nsig) : a.base;
 }
 
+// take_epoch_slot is take_epoch(a) and, into *slot, ll_slot(a, by) at
+// once: thread 0 loads both counters together, so an LL launch waits
+// for one load of device memory before its first store, not two in a row
+// (the same words, advanced the same way as the two calls would).
+__device__ u64 take_epoch_slot(const CollArgs& a, u64 by, u64* slot) {
+  if (!a.epochs) {
+    *slot = 0;
+    return a.base;
+  }
+  u64* ep = (u64*)a.epochs;
+  u64* cn = ep + MAXB;
+  __shared__ u64 v[2];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const u64 e = ep[blockIdx.x], c = cn[blockIdx.x];
+    v[0] = e;
+    v[1] = c;
+    ep[blockIdx.x] = e + a.nsig;
+    cn[blockIdx.x] = c + by;
+  }
+  if (blockIdx.x == 0)
+    for (unsigned i = gridDim.x + threadIdx.x; i < MAXB; i += blockDim.x) {
+      ep[i] += a.nsig;
+      cn[i] += by;
+    }
+  __syncthreads();
+  *slot = (v[1] & 1) * (u64)a.world;
+  return v[0];
+}
+
 // signal_peer / wait_peer: one thread of the block, point to point.
 __device__ bool wait_peer(const CollArgs& a, int plane, int from, u64 v) {
   __syncthreads();
@@ -404,10 +434,10 @@ __device__ __forceinline__ void ll_store(u64 base, const Lay& L, i64 l, i64 byte
 // peer (the grid is sized so): one block storing to every peer in turn
 // was most of a 4-rank all_gather of 8 KiB.
 extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_constant__ CollArgs a) { pdl_begin();
-  const u64 base = take_epoch(a);
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
   const unsigned flag = (unsigned)(base + 1);
   const int D = a.world, r = a.rank;
-  const u64 slot = ll_slot(a);
   const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   const i64 bytes = a.tail_end;
   const bool fs = (a.xtra & LL_FAST_SRC) != 0, fd = (a.xtra & LL_FAST_DST) != 0;
@@ -520,9 +550,9 @@ __device__ void bulk_send(const CollArgs& a, u64 slot, u64 v, i64 lo, i64 hi, bo
 // (destinations); xtra's bytes are the unit widths of the sources and of
 // the destinations.
 extern "C" __global__ void __launch_bounds__(512) hir_bulk_copy(const __grid_constant__ CollArgs a) { pdl_begin();
-  const u64 base = take_epoch(a);
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
   const int D = a.world, r = a.rank, wd = (a.xtra >> 8) & 0xff;
-  const u64 slot = ll_slot(a);
   const i64 lo = bulk_cut(a.tail_end, blockIdx.x, gridDim.x, 16), hi = bulk_cut(a.tail_end, blockIdx.x + 1, gridDim.x, 16);
   const Lay contig = {0, 0};
   bulk_send(a, slot, base + 1, lo, hi, false);

@@ -260,10 +260,10 @@ template <typename T, typename CT, int OP>
 __device__ void ll_kernel(const CollArgs& a) {
   const int E = 8 / (int)sizeof(T);
   union Line { u64 u; unsigned w[2]; T e[8 / sizeof(T)]; };
-  const u64 base = take_epoch(a);
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
   const unsigned flag = (unsigned)(base + 1);
   const int D = a.world, r = a.rank;
-  const u64 slot = ll_slot(a);
   const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
   const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (a.xtra & LL_SPREAD) {
@@ -318,10 +318,10 @@ template <typename T, typename CT, int OP>
 __device__ void ll2_kernel(const CollArgs& a) {
   const int E = 8 / (int)sizeof(T);
   union Line { u64 u; unsigned w[2]; T e[8 / sizeof(T)]; };
-  const u64 base = take_epoch(a);
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
   const unsigned flag = (unsigned)(base + 1);
   const int D = a.world, r = a.rank;
-  const u64 slot = ll_slot(a);
   const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
   const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 half = (u64)a.seg / 2;
@@ -440,9 +440,9 @@ __device__ void bulk_reduce(const CollArgs& a, u64 from, i64 lo, i64 hi, u64 out
 template <typename T, typename CT, int OP>
 __device__ void bulk_kernel(const CollArgs& a) {
   const i64 es = sizeof(T), V = 16 / sizeof(T);
-  const u64 base = take_epoch(a);
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
   const int r = a.rank;
-  const u64 slot = ll_slot(a);
   const i64 lo = bulk_cut(a.tail_end, blockIdx.x, gridDim.x, V), hi = bulk_cut(a.tail_end, blockIdx.x + 1, gridDim.x, V);
   bulk_send(a, slot, base + 1, lo * es, hi * es, true);
   if (!bulk_wait(a, base + 1)) return;
@@ -465,10 +465,10 @@ __device__ void bulk_kernel(const CollArgs& a) {
 template <typename T, typename CT, int OP>
 __device__ void bulk2_kernel(const CollArgs& a) {
   const i64 es = sizeof(T), V = 16 / sizeof(T);
-  const u64 base = take_epoch(a);
+  u64 first;
+  const u64 base = take_epoch_slot(a, (u64)a.nseg, &first);
   const int D = a.world, r = a.rank;
   const i64 R = a.nseg;
-  const u64 first = ll_slot(a, (u64)R);
   const i64 G = gridDim.x, b = blockIdx.x;
   const bool direct = (a.mode & MODE_DIRECT) != 0;
   const u64 half = direct ? 0 : (u64)a.seg / 2;
