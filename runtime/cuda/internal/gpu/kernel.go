@@ -184,14 +184,12 @@ var launchConfigs = sync.Pool{New: func() any {
 	return c
 }}
 
-// PDLEnabled reports whether LaunchOwn launches with programmatic
-// dependent launch: a device of compute capability 9.0 or later, a driver
-// with cuLaunchKernelEx, and not turned off (Options.NoPDL).
-func (d *Device) PDLEnabled() bool { return d.pdl }
-
 // LaunchOwn launches one of the runtime's own kernels (fn, which begins
 // with the programmatic-launch wait) on stream s with params, a
 // cuLaunchKernel kernelParams array; the caller has the context current.
+// It launches with programmatic dependent launch where the device has
+// compute capability 9.0 or later, the driver cuLaunchKernelEx, and
+// Options.NoPDL is off (Device.pdl, set by Open).
 func (d *Device) LaunchOwn(fn uintptr, grid, block Dim3, sharedBytes uint32, s uintptr, params unsafe.Pointer) error {
 	if !d.pdl {
 		return d.Drv.LaunchKernel.Call11(fn,
