@@ -12,13 +12,21 @@ import (
 // always begun with); TestKernelSourcesGolden pins the sources assembled
 // from them.
 
-// Collective is the common part of every collective module: CollArgs,
-// the signal-pad protocol, copies, barriers, the all_gather ring and the
-// point-to-point kernels. Its /* LAYOUT_ASSERTS */ line is replaced by
-// runtime/cuda's commonSource with static_asserts on CollArgs's size and the pad geometry.
-//
 //go:embed collective.cu
-var Collective string
+var collective string
+
+// Collective is the common part of every collective module: pdl.cu, then
+// collective.cu's CollArgs, the signal-pad protocol, copies, barriers,
+// the all_gather ring and the point-to-point kernels. Its
+// /* LAYOUT_ASSERTS */ line is replaced by runtime/cuda's commonSource
+// with static_asserts on CollArgs's size and the pad geometry.
+var Collective = pdl + collective
+
+// pdl is pdl_begin, the programmatic-launch wait every entry point of
+// Collective and StridedCopy begins with (gpu.Device.LaunchOwn).
+//
+//go:embed pdl.cu
+var pdl string
 
 // Reduce is the per-dtype part of a reducing module: storage type T,
 // compute type C, the reduce ops, and the reducing kernel templates
@@ -47,7 +55,10 @@ type ReduceEntry struct {
 // side may be a peer's memory mapped here), one instance per element size.
 //
 //go:embed strided_copy.cu
-var StridedCopy string
+var stridedCopy string
+
+// StridedCopy is pdl.cu then strided_copy.cu.
+var StridedCopy = pdl + stridedCopy
 
 // GraphLoop is the kernel that ends a device loop's body in graph
 // mode: it counts the trip and sets the WHILE node's condition.

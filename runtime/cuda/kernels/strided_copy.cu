@@ -8,13 +8,6 @@ struct Layout {
   long long dst[MAXD];
   long long src[MAXD];
 };
-// pdl_begin: as in collective.cu (programmatic dependent launch).
-__device__ __forceinline__ void pdl_begin() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 template <typename T>
 __device__ void strided(T* d, const T* s, const Layout& l) {
   long long step = (long long)gridDim.x * blockDim.x;
