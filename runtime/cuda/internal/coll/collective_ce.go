@@ -48,26 +48,35 @@ func (d *Comm) runCopyEngine(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu
 		}
 		return d.Copy(dst, src, on)
 	}
+	return d.ceRound(cs, ch, p, s, func(on *gpu.Stream) error { return copyBlock(r, r, on) }, func(k int) error {
+		q := (r + k) % D
+		if p.cePush {
+			return copyBlock(r, q, s)
+		}
+		return copyBlock(q, r, s)
+	})
+}
+
+// ceRound is the body both copy-engine collectives share, after their
+// first barrier: own (this rank's local block) on ch's side stream,
+// forked from s, overlapping peer(k) for k = 1..D-1 on s; joined, then
+// the closing barrier (every push has landed before anyone reads its
+// output, nobody reuses its input while a peer reads it).
+func (d *Comm) ceRound(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream, own func(on *gpu.Stream) error, peer func(k int) error) error {
 	if err := s.Record(ch.evFork); err != nil {
 		return err
 	}
 	if err := ch.side.WaitEvent(ch.evFork); err != nil {
 		return err
 	}
-	if err := copyBlock(r, r, ch.side); err != nil {
+	if err := own(ch.side); err != nil {
 		return err
 	}
 	if err := ch.side.Record(ch.evJoin); err != nil {
 		return err
 	}
-	for k := 1; k < D; k++ {
-		var err error
-		if q := (r + k) % D; p.cePush {
-			err = copyBlock(r, q, s)
-		} else {
-			err = copyBlock(q, r, s)
-		}
-		if err != nil {
+	for k := 1; k < d.Opts.WorldSize; k++ {
+		if err := peer(k); err != nil {
 			return err
 		}
 	}
@@ -75,6 +84,39 @@ func (d *Comm) runCopyEngine(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu
 		return err
 	}
 	return d.BarrierKernel(cs, ch, p.what, s)
+}
+
+// runAllToAllCE is one_shot's all_to_all for large tensors whose blocks
+// are contiguous (collPlan.a2aCE): the same pushes into the peers'
+// symmetric outputs as the copy kernel, made by the copy engines, which
+// write over NVLink faster than SM stores at these sizes (see
+// Tuning.AllToAllCEMin). Block q of this rank's input goes to block r of
+// rank q's output.
+func (d *Comm) runAllToAllCE(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
+	if err := d.ceSide(ch); err != nil {
+		return err
+	}
+	if err := d.BarrierKernel(cs, ch, p.what, s); err != nil {
+		return err
+	}
+	D, r := d.Opts.WorldSize, d.Opts.Rank
+	blk := p.in.Bytes() / int64(D)
+	push := func(q int, on *gpu.Stream) error {
+		var out runtime.Buffer = p.outB
+		if q != r {
+			var err error
+			if out, err = d.PeerBuffer(p.outB, q); err != nil {
+				return err
+			}
+		}
+		n := []int64{blk / p.es}
+		src := runtime.Tensor{Buf: p.inB, Offset: p.in.Offset + int64(q)*blk, DType: p.dt, Shape: n}
+		dst := runtime.Tensor{Buf: out, Offset: p.out.Offset + int64(r)*blk, DType: p.dt, Shape: n}
+		return d.Copy(dst, src, on)
+	}
+	return d.ceRound(cs, ch, p, s, func(on *gpu.Stream) error { return push(r, on) }, func(k int) error {
+		return push((r+k)%D, s)
+	})
 }
 
 // ceSide makes ch's second stream and its fork and join events on first

@@ -187,6 +187,9 @@ func (d *Comm) runSymmetric(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.
 		}
 		return d.runCopy(cs, ch, p, sp, nIn*int64(D), s)
 	case ir.OpAllToAll:
+		if p.a2aCE {
+			return d.runAllToAllCE(cs, ch, p, s)
+		}
 		a, b := p.concat, p.axis
 		runS, ls := BlockLayout(p.in.Shape, b, p.out.Shape[b])
 		runD, ld := BlockLayout(p.out.Shape, a, p.in.Shape[a])

@@ -34,6 +34,7 @@ type CollPlan struct {
 	cePush       bool            // copy_engine pushes into peers' (symmetric) outputs rather than pulls
 	twoShotCE    bool            // two_shot's all-gather half through the copy engines
 	twoShotBulk  bool            // two_shot's first hop in bulk (launchBulk2), no barriers
+	a2aCE        bool            // one_shot's all_to_all pushes through the copy engines (runAllToAllCE)
 	ring         RingGeom        // all_reduce and reduce_scatter ring: the geometry
 	Desc         string          // what every rank must agree on
 	what         string          // for messages
@@ -98,6 +99,7 @@ func (d *Comm) PlanCollective(c *runtime.CollectiveCall, graph bool) (*CollPlan,
 	p.cePush = p.Impl == ir.AlgoCopyEngine && p.outB.Kind == gpu.KindSym && d.Tune.CEPush
 	p.twoShotCE = c.Op == ir.OpAllReduce && p.Impl == ir.AlgoTwoShot && d.Tune.TwoShotCEMin > 0 && p.in.Bytes() >= d.Tune.TwoShotCEMin
 	p.twoShotBulk = c.Op == ir.OpAllReduce && p.Impl == ir.AlgoTwoShot && !p.twoShotCE && d.Tune.TwoShotBulk
+	p.a2aCE = c.Op == ir.OpAllToAll && p.Impl == ir.AlgoOneShot && d.Tune.AllToAllCEMin > 0 && p.in.Bytes() >= d.Tune.AllToAllCEMin && contiguousBlocks(p)
 	if p.access.ReadsInput && p.inB.Kind != gpu.KindSym {
 		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.BufID, p.inB.MemType, kindName(p.inB.Kind))
 	}
@@ -127,6 +129,9 @@ func (d *Comm) PlanCollective(c *runtime.CollectiveCall, graph bool) (*CollPlan,
 	}
 	if p.cePush {
 		p.Desc += fmt.Sprintf(" push@sym#%d+%d", p.outB.Sym.Seq, c.Out.Offset)
+	}
+	if p.a2aCE {
+		p.Desc += " push=ce"
 	}
 	if p.Impl == ir.AlgoRing && p.op != ir.OpAllGather {
 		p.ring = d.Tune.Ring()
@@ -279,6 +284,22 @@ func (d *Comm) DefaultAlgo(p *CollPlan, graph bool) ir.Algo {
 // the copy engines (HIR_COLL_AUTO_CE_MIN, bytes; 0: never; default
 // 256 MiB: on 2 and 4 H200s copy_engine was slower than one_shot up to
 // 128 MiB and faster from 256).
+
+// contiguousBlocks says whether every block an all_to_all moves is one
+// contiguous range of its input and of its output (the split and concat
+// axes are outermost where their extent is not 1), so one memcpy moves it.
+func contiguousBlocks(p *CollPlan) bool {
+	_, ls := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+	_, ld := BlockLayout(p.out.Shape, p.concat, p.in.Shape[p.concat])
+	return ls.Run == 0 && ld.Run == 0 && p.in.IsContiguous() && p.out.IsContiguous()
+}
+
+// Tuning.AllToAllCEMin is the smallest all_to_all (input bytes) one_shot
+// runs through the copy engines where its blocks are contiguous
+// (HIR_COLL_A2A_CE_MIN, bytes; 0: never; default 256 MiB). all_gather's
+// copy_engine against one_shot on 2 × H200 (graph, µs): 256 MiB 379 vs
+// 388, 512 MiB 748 vs 784, 1 GiB 1402 vs 1550, when one_shot's all_to_all
+// at 512 MiB and 1 GiB lost to NCCL in a graph (791 vs 758, 1555 vs 1495).
 
 // fits says whether algorithm algo can run p as auto's choice: op has it,
 // the operands are symmetric where it touches them remotely, and NCCL

@@ -58,6 +58,9 @@ type Tuning struct {
 	// its all-gather half on the copy engines; 0: never
 	// (HIR_COLL_TWO_SHOT_CE_MIN).
 	TwoShotCEMin int64
+	// AllToAllCEMin is the smallest all_to_all (bytes) one_shot pushes
+	// through the copy engines; 0: never (HIR_COLL_A2A_CE_MIN).
+	AllToAllCEMin int64
 	// AutoCEMin is the smallest all_gather output (bytes) auto sends
 	// through the copy engines; 0: never (HIR_COLL_AUTO_CE_MIN).
 	AutoCEMin int64
@@ -108,6 +111,7 @@ func DefaultTuning() Tuning {
 		BulkPortion:    8 << 10,
 		CEPush:         true,
 		TwoShotCEMin:   128 << 20,
+		AllToAllCEMin:  256 << 20,
 		AutoCEMin:      256 << 20,
 		RingBlocks:     RingDefault.Blocks, RingSeg: RingDefault.Seg, RingSlots: RingDefault.Slots, RingWave: RingDefault.Wave,
 		BlasWorkspace: 32 << 20,
@@ -146,6 +150,9 @@ func TuningFromEnv() Tuning {
 	t.CEPush = os.Getenv("HIR_COLL_CE_PUSH") != "0"
 	if v, ok := envInt("HIR_COLL_TWO_SHOT_CE_MIN"); ok && v >= 0 {
 		t.TwoShotCEMin = v
+	}
+	if v, ok := envInt("HIR_COLL_A2A_CE_MIN"); ok && v >= 0 {
+		t.AllToAllCEMin = v
 	}
 	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {
 		t.AutoCEMin = v
