@@ -558,7 +558,7 @@ func tpBlockRuns(rt runtime.Runtime, d *Device, name, src, label string) error {
 		}
 		best := time.Duration(1 << 62)
 		for run := range 12 {
-			if err := d.Barrier(d.DefaultStream()); err != nil {
+			if err := alignRanks(d); err != nil {
 				return 0, errors.Join(err, job.Close())
 			}
 			in := inputs

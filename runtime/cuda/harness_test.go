@@ -51,3 +51,21 @@ func metrics(runs []rankRun) map[string]float64 {
 }
 
 func openFDCount() int { return ranktest.OpenFDCount() }
+
+// alignRanks meets the peers before a timed Run as the PyTorch peers'
+// dist.barrier() does: on the GPU (a barrier kernel on the default
+// stream), with the host waiting for it, so every rank starts its Run
+// within microseconds of the others. The store's barrier alone let the
+// ranks leave it tens of microseconds apart (each wakes on its own TCP
+// reply), and a Run whose first collective waited for the late rank paid
+// that skew on rank 0's clock.
+func alignRanks(d *Device) error {
+	s := d.DefaultStream()
+	if err := d.Barrier(s); err != nil {
+		return err
+	}
+	if err := d.StreamBarrier(s); err != nil {
+		return err
+	}
+	return s.Synchronize()
+}

@@ -20,7 +20,7 @@ func TestTuningFromEnv(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	def := coll.Tuning{AutoOneShotMax: 64 << 20, AutoRingMin: 64 << 20, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, LLBulkMin: 256 << 10, TwoShotBulk: true, BulkPortion: 8 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AllToAllCEMin: 256 << 20, AutoCEMin: 256 << 20,
-		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true, BlasWorkspace: 32 << 20,
+		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true, BlasWorkspace: 32 << 20, TransferSMMax: 1 << 20,
 		CodegenUnroll: codegen.DefaultTuning.Unroll, CodegenBlocksPerSM: codegen.DefaultTuning.BlocksPerSM, PDL: true}
 	require.Equal(t, def, coll.TuningFromEnv(), "defaults")
 	require.Equal(t, def, coll.DefaultTuning(), "defaults")

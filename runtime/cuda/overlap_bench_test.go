@@ -205,7 +205,7 @@ func overlapBenchScenario() error {
 					if run > 0 {
 						in = nil
 					}
-					if err := d.Barrier(d.DefaultStream()); err != nil {
+					if err := alignRanks(d); err != nil {
 						job.Close()
 						return err
 					}

@@ -15,7 +15,7 @@ import (
 // allocation: every peer already has that shard imported and mapped (the
 // peer-pointer table), so a READ or WRITE is one cuMemcpyAsync between a
 // local address and the peer's mapped address, which the copy engines move
-// over NVLink (up to Tuning.TransferSMMax bytes, 0 by default, a copy
+// over NVLink (up to Tuning.TransferSMMax bytes, 1 MiB by default, a copy
 // kernel's SM loads or stores through the same mapping instead). Nothing is imported per registration; registering publishes
 // only (allocation, offset, dtype, shape) through the store.
 
@@ -152,9 +152,9 @@ func (c *peerCopy) Post(rs runtime.Stream) error {
 	}
 	return c.d.WithCtx(func() error {
 		if int64(c.n) <= c.d.Tune.TransferSMMax {
-			// Small, where asked (Tuning.TransferSMMax; off by default:
-			// it measured slower): a copy kernel's loads or stores
-			// through the peer mapping.
+			// Small (Tuning.TransferSMMax): a copy kernel's loads or
+			// stores through the peer mapping, which with programmatic
+			// dependent launch start sooner than the copy engines.
 			es := smCopyUnit(c.dst, c.src, c.n)
 			t := runtime.Tensor{DType: unitDType[es], Shape: []int64{int64(c.n) / int64(es)}}
 			return c.d.StridedCopy(c.dst, []int64{1}, c.src, []int64{1}, t, s)

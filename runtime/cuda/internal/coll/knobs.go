@@ -80,9 +80,10 @@ type Tuning struct {
 	// TransferSMMax is the largest contiguous one-sided transfer (bytes)
 	// posted as a copy kernel through the peer mapping (SM loads and
 	// stores) rather than a cuMemcpyAsync on the copy engines, whose
-	// start-up was thought to dominate small copies; 0 (the default: on
-	// 2 H100s the kernel was slower at every size measured, 8 B–1 MiB):
-	// always the copy engines (HIR_XFER_SM_MAX).
+	// start-up dominates small copies; 0: always the copy engines
+	// (HIR_XFER_SM_MAX). Default 1 MiB: with programmatic dependent
+	// launch the kernel took less GPU time than the copy engines at every
+	// size measured on 2 H200s, 8 B to 1 MiB (RUNTIME-CUDA.md).
 	TransferSMMax int64
 	// CheckLaunches synchronises after every compute launch, so a fault
 	// names the op that caused it (HIR_CUDA_CHECK_LAUNCHES=1).
@@ -115,7 +116,7 @@ func DefaultTuning() Tuning {
 		AutoCEMin:      256 << 20,
 		RingBlocks:     RingDefault.Blocks, RingSeg: RingDefault.Seg, RingSlots: RingDefault.Slots, RingWave: RingDefault.Wave,
 		BlasWorkspace: 32 << 20,
-		TransferSMMax: 0, // measured: no size where the kernel won (RUNTIME-CUDA.md)
+		TransferSMMax: 1 << 20,
 		CodegenUnroll: codegen.DefaultTuning.Unroll, CodegenBlocksPerSM: codegen.DefaultTuning.BlocksPerSM,
 		PDL: true,
 	}

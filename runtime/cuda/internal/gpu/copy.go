@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/hirlab/hir/runtime"
@@ -221,24 +222,40 @@ func (d *Device) StridedCopy(dst uint64, dstStrides []int64, src uint64, srcStri
 		return fmt.Errorf("cuda: rank %d: no strided copy for %d-byte elements", d.Opts.Rank, es)
 	}
 	n := t.NumElements()
-	layout := make([]byte, 0, 16+3*8*maxCopyDims)
+	a := stridedArgsPool.Get().(*stridedArgs)
+	defer stridedArgsPool.Put(a)
+	a.dst, a.src = dst, src
 	le := binary.LittleEndian
-	layout = le.AppendUint64(layout, uint64(n))
-	layout = le.AppendUint32(layout, uint32(len(t.Shape)))
-	layout = le.AppendUint32(layout, 0)
-	for _, arr := range [][]int64{t.Shape, dstStrides, srcStrides} {
+	le.PutUint64(a.layout[0:], uint64(n))
+	le.PutUint32(a.layout[8:], uint32(len(t.Shape)))
+	le.PutUint32(a.layout[12:], 0)
+	at := 16
+	for _, arr := range [3][]int64{t.Shape, dstStrides, srcStrides} {
 		for i := 0; i < maxCopyDims; i++ {
 			v := int64(1)
 			if i < len(arr) {
 				v = arr[i]
 			}
-			layout = le.AppendUint64(layout, uint64(v))
+			le.PutUint64(a.layout[at:], uint64(v))
+			at += 8
 		}
 	}
 	const block = 256
 	grid := (n + block - 1) / block
 	grid = min(grid, int64(max(d.Props.Multiprocessors, 1))*16)
-	vals := [][]byte{le.AppendUint64(nil, dst), le.AppendUint64(nil, src), layout}
-	params := []unsafe.Pointer{unsafe.Pointer(&vals[0][0]), unsafe.Pointer(&vals[1][0]), unsafe.Pointer(&vals[2][0])}
-	return d.LaunchOwn(f.H, Dim3{X: uint32(grid)}, Dim3{X: block}, 0, s.H, unsafe.Pointer(&params[0]))
+	a.params = [3]unsafe.Pointer{unsafe.Pointer(&a.dst), unsafe.Pointer(&a.src), unsafe.Pointer(&a.layout[0])}
+	return d.LaunchOwn(f.H, Dim3{X: uint32(grid)}, Dim3{X: block}, 0, s.H, unsafe.Pointer(&a.params[0]))
 }
+
+// stridedArgs is one strided-copy launch's arguments: the two addresses
+// and the layout block (element count, rank, then shape and both strides,
+// maxCopyDims each), pooled so that a launch, one-sided transfers' small
+// copies among them, allocates nothing. The driver copies the arguments
+// at launch, so the pool takes them back when LaunchOwn returns.
+type stridedArgs struct {
+	dst, src uint64
+	layout   [16 + 3*8*maxCopyDims]byte
+	params   [3]unsafe.Pointer
+}
+
+var stridedArgsPool = sync.Pool{New: func() any { return new(stridedArgs) }}
