@@ -338,7 +338,7 @@ var opInfos = [numOpcodes]OpInfo{
 	OpAllGather: benchmarked(collective("all_gather", LayoutGather,
 		[]AlgoAccess{{AlgoAuto, writes}, {AlgoOneShot, writes}, {AlgoRing, writes}, {AlgoCopyEngine, reads}, {AlgoNCCL, none}, {AlgoLL, none}})),
 	OpReduceScatter: benchmarked(collective("reduce_scatter", LayoutScatter,
-		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoRing, none}, {AlgoNCCL, none}, {AlgoLL, none}}, opAttr, axisAttr)),
+		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoRing, none}, {AlgoCopyEngine, reads}, {AlgoNCCL, none}, {AlgoLL, none}}, opAttr, axisAttr)),
 	OpAllReduce: benchmarked(collective("all_reduce", LayoutSame,
 		[]AlgoAccess{{AlgoAuto, reads}, {AlgoOneShot, reads}, {AlgoTwoShot, both}, {AlgoRing, none}, {AlgoNCCL, none}, {AlgoLL, none}}, opAttr)),
 	OpAllToAll: benchmarked(collective("all_to_all", LayoutAllToAll,

@@ -114,7 +114,7 @@ func TestSymmetricUnknownAlgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = Check(p, nil)
-	want := "<input>: reduce_scatter has no algorithm two_shot; it supports auto, one_shot, ring, nccl or ll"
+	want := "<input>: reduce_scatter has no algorithm two_shot; it supports auto, one_shot, ring, copy_engine, nccl or ll"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
 	}

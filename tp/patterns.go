@@ -71,6 +71,31 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 			b.Op(ir.OpMatmul, local, w, sel(b, out, s, 0, true))
 		})
 		return reshape(b, out, m, n), nil
+	case LocalFirst:
+		if x.Tensor().Mem != ir.Symmetric {
+			return nil, fmt.Errorf("tp.%s: %s reads the peers' rows through the contiguous view, so %s must be symmetric; it is %s", pattern, LocalFirst, x, x.Tensor())
+		}
+		x3 := reshape(b, x, mesh, rows, k)
+		view := b.Op(ir.OpSymmetricContiguousView, x3).Value()
+		out := b.Alloc(ir.Tensor(dt, mesh, rows, n))
+		// The peers' rows, rank+1 first, copied on a stream of their own
+		// (the copy engines: the SMs stay the matmuls'); every matmul
+		// below waits for its own copy only (a value read on another
+		// stream waits for its producer there).
+		fetch := b.Op(ir.OpStream).Value()
+		b.Op(ir.OpSetStream, fetch)
+		rowsOf := make([]*ir.Value, mesh)
+		for s := int64(1); s < mesh; s++ {
+			rowsOf[s] = b.Op(ir.OpCopy, sel(b, view, ir.Int(s), 0, true)).Value()
+		}
+		b.Op(ir.OpSetStream)
+		// this rank's rows where they lie (its own shard, seen through
+		// the view: no copy), while the peers' move
+		b.Op(ir.OpMatmul, sel(b, view, ir.Int(0), 0, true), w, sel(b, out, ir.Int(0), 0, true))
+		for s := int64(1); s < mesh; s++ {
+			b.Op(ir.OpMatmul, rowsOf[s], w, sel(b, out, ir.Int(s), 0, true))
+		}
+		return reshape(b, out, m, n), nil
 	}
 	return nil, fmt.Errorf("tp.%s: no decomposition %s", pattern, o.Decomposition)
 }
@@ -141,6 +166,9 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		b.Op(ir.OpBarrier)
 		sum := b.Op(ir.OpSum, slots).Ints("axes", 1).Value()
 		return reshape(b, sum, m, n), nil
+	}
+	if !o.Decomposition.Has(MatmulRS) {
+		return nil, fmt.Errorf("tp.%s: %s is all_gather + matmul's (the peers' rows fetched while this rank's own are multiplied); matmul + reduce_scatter has no %s", pattern, o.Decomposition, o.Decomposition)
 	}
 	return nil, fmt.Errorf("tp.%s: no decomposition %s", pattern, o.Decomposition)
 }

@@ -18,6 +18,12 @@
 //     rank (its own + s) mod the mesh, reading it from that peer (or
 //     writing its partial into that peer's slot) through the symmetric
 //     contiguous view, with no collective.
+//   - LocalFirst (all_gather + matmul): this rank's own rows are
+//     multiplied where they lie while the copy engines fetch the peers'
+//     rows on a stream of the decomposition's own (one copy per peer out
+//     of the symmetric contiguous view, back to back); each peer's rows
+//     are multiplied once their copy has landed. No step copies rows it
+//     already holds, and the first matmul waits for nothing.
 //   - ChunkedAsync: Chunked's pieces, with every collective async
 //     (`async=true`): they run one after another on the communication
 //     stream while the matmuls run on the current one, each waiting
@@ -45,9 +51,10 @@ const (
 	Chunked
 	PeerRing
 	ChunkedAsync
+	LocalFirst
 )
 
-var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring", "chunked_async"}
+var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring", "chunked_async", "local_first"}
 
 func (d Decomposition) String() string {
 	if d >= 0 && int(d) < len(decompositionNames) {
@@ -58,7 +65,41 @@ func (d Decomposition) String() string {
 
 // Decompositions lists them all, in order.
 func Decompositions() []Decomposition {
-	return []Decomposition{Unpipelined, Chunked, PeerRing, ChunkedAsync}
+	return []Decomposition{Unpipelined, Chunked, PeerRing, ChunkedAsync, LocalFirst}
+}
+
+// Pattern names one of the two tensor-parallel patterns.
+type Pattern int
+
+const (
+	AGMatmul Pattern = iota // all_gather + matmul (AllGatherMatmul)
+	MatmulRS                // matmul + reduce_scatter (MatmulReduceScatter)
+)
+
+var patternNames = [...]string{"all_gather_matmul", "matmul_reduce_scatter"}
+
+func (p Pattern) String() string {
+	if p >= 0 && int(p) < len(patternNames) {
+		return patternNames[p]
+	}
+	return fmt.Sprintf("Pattern(%d)", int(p))
+}
+
+// Has says whether pattern p has decomposition d: LocalFirst is
+// all_gather + matmul's only.
+func (d Decomposition) Has(p Pattern) bool {
+	return d != LocalFirst || p == AGMatmul
+}
+
+// DecompositionsOf lists p's decompositions, in order.
+func DecompositionsOf(p Pattern) []Decomposition {
+	var ds []Decomposition
+	for _, d := range Decompositions() {
+		if d.Has(p) {
+			ds = append(ds, d)
+		}
+	}
+	return ds
 }
 
 // Options choose a decomposition and its parameters.

@@ -24,6 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden programs in testdata
 
 type pattern struct {
 	name  string
+	p     tp.Pattern
 	build func(b *ir.Builder, x, w *ir.Value, o tp.Options) (*ir.Value, error)
 	// x's type for a mesh of n ranks and m rows
 	input func(m, k int64) *ir.TensorType
@@ -31,10 +32,10 @@ type pattern struct {
 }
 
 var patterns = []pattern{
-	{"all_gather_matmul", tp.AllGatherMatmul, func(m, k int64) *ir.TensorType {
+	{"all_gather_matmul", tp.AGMatmul, tp.AllGatherMatmul, func(m, k int64) *ir.TensorType {
 		return ir.Tensor(ir.F32, m, k).Sharded(0).In(ir.Symmetric)
 	}, true},
-	{"matmul_reduce_scatter", tp.MatmulReduceScatter, func(m, k int64) *ir.TensorType {
+	{"matmul_reduce_scatter", tp.MatmulRS, tp.MatmulReduceScatter, func(m, k int64) *ir.TensorType {
 		return ir.Tensor(ir.F32, m, k)
 	}, false},
 }
@@ -45,7 +46,7 @@ func build(t *testing.T, p pattern, mesh int, m, k, n int64, chunks, streams int
 	b := ir.NewBuilder(ir.LinearMesh(mesh))
 	x := b.Input("x", p.input(m, k))
 	w := b.Input("w", ir.Tensor(ir.F32, k, n))
-	for _, d := range tp.Decompositions() {
+	for _, d := range tp.DecompositionsOf(p.p) {
 		y, err := p.build(b, x, w, tp.Options{Decomposition: d, Chunks: chunks, Streams: streams})
 		require.NoError(t, err, "%s %s", p.name, d)
 		y.Name = d.String()
@@ -88,7 +89,7 @@ func TestDecompositionsAgree(t *testing.T) {
 							require.NoError(t, err, "run %d", run)
 							for _, rr := range res.Ranks {
 								want := rr.Outputs[tp.Unpipelined.String()]
-								for _, d := range tp.Decompositions()[1:] {
+								for _, d := range tp.DecompositionsOf(p.p)[1:] {
 									got := rr.Outputs[d.String()]
 									require.Equal(t, want.Shape, got.Shape)
 									if p.exact {

@@ -552,6 +552,8 @@ var references = map[string]reference{
 				"e": chunk(overRanks(us, mul), 0, r, D),
 				"f": chunk(overRanks(us, add), 1, r, D),
 				"g": chunk(avg, 0, r, D),
+				"h": chunk(overRanks(us, math.Max), 0, r, D),
+				"i": chunk(overRanks(us, add), 1, r, D),
 			}
 		})
 	},

@@ -76,10 +76,15 @@ func overlapVariants(pattern string) []overlapVariant {
 		{name: "peer-ring-2streams", build: dec(tp.PeerRing, 0, 2, ir.AlgoAuto)},
 		{name: "chunked-async-4", build: dec(tp.ChunkedAsync, 4, 0, ir.AlgoAuto)},
 	}
+	// The communication on the copy engines leaves the SMs to the matmul
+	// (reduce_scatter's copy_engine pulls the blocks, then reduces them
+	// in one local pass).
+	vs = append(vs, overlapVariant{name: "chunked-ce-4x2streams", build: dec(tp.Chunked, 4, 2, ir.AlgoCopyEngine)},
+		overlapVariant{name: "chunked-async-ce-4", build: dec(tp.ChunkedAsync, 4, 0, ir.AlgoCopyEngine)})
 	if pattern == "all_gather_matmul" {
-		// The gather on the copy engines leaves every SM to the matmul
-		// (a reduction needs SMs: reduce_scatter has no such algorithm).
-		vs = append(vs, overlapVariant{name: "chunked-ce-4x2streams", build: dec(tp.Chunked, 4, 2, ir.AlgoCopyEngine)})
+		// this rank's rows multiplied where they lie while the copy
+		// engines fetch the peers'
+		vs = append(vs, overlapVariant{name: "local-first", build: dec(tp.LocalFirst, 0, 0, ir.AlgoAuto)})
 	}
 	// The pipelined decompositions again in graph mode: an eager Run
 	// enqueues a dozen ops per piece from the host, which a replay does

@@ -48,11 +48,12 @@ var algorithms = map[algoKey]simAlgo{
 	{ir.OpAllGather, ir.AlgoNCCL}:       {run: (*collJob).allGatherStagedRing, slot: (*collJob).inputSlot},
 	{ir.OpAllGather, ir.AlgoLL}:         {run: (*collJob).allGatherLL, slot: (*collJob).inputSlot},
 
-	{ir.OpReduceScatter, ir.AlgoAuto}:    {run: (*collJob).reduceScatterOneShot},
-	{ir.OpReduceScatter, ir.AlgoOneShot}: {run: (*collJob).reduceScatterOneShot},
-	{ir.OpReduceScatter, ir.AlgoRing}:    {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
-	{ir.OpReduceScatter, ir.AlgoNCCL}:    {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
-	{ir.OpReduceScatter, ir.AlgoLL}:      {run: (*collJob).reduceScatterLL, slot: (*collJob).outputSlot},
+	{ir.OpReduceScatter, ir.AlgoAuto}:       {run: (*collJob).reduceScatterOneShot},
+	{ir.OpReduceScatter, ir.AlgoOneShot}:    {run: (*collJob).reduceScatterOneShot},
+	{ir.OpReduceScatter, ir.AlgoRing}:       {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
+	{ir.OpReduceScatter, ir.AlgoCopyEngine}: {run: (*collJob).reduceScatterCopyEngine},
+	{ir.OpReduceScatter, ir.AlgoNCCL}:       {run: (*collJob).reduceScatterRing, slot: (*collJob).outputSlot},
+	{ir.OpReduceScatter, ir.AlgoLL}:         {run: (*collJob).reduceScatterLL, slot: (*collJob).outputSlot},
 
 	{ir.OpAllReduce, ir.AlgoAuto}:    {run: (*collJob).allReduceOneShot},
 	{ir.OpAllReduce, ir.AlgoOneShot}: {run: (*collJob).allReduceOneShot},
@@ -270,6 +271,35 @@ func (j *collJob) reduceScatterOneShot(m *member) error {
 	if err != nil {
 		return err
 	}
+	if err := m.barrier(); err != nil {
+		return err
+	}
+	compute.Store(&j.out.View, 0, total)
+	return nil
+}
+
+// reduceScatterCopyEngine: rank r fetches block r of every rank's input
+// through the contiguous view of the input's symmetric buffer (the copy
+// engines' pulls, on the GPU into staging of the rank's own), meets the
+// peers (no rank changes an input a peer still reads), and reduces the
+// fetched blocks in rank order, as one_shot does: the same result.
+func (j *collJob) reduceScatterCopyEngine(m *member) error {
+	r, k := j.d.rank, j.out.Shape[j.axis]
+	cv, err := j.d.ContiguousView(j.in.buf)
+	if err != nil {
+		return fmt.Errorf("%s: %v", j.what, err)
+	}
+	shard := j.in.buf.Size()
+	var total compute.Acc
+	for p := 0; p < j.d.rt.size; p++ {
+		x := compute.Load(block(j.in.on(cv.(*buffer), int64(p)*shard), j.axis, r, k), 0, j.out.N)
+		if p == 0 {
+			total = x
+		} else {
+			j.red.Combine(total, x)
+		}
+	}
+	j.red.Finalize(total)
 	if err := m.barrier(); err != nil {
 		return err
 	}

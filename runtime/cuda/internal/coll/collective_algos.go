@@ -22,10 +22,11 @@ var CollAlgorithms = map[CollKey]collRun{
 	{ir.OpAllGather, ir.AlgoNCCL}:       runNCCL,
 	{ir.OpAllGather, ir.AlgoLL}:         (*Comm).runLL,
 
-	{ir.OpReduceScatter, ir.AlgoOneShot}: (*Comm).runSymmetric,
-	{ir.OpReduceScatter, ir.AlgoRing}:    (*Comm).runRing,
-	{ir.OpReduceScatter, ir.AlgoNCCL}:    runNCCL,
-	{ir.OpReduceScatter, ir.AlgoLL}:      (*Comm).runLL,
+	{ir.OpReduceScatter, ir.AlgoOneShot}:    (*Comm).runSymmetric,
+	{ir.OpReduceScatter, ir.AlgoRing}:       (*Comm).runRing,
+	{ir.OpReduceScatter, ir.AlgoCopyEngine}: (*Comm).runReduceScatterCE,
+	{ir.OpReduceScatter, ir.AlgoNCCL}:       runNCCL,
+	{ir.OpReduceScatter, ir.AlgoLL}:         (*Comm).runLL,
 
 	{ir.OpAllReduce, ir.AlgoOneShot}: runAllReduceOneShot,
 	{ir.OpAllReduce, ir.AlgoTwoShot}: (*Comm).runSymmetric,

@@ -144,3 +144,66 @@ func (d *Comm) ceSide(ch *CommChannel) error {
 	ch.side, ch.evFork, ch.evJoin = side, evs[0], evs[1]
 	return nil
 }
+
+// runReduceScatterCE is reduce_scatter through the copy engines: a
+// barrier (every input ready), one copy per peer pulling block r of its
+// input (through this rank's mapping of it) into a stream-ordered
+// temporary, then the reduce kernel over local memory only, in rank order
+// as one_shot sums; the reduce kernel's own barriers close the call (no
+// rank writes an output that aliases its input while a peer still pulls
+// from it). While the blocks move the SMs stay free for the compute a
+// pipelined program overlaps with it (docs/OVERLAP.md); the reduction is
+// one pass over local memory. A block that is not contiguous (the axis
+// is not outermost) moves through the strided-copy kernel, this rank's own
+// too, so that every source of the reduce has one layout.
+func (d *Comm) runReduceScatterCE(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
+	D, r := d.Opts.WorldSize, d.Opts.Rank
+	es := p.es
+	ins := d.peerPtrs(p.inB, p.in, true)
+	run, l := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
+	nOut := p.out.NumElements()
+	blk := uint64(nOut*es+15) &^ 15 // each pulled block 16-byte aligned: the vector reduce
+	strided := l.Run != 0
+	pulled := D - 1
+	if strided {
+		pulled = D
+	}
+	if err := d.BarrierKernel(cs, ch, p.what, s); err != nil {
+		return err
+	}
+	sp := reduceSpec{dst: []uint64{p.outPtr}, n: nOut, gridN: nOut, tmp: overlaps(p.in, p.inB, p.out, p.outB)}
+	return d.Staged(int(max(blk*uint64(pulled), 16)), s, func(tmp uint64) error {
+		slot := tmp
+		for k := 0; k < D; k++ {
+			q := (r + k) % D // the next peer first: every link busy from the start
+			src := ins[q] + uint64(int64(r)*run*es)
+			if q == r && !strided {
+				sp.src[q] = src
+				continue
+			}
+			if err := d.pullBlock(slot, src, strided, p, s); err != nil {
+				return err
+			}
+			sp.src[q] = slot
+			slot += blk
+		}
+		return d.runReduce(cs, ch, p, sp, s)
+	})
+}
+
+// pullBlock copies reduce_scatter's block at src (block r of a rank's
+// input) to dst, packed: one cuMemcpyAsync where the block is contiguous,
+// else the strided-copy kernel.
+func (d *Comm) pullBlock(dst, src uint64, strided bool, p *CollPlan, s *gpu.Stream) error {
+	n := p.out.NumElements() * p.es
+	if n == 0 {
+		return nil
+	}
+	if !strided { // (the copy engines)
+		return d.WithCtx(func() error { return d.Drv.MemcpyAsync.Call4(uintptr(dst), uintptr(src), uintptr(n), s.H) })
+	}
+	t := runtime.Tensor{DType: p.dt, Shape: p.out.Shape}
+	return d.WithCtx(func() error {
+		return d.StridedCopy(dst, runtime.ContiguousStrides(p.out.Shape), src, runtime.ContiguousStrides(p.in.Shape), t, s)
+	})
+}
