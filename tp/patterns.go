@@ -127,16 +127,21 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		out4 := reshape(b, out, mesh, c, ch, n) // [mesh/DIDx, chunks, ch, N]
 		a4 := reshape(b, a, mesh, c, ch, k)
 		// chunk i of every rank's block, multiplied and reduce-scattered
+		// straight into piece i of this rank's rows (the collective's
+		// output operand: no copy after it)
 		scatter := func(i *ir.Value, async bool) *ir.Value {
 			p := b.Op(ir.OpMatmul, sel(b, a4, i, 1, false), w).Value()
-			ob := o.collective(b, ir.OpReduceScatter, p).Int("axis", 0)
+			ob := b.Op(ir.OpReduceScatter, p, sel(b, out4, i, 1, false)).Int("axis", 0)
+			if o.Algo != ir.AlgoAuto {
+				ob.Word("algo", o.Algo.String())
+			}
 			if async {
 				ob.Bool("async", true)
 			}
-			return ob.Type(tensor(dt, ir.Symmetric, mesh, ch, n).Sharded(0)).Value()
+			return ob.Value()
 		}
 		if o.Decomposition == Chunked {
-			o.loop(b, "c", c, func(i *ir.Value) { b.Op(ir.OpCopy, scatter(i, false), sel(b, out4, i, 1, false)) })
+			o.loop(b, "c", c, func(i *ir.Value) { scatter(i, false) })
 			return out, nil
 		}
 		// each piece's reduce_scatter is posted as soon as its product is
@@ -145,9 +150,8 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		for i := range rs {
 			rs[i] = scatter(ir.Int(int64(i)), true)
 		}
-		for i, r := range rs {
+		for _, r := range rs {
 			b.Op(ir.OpWait, r)
-			b.Op(ir.OpCopy, r, sel(b, out4, ir.Int(int64(i)), 1, false))
 		}
 		return out, nil
 	case PeerRing:
