@@ -175,7 +175,7 @@ func (d *Comm) runReduceScatterCE(cs *CommState, ch *CommChannel, p *CollPlan, s
 	return d.Staged(int(max(blk*uint64(pulled), 16)), s, func(tmp uint64) error {
 		slot := tmp
 		for k := 0; k < D; k++ {
-			q := (r + k) % D // the next peer first: every link busy from the start
+			q := (r + k) % D // ranks start at different peers: no shard serves two pulls at once
 			src := ins[q] + uint64(int64(r)*run*es)
 			if q == r && !strided {
 				sp.src[q] = src
