@@ -82,13 +82,15 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		// (the copy engines: the SMs stay the matmuls'); every matmul
 		// below waits for its own copy only (a value read on another
 		// stream waits for its producer there).
-		fetch := b.Op(ir.OpStream).Value()
-		b.Op(ir.OpSetStream, fetch)
 		rowsOf := make([]*ir.Value, mesh)
-		for s := int64(1); s < mesh; s++ {
-			rowsOf[s] = b.Op(ir.OpCopy, sel(b, view, ir.Int(s), 0, true)).Value()
+		if mesh > 1 {
+			fetch := b.Op(ir.OpStream).Value()
+			b.Op(ir.OpSetStream, fetch)
+			for s := int64(1); s < mesh; s++ {
+				rowsOf[s] = b.Op(ir.OpCopy, sel(b, view, ir.Int(s), 0, true)).Value()
+			}
+			b.Op(ir.OpSetStream)
 		}
-		b.Op(ir.OpSetStream)
 		// this rank's rows where they lie (its own shard, seen through
 		// the view: no copy), while the peers' move
 		b.Op(ir.OpMatmul, sel(b, view, ir.Int(0), 0, true), w, sel(b, out, ir.Int(0), 0, true))
