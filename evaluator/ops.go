@@ -56,6 +56,8 @@ func (r *rank) op(f *frame, p *opPlan) error {
 		return r.wait(f, p.args[0])
 	case ir.OpBarrier:
 		return r.dev.Barrier(f.current)
+	case ir.OpStreamBarrier:
+		return r.streamBarrier(f.current)
 	case ir.OpStream:
 		s := r.streams[p.id]
 		if s == nil {
@@ -530,4 +532,14 @@ func (r *rank) loop(f *frame, p *opPlan) error {
 	}
 	f.vals[idx] = slot{}
 	return nil
+}
+
+// streamBarrier meets the peers on stream s (stream_barrier): on the
+// device where the runtime can (runtime.StreamBarrierer: both do), else
+// through the device's Barrier, which waits on the host.
+func (r *rank) streamBarrier(s runtime.Stream) error {
+	if sb, ok := r.dev.(runtime.StreamBarrierer); ok {
+		return sb.StreamBarrier(s)
+	}
+	return r.dev.Barrier(s)
 }

@@ -20,7 +20,7 @@ func TestOpFacts(t *testing.T) {
 	for _, op := range Opcodes() {
 		info := op.Info()
 		kernel := op.Class() == ClassPointwise || op.Class() == ClassReduction || op.Class() == ClassMatmul || op.IsCollective() ||
-			op == OpFusion || op == OpCopy || op == OpAlloc
+			op == OpFusion || op == OpCopy || op == OpAlloc || op == OpStreamBarrier
 		assert.Equal(t, kernel, info.Kernel, "%s: Kernel", op)
 		assert.Equal(t, offStream[op], info.OffStream != "", "%s: OffStream", op)
 		assert.False(t, info.Kernel && info.OffStream != "", "%s: Kernel work on another stream", op)

@@ -67,6 +67,7 @@ const (
 	// sync and control
 	OpWait
 	OpBarrier
+	OpStreamBarrier
 	OpStream
 	OpSetStream
 	OpSyncStream
@@ -363,10 +364,13 @@ var opInfos = [numOpcodes]OpInfo{
 	OpDeregister: {Name: "deregister", Class: ClassOneSided, MinOperands: 1, MaxOperands: 1,
 		HostWait: "deregister waits on the host for the peers' transfers"},
 
-	OpWait:      {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1, OffStream: "orders the stream after another stream's work"},
-	OpBarrier:   {Name: "barrier", Class: ClassSync, HostWait: "barrier waits on the host for the peers"},
-	OpStream:    {Name: "stream", Class: ClassSync, Results: 1, OffStream: "makes a stream"},
-	OpSetStream: {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1, OffStream: "changes the current stream"},
+	OpWait:    {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1, OffStream: "orders the stream after another stream's work"},
+	OpBarrier: {Name: "barrier", Class: ClassSync, HostWait: "barrier waits on the host for the peers"},
+	// stream_barrier: every rank's current stream meets on the device (a
+	// barrier kernel), the host goes on at once; a graph holds it.
+	OpStreamBarrier: {Name: "stream_barrier", Class: ClassSync, Kernel: true},
+	OpStream:        {Name: "stream", Class: ClassSync, Results: 1, OffStream: "makes a stream"},
+	OpSetStream:     {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1, OffStream: "changes the current stream"},
 	OpSyncStream: {Name: "sync_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1,
 		HostWait: "sync_stream waits on the host for the stream"},
 	// pick_stream %s0, ..., %sN-1, %i: the stream of iteration i of a loop

@@ -9,8 +9,8 @@ import (
 // registered tensor while that rank runs on: every rank runs the same
 // program, but at its own pace, so a peer's transfer posted at one point
 // of the program and waited for at another may run while this rank is
-// anywhere else, unless a point every rank must pass (a `barrier`, a
-// `register` or `deregister`) lies between them. A local read of the
+// anywhere else, unless a point every rank must pass (a `barrier` or
+// `stream_barrier`, a `register` or `deregister`) lies between them. A local read of the
 // tensor during a peer's write, a local write during a peer's read or
 // write, and two peers' writes are races: their result depends on timing
 // (docs/SEMANTICS.md, "Point to point, one-sided, sync"). They are
@@ -26,7 +26,7 @@ func checkTransferRaces(p *ir.Program, v *validator) {
 	}
 	meets := make([]int, 0, 8) // points every rank passes, ascending
 	for i, op := range flat {
-		if op.Code == ir.OpBarrier || op.Code == ir.OpRegister || op.Code == ir.OpDeregister {
+		if op.Code == ir.OpBarrier || op.Code == ir.OpStreamBarrier || op.Code == ir.OpRegister || op.Code == ir.OpDeregister {
 			meets = append(meets, i)
 		}
 	}

@@ -51,7 +51,7 @@ const DeadlockCheckLimit = 1 << 18
 func waitsOnPeers(b *ir.Block) bool {
 	for _, op := range b.Ops {
 		switch {
-		case op.Code.IsCollective(), op.Code == ir.OpSend, op.Code == ir.OpRecv, op.Code == ir.OpBarrier, op.Code == ir.OpRegister:
+		case op.Code.IsCollective(), op.Code == ir.OpSend, op.Code == ir.OpRecv, op.Code == ir.OpBarrier, op.Code == ir.OpStreamBarrier, op.Code == ir.OpRegister:
 			return true
 		case op.Body != nil && op.Code == ir.OpFor && waitsOnPeers(op.Body):
 			return true
@@ -331,7 +331,9 @@ func (s *schedule) hostStep(r *simRank) bool {
 		r.enqueue(r.comm, op, plainItem, r.at())
 		r.xfers[op.Operands[0]] = streamPos{r.comm, len(r.comm.items)}
 		r.async[op.Result()] = streamPos{r.comm, len(r.comm.items)}
-	case ir.OpBarrier:
+	case ir.OpBarrier, ir.OpStreamBarrier:
+		// both meet every rank's current stream, in program order (the
+		// same order on every rank, so one count pairs them)
 		it := r.enqueue(r.current, op, barrierItem)
 		it.seq = r.barriers
 		r.barriers++

@@ -401,7 +401,7 @@ func (c *checker) infer(op *ir.Op, st *blockState) ([]inferred, bool) {
 		return nil, true
 	case ir.OpPickStream, ir.OpWaitStream:
 		return c.streamOp(op) // streamops.go
-	case ir.OpBarrier, ir.OpYield:
+	case ir.OpBarrier, ir.OpStreamBarrier, ir.OpYield:
 		return nil, true
 	case ir.OpFor:
 		c.forOp(op, st)

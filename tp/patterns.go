@@ -99,6 +99,9 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		}
 		return reshape(b, out, m, n), nil
 	}
+	if !o.Decomposition.Has(AGMatmul) {
+		return nil, fmt.Errorf("tp.%s: %s is matmul + reduce_scatter's (the peers' products pushed while this rank's own is made); all_gather + matmul has no %s", pattern, o.Decomposition, o.Decomposition)
+	}
 	return nil, fmt.Errorf("tp.%s: no decomposition %s", pattern, o.Decomposition)
 }
 
@@ -170,6 +173,39 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 			b.Op(ir.OpMatmul, sel(b, a3, s, 0, true), w, sel(b, owner, ir.Int(0), 0, true))
 		})
 		b.Op(ir.OpBarrier)
+		sum := b.Op(ir.OpSum, slots).Ints("axes", 1).Value()
+		return reshape(b, sum, m, n), nil
+	case PeersFirst:
+		// slots[owner][source], as PeerRing's
+		slots := b.Alloc(tensor(dt, ir.Symmetric, mesh, mesh, rows, n).Sharded(0))
+		view := b.Op(ir.OpSymmetricContiguousView, slots).Value()
+		a3 := reshape(b, a, mesh, rows, k)
+		// rank+s's slot for this rank's product, in rank+s's memory
+		slot := func(s int64) *ir.Value {
+			return sel(b, sel(b, view, ir.Int(s), 0, true), ir.Int(0), 0, true)
+		}
+		// Every rank's slots are zero-filled, and no rank still sums the
+		// Run before's, before anyone writes: a meeting on the device.
+		b.Op(ir.OpStreamBarrier)
+		var push *ir.Value
+		if mesh > 1 {
+			push = b.Op(ir.OpStream).Value()
+		}
+		for s := int64(1); s < mesh; s++ {
+			// the product for rank+s, then its push on the copy engines
+			// (on push, waiting for the product only) while the next
+			// product is made
+			p := b.Op(ir.OpMatmul, sel(b, a3, ir.Int(s), 0, true), w).Value()
+			b.Op(ir.OpSetStream, push)
+			b.Op(ir.OpCopy, p, slot(s))
+			b.Op(ir.OpSetStream)
+		}
+		b.Op(ir.OpMatmul, sel(b, a3, ir.Int(0), 0, true), w, slot(0))
+		if mesh > 1 {
+			b.Op(ir.OpWaitStream, push)
+		}
+		// every rank's pushes have landed
+		b.Op(ir.OpStreamBarrier)
 		sum := b.Op(ir.OpSum, slots).Ints("axes", 1).Value()
 		return reshape(b, sum, m, n), nil
 	}

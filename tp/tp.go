@@ -24,6 +24,11 @@
 //     of the symmetric contiguous view, back to back); each peer's rows
 //     are multiplied once their copy has landed. No step copies rows it
 //     already holds, and the first matmul waits for nothing.
+//   - PeersFirst (matmul + reduce_scatter): the products of the peers'
+//     blocks are made first, each pushed by the copy engines (a stream of
+//     the decomposition's own) into its owner's slot while the next is
+//     made; this rank's own product goes straight into its own slot, the
+//     ranks meet on the device (stream_barrier), and each sums its slots.
 //   - ChunkedAsync: Chunked's pieces, with every collective async
 //     (`async=true`): they run one after another on the communication
 //     stream while the matmuls run on the current one, each waiting
@@ -52,9 +57,10 @@ const (
 	PeerRing
 	ChunkedAsync
 	LocalFirst
+	PeersFirst
 )
 
-var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring", "chunked_async", "local_first"}
+var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring", "chunked_async", "local_first", "peers_first"}
 
 func (d Decomposition) String() string {
 	if d >= 0 && int(d) < len(decompositionNames) {
@@ -65,7 +71,7 @@ func (d Decomposition) String() string {
 
 // Decompositions lists them all, in order.
 func Decompositions() []Decomposition {
-	return []Decomposition{Unpipelined, Chunked, PeerRing, ChunkedAsync, LocalFirst}
+	return []Decomposition{Unpipelined, Chunked, PeerRing, ChunkedAsync, LocalFirst, PeersFirst}
 }
 
 // Pattern names one of the two tensor-parallel patterns.
@@ -86,9 +92,15 @@ func (p Pattern) String() string {
 }
 
 // Has says whether pattern p has decomposition d: LocalFirst is
-// all_gather + matmul's only.
+// all_gather + matmul's only, PeersFirst matmul + reduce_scatter's.
 func (d Decomposition) Has(p Pattern) bool {
-	return d != LocalFirst || p == AGMatmul
+	switch d {
+	case LocalFirst:
+		return p == AGMatmul
+	case PeersFirst:
+		return p == MatmulRS
+	}
+	return true
 }
 
 // DecompositionsOf lists p's decompositions, in order.

@@ -510,6 +510,12 @@ var references = map[string]reference{
 			return map[string]tens{"y": y(r), "z": y((r + 1) % D)} // shifted back: x's own shard
 		})
 	},
+	"stream_barrier": func(c *refCtx) []map[string]tens {
+		xs, D := c.allLocal("x"), c.D
+		return c.each(func(r int) map[string]tens {
+			return map[string]tens{"got": xs[(r-1+D)%D]} // the left neighbour's row
+		})
+	},
 	"all_gather_algos": func(c *refCtx) []map[string]tens {
 		x := c.in["x"]
 		return c.each(func(int) map[string]tens { return map[string]tens{"a": x, "b": x, "c": x, "d": x, "e": x} })

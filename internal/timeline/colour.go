@@ -75,7 +75,7 @@ var opClasses = func() map[string]OpClass {
 			c = ClassSync
 		}
 		switch op {
-		case ir.OpBarrier:
+		case ir.OpBarrier, ir.OpStreamBarrier:
 			c = ClassComm // the ranks meet: traced and linked as a collective
 		case ir.OpFusion:
 			c = ClassCompute // a fused kernel

@@ -85,6 +85,10 @@ func overlapVariants(pattern string) []overlapVariant {
 		// this rank's rows multiplied where they lie while the copy
 		// engines fetch the peers'
 		vs = append(vs, overlapVariant{name: "local-first", build: dec(tp.LocalFirst, 0, 0, ir.AlgoAuto)})
+	} else {
+		// the peers' products pushed by the copy engines while the next
+		// is made, this rank's own last, meetings on the device
+		vs = append(vs, overlapVariant{name: "peers-first", build: dec(tp.PeersFirst, 0, 0, ir.AlgoAuto)})
 	}
 	// The pipelined decompositions again in graph mode: an eager Run
 	// enqueues a dozen ops per piece from the host, which a replay does

@@ -14,11 +14,12 @@ type Device struct {
 	rank int
 	def  *stream
 
-	mu          sync.Mutex
-	streams     map[*stream]bool
-	symAllocSeq int64 // symmetric allocs so far: matches the k-th across ranks
-	collSeq     int64 // collectives enqueued so far
-	barrierSeq  int64
+	mu               sync.Mutex
+	streams          map[*stream]bool
+	symAllocSeq      int64 // symmetric allocs so far: matches the k-th across ranks
+	collSeq          int64 // collectives enqueued so far
+	barrierSeq       int64
+	streamBarrierSeq int64 // StreamBarrier's meetings, counted apart from Barrier's
 	// sends enqueued so far, by destination, and recvs by source: maps,
 	// not slices of the world size, so a rank holds only the peers it
 	// talks to (slices made the runtime's memory quadratic in the mesh)

@@ -101,9 +101,30 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 	}})
 }
 
-// StreamBarrier is Barrier: the CPU runtime's barrier already waits on
-// the stream, not the host (runtime.StreamBarrierer).
-func (d *Device) StreamBarrier(rs runtime.Stream) error { return d.Barrier(rs) }
+// StreamBarrier meets every rank on the stream, as Barrier does (the CPU
+// runtime's barrier already waits on the stream, not the host), and,
+// unlike Barrier, may be captured: on GPUs it is a barrier kernel, so a
+// replay meets the peers' same replay (the meeting is keyed by it, as a
+// collective's is) (runtime.StreamBarrierer).
+func (d *Device) StreamBarrier(rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	seq := d.streamBarrierSeq
+	d.streamBarrierSeq++
+	d.mu.Unlock()
+	what := fmt.Sprintf("stream barrier #%d", seq)
+	return s.enqueue(work{run: func(s *stream) error {
+		_, err := d.rt.rv.meet(s.key(meetKey{kind: "stream_barrier", seq: seq}), d.rt.allRanks(), d.rank, nil, d.rt.timeout, what, s.running,
+			func(map[int]any) (any, error) { return nil, nil })
+		if err != nil {
+			return errorf(d.rank, "%w", err)
+		}
+		return nil
+	}})
+}
 
 var _ runtime.StreamBarrierer = (*Device)(nil)
 
