@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hirlab/hir/runtime"
@@ -107,45 +108,39 @@ func (d *Device) p2p(t runtime.Tensor, peer int, rs runtime.Stream, sending bool
 // replay meets the peers' same replay (the meeting is keyed by it, as a
 // collective's is) (runtime.StreamBarrierer).
 func (d *Device) StreamBarrier(rs runtime.Stream) error {
-	s, err := d.stream(rs)
-	if err != nil {
-		return err
-	}
-	d.mu.Lock()
-	seq := d.streamBarrierSeq
-	d.streamBarrierSeq++
-	d.mu.Unlock()
-	what := fmt.Sprintf("stream barrier #%d", seq)
-	return s.enqueue(work{run: func(s *stream) error {
-		_, err := d.rt.rv.meet(s.key(meetKey{kind: "stream_barrier", seq: seq}), d.rt.allRanks(), d.rank, nil, d.rt.timeout, what, s.running,
-			func(map[int]any) (any, error) { return nil, nil })
-		if err != nil {
-			return errorf(d.rank, "%w", err)
-		}
-		return nil
-	}})
+	return d.meetOnStream(rs, "stream_barrier", &d.streamBarrierSeq, true)
 }
 
 var _ runtime.StreamBarrierer = (*Device)(nil)
 
 // Barrier returns (on the stream) once every rank has reached its k-th
-// barrier.
+// barrier. On GPUs a barrier waits on the host: it cannot be captured.
 func (d *Device) Barrier(rs runtime.Stream) error {
+	if err := d.notCapturing("Barrier"); err != nil {
+		return err
+	}
+	return d.meetOnStream(rs, "barrier", &d.barrierSeq, false)
+}
+
+// meetOnStream enqueues on rs a meeting of every rank: the k-th of this
+// kind (counted in *seq) meets every rank's k-th; byReplay keys it by the
+// graph replay (and device-loop trip) running it too.
+func (d *Device) meetOnStream(rs runtime.Stream, kind string, seq *int64, byReplay bool) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
 	}
-	// On GPUs a barrier waits on the host: it cannot be captured.
-	if err := d.notCapturing("Barrier"); err != nil {
-		return err
-	}
 	d.mu.Lock()
-	seq := d.barrierSeq
-	d.barrierSeq++
+	k := *seq
+	*seq++
 	d.mu.Unlock()
-	what := fmt.Sprintf("barrier #%d", seq)
+	what := fmt.Sprintf("%s #%d", strings.ReplaceAll(kind, "_", " "), k)
 	return s.enqueue(work{run: func(s *stream) error {
-		_, err := d.rt.rv.meet(meetKey{kind: "barrier", seq: seq}, d.rt.allRanks(), d.rank, nil, d.rt.timeout, what, s.running,
+		key := meetKey{kind: kind, seq: k}
+		if byReplay {
+			key = s.key(key)
+		}
+		_, err := d.rt.rv.meet(key, d.rt.allRanks(), d.rank, nil, d.rt.timeout, what, s.running,
 			func(map[int]any) (any, error) { return nil, nil })
 		if err != nil {
 			return errorf(d.rank, "%w", err)
