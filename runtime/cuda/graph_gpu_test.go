@@ -456,6 +456,11 @@ output %o
 
 var tpBlockLL = strings.ReplaceAll(tpBlock, "algo=one_shot", "algo=ll")
 
+// tpBlockLLGlobal is tpBlockLL with nothing on the symmetric heap (ll
+// touches neither tensor remotely), as the PyTorch peer's plain tensors:
+// a Run then has no symmetric input for the ranks to meet around.
+var tpBlockLLGlobal = strings.ReplaceAll(tpBlockLL, " symmetric", "")
+
 // BenchmarkTPBlock: the block's time per iteration on 2 ranks, eager and
 // in graph mode, with one_shot's and ll's collectives (rank 0 prints them).
 func BenchmarkTPBlock(b *testing.B) {
@@ -530,7 +535,10 @@ func tpBlockBenchScenario() error {
 	if err := tpBlockRuns(rt, d, "tp_block.hir", tpBlock, "tp-block"); err != nil {
 		return err
 	}
-	return tpBlockRuns(rt, d, "tp_block_ll.hir", tpBlockLL, "tp-block-ll")
+	if err := tpBlockRuns(rt, d, "tp_block_ll.hir", tpBlockLL, "tp-block-ll"); err != nil {
+		return err
+	}
+	return tpBlockRuns(rt, d, "tp_block_ll_global.hir", tpBlockLLGlobal, "tp-block-ll-global")
 }
 
 // tpBlockRuns prints src's time per loop iteration, eager and in graph
@@ -613,4 +621,13 @@ func TestTPBlockGraphShapes(t *testing.T) {
 	for trips, want := range map[int]string{20: "a flat graph", 40: "a flat graph", 100: "a device loop", 220: "a device loop"} {
 		require.Equal(t, want, graphShape("tp_block.hir", tpBlockLL, trips), "%d trips", trips)
 	}
+}
+
+// TestTPBlockLLGlobalChecks: the ll block with nothing symmetric is a
+// program the checker accepts, with no symmetric input or value left.
+func TestTPBlockLLGlobalChecks(t *testing.T) {
+	prog, err := parser.Parse("tp_block_ll_global.hir", []byte(tpBlockLLGlobal))
+	require.NoError(t, err)
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	require.NotContains(t, prog.String(), "symmetric")
 }
