@@ -97,6 +97,8 @@ func TestPlanAuto(t *testing.T) {
 		{4, ir.OpAllReduce, false, false, 64 << 10, "ll", "one_shot reads the peers' inputs: not symmetric, ll", ""},
 		{4, ir.OpAllReduce, true, true, 256 << 10, "ll", "more ranks, 512 KiB: ll in two hops", ""},
 		{2, ir.OpAllReduce, true, true, 64 << 10, "ll", "two ranks, 128 KiB: ll", ""},
+		{2, ir.OpAllReduce, true, true, 1 << 20, "ll", "two ranks, 2 MiB: ll", ""},
+		{2, ir.OpAllReduce, true, true, 2 << 20, "one_shot", "two ranks, 4 MiB: one_shot (past arLLMax2)", ""},
 		{4, ir.OpAllReduce, true, true, 4 << 20, "two_shot", "more ranks, below AutoRingMin", ""},
 		{4, ir.OpAllReduce, true, true, 40 << 20, "ring", "more ranks, from AutoRingMin", ""},
 		{2, ir.OpReduceScatter, true, false, 8 << 20, "one_shot", "reduce_scatter on two ranks", ""},

@@ -195,6 +195,14 @@ const llOneShotAbove = 64 << 10
 // much output (bytes), one_shot past it (DefaultAlgo).
 const agRingMax = 4 << 20
 
+// a2aBulkLLMax: an all_to_all in bulk stays ll up to this much input
+// (bytes), one_shot past it (DefaultAlgo).
+const a2aBulkLLMax = 1 << 20
+
+// arLLMax2: on two ranks, an all_reduce runs ll up to this much (bytes),
+// one_shot past it (DefaultAlgo).
+const arLLMax2 = 2 << 20
+
 // defaultAlgo is the compiled-in choice, where no measured table has
 // the call (graph: the call is being captured): ll where it fits (each
 // rank sends each peer at most ir.LLMaxBytes; but one_shot for the
@@ -228,6 +236,13 @@ func (d *Comm) DefaultAlgo(p *CollPlan, graph bool) ir.Algo {
 		if p.op == ir.OpAllReduce && D > 2 && (n > llOneShotAbove || graph) && !d.llTwoShot(n) && d.Fits(p, ir.AlgoOneShot) {
 			return ir.AlgoOneShot
 		}
+		// On two ranks, an all_reduce past 2 MiB: one_shot (2 × H200, 4
+		// MiB: 23.50 against ll's 24.64 µs eager, 22.23 against 22.50 in
+		// a graph in docs/bench/h200-x2.json; 22.66 against 23.75 in a
+		// graph in the sweep before it).
+		if p.op == ir.OpAllReduce && D == 2 && n > arLLMax2 && d.Fits(p, ir.AlgoOneShot) {
+			return ir.AlgoOneShot
+		}
 		// In bulk, ll's all_gather, all_to_all and broadcast move the data
 		// twice (into the peer's staging, then out of it): one_shot's
 		// stores straight into the peers' outputs beat them where
@@ -239,6 +254,14 @@ func (d *Comm) DefaultAlgo(p *CollPlan, graph bool) ir.Algo {
 			// against 14.55; eager within 1 % or faster).
 			if p.op == ir.OpAllGather && D == 2 && p.out.Bytes() <= agRingMax && d.Fits(p, ir.AlgoRing) {
 				return ir.AlgoRing
+			}
+			// An all_to_all of up to 1 MiB (in bulk only on two ranks):
+			// ll still (2 × H200, docs/bench/h200-x2.json: 1 MiB 8.10
+			// against one_shot's 8.73 µs in a graph, 8.94 against 9.60
+			// eager; from 2 MiB within a few per cent either way, and
+			// one_shot ahead from 8 MiB).
+			if p.op == ir.OpAllToAll && p.in.Bytes() <= a2aBulkLLMax {
+				return ir.AlgoLL
 			}
 			return ir.AlgoOneShot
 		}
