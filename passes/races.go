@@ -10,9 +10,10 @@ import (
 // program, but at its own pace, so a peer's transfer posted at one point
 // of the program and waited for at another may run while this rank is
 // anywhere else, unless a point every rank must pass (a `barrier` or
-// `stream_barrier`, a `register` or `deregister`) lies between them. A local read of the
-// tensor during a peer's write, a local write during a peer's read or
-// write, and two peers' writes are races: their result depends on timing
+// `stream_barrier`, a `register` or `deregister`) lies between them. A
+// local read of the tensor during a peer's write, a local write during a
+// peer's read or write, and two peers' writes are races: their result
+// depends on timing
 // (docs/SEMANTICS.md, "Point to point, one-sided, sync"). They are
 // rejected, naming both places and the fix. Loops are unrolled (up to
 // raceCheckLimit ops); a larger program is accepted unchecked.
