@@ -204,7 +204,7 @@ func transferBenchScenario() error {
 // xferGPUTimes is the GPU time of one transfer, without the host's: 200
 // posts queued behind a spin kernel (so the host cannot starve the GPU),
 // timed with events, per post; through the copy engines and as a copy
-// kernel (Tuning.TransferSMMax), READ and WRITE, 8 B .. 1 MiB: where the
+// kernel (Tuning.TransferSMMax), READ and WRITE, 8 B .. 16 MiB: where the
 // copy kernel stops paying is the crossover. Beside each, the bare copy
 // (runtime.PeerCopy, without the handle's completion event), and the
 // floors: an empty kernel, and the record of a host-wait event alone.
@@ -231,7 +231,9 @@ func xferGPUTimes(d *Device, timer *postTimer, lbuf, buf runtime.Buffer, reg *tr
 	metric("gpu_time_empty_kernel", empty, "us")
 	metric("gpu_time_host_wait_event_record", record, "us")
 	fmt.Fprintf(table, "\nGPU time of one transfer: %d posts queued behind a spin kernel, per post (CUDA events); an empty kernel takes %.2f µs so, recording a host-wait event %.2f µs\n\n| size | op | handle, copy engine | handle, copy kernel | bare copy, copy engine | bare copy, copy kernel |\n| --- | --- | --- | --- | --- | --- |\n", posts, empty, record)
-	for _, size := range []int64{8, 4 << 10, 64 << 10, 256 << 10, 1 << 20} {
+	// up to 16 MiB: the copy kernel won at every size to 1 MiB with
+	// programmatic dependent launch, so the crossover lies above it
+	for _, size := range []int64{8, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
 		n := size / 4
 		local := xferI32s(lbuf, 0, n)
 		for _, kind := range []transfer.Op{transfer.Read, transfer.Write} {
