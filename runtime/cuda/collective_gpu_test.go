@@ -191,7 +191,10 @@ func collCases(D int) []collCase {
 		collCase{op: ir.OpReduceScatter, algo: ir.AlgoRing, red: ir.ReduceSum, dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
 	// reduce_scatter (copy_engine in place too: the peers' pulls end
 	// before any rank writes its output over its input).
-	cs = append(cs, collCase{op: ir.OpReduceScatter, algo: ir.AlgoCopyEngine, red: ir.ReduceSum, dt: ir.BF16, in: []int64{1003 * d}, out: []int64{1003}, iters: 20, alias: true})
+	cs = append(cs, collCase{op: ir.OpReduceScatter, algo: ir.AlgoCopyEngine, red: ir.ReduceSum, dt: ir.BF16, in: []int64{1003 * d}, out: []int64{1003}, iters: 20, alias: true},
+		// 4 MB a rank: in chunks with HIR_COLL_RS_CE_CHUNK=1048576 (four
+		// and a tail), whole by default
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoCopyEngine, red: ir.ReduceSum, dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
 	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoCopyEngine, ir.AlgoAuto, ir.AlgoNCCL, ir.AlgoLL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.I32} {
 			for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMax, ir.ReduceAvg} {

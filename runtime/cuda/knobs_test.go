@@ -13,7 +13,7 @@ import (
 // variable parses and clamps as documented (docs/RUNTIME-CUDA.md).
 func TestTuningFromEnv(t *testing.T) {
 	for _, k := range []string{"HIR_COLL_AUTO_ONESHOT_MAX", "HIR_COLL_LL_MAX", "HIR_COLL_LL_TWO_SHOT_MIN", "HIR_COLL_BLOCKS", "HIR_COLL_CE_PUSH",
-		"HIR_COLL_TWO_SHOT_CE_MIN", "HIR_COLL_A2A_CE_MIN", "HIR_COLL_AUTO_CE_MIN", "HIR_COLL_RING_BLOCKS", "HIR_COLL_RING_SEG",
+		"HIR_COLL_TWO_SHOT_CE_MIN", "HIR_COLL_A2A_CE_MIN", "HIR_COLL_RS_CE_CHUNK", "HIR_COLL_AUTO_CE_MIN", "HIR_COLL_RING_BLOCKS", "HIR_COLL_RING_SEG",
 		"HIR_COLL_RING_SLOTS", "HIR_COLL_RING_WAVE", coll.EnvMatmul, "HIR_CUDA_CHECK_LAUNCHES", "HIR_CUBLAS_WORKSPACE", "HIR_XFER_SM_MAX",
 		"HIR_COLL_LL_BULK_MIN", "HIR_COLL_TWO_SHOT_BULK", "HIR_COLL_BULK_PORTION", "HIR_COLL_AUTO_RING_MIN",
 		"HIR_CODEGEN_UNROLL", "HIR_CODEGEN_BLOCKS_PER_SM", "HIR_PDL"} {
@@ -31,6 +31,7 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_COLL_CE_PUSH", "0")
 	t.Setenv("HIR_COLL_TWO_SHOT_CE_MIN", "-1")
 	t.Setenv("HIR_COLL_A2A_CE_MIN", "0")
+	t.Setenv("HIR_COLL_RS_CE_CHUNK", "1000") // below 1 MiB: 1 MiB
 	t.Setenv("HIR_COLL_AUTO_CE_MIN", "x")
 	t.Setenv("HIR_COLL_RING_BLOCKS", "1000")
 	t.Setenv("HIR_COLL_RING_SEG", "4100")
@@ -49,7 +50,7 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_PDL", "0")
 	want := def
 	want.PDL = false
-	want.AllToAllCEMin = 0
+	want.AllToAllCEMin, want.RSCEChunk = 0, 1<<20
 	want.CodegenUnroll = 4
 	want.LLBulkMin, want.TwoShotBulk, want.AutoRingMin = -1, false, 0
 	want.AutoOneShotMax, want.LLMax, want.LLTwoShotMin, want.Blocks, want.CEPush = 0, coll.LlCapBytes, -1, 7, false

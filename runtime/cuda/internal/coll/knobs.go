@@ -61,6 +61,12 @@ type Tuning struct {
 	// AllToAllCEMin is the smallest all_to_all (bytes) one_shot pushes
 	// through the copy engines; 0: never (HIR_COLL_A2A_CE_MIN).
 	AllToAllCEMin int64
+	// RSCEChunk: reduce_scatter copy_engine pulls and reduces its block in
+	// chunks of this many bytes, a chunk's reduce overlapping the next
+	// chunk's pulls (double-buffered); 0: the whole block at once
+	// (HIR_COLL_RS_CE_CHUNK; rounded down to 16 bytes, at least 1 MiB).
+	// Off by default: not yet timed on a GPU.
+	RSCEChunk int64
 	// AutoCEMin is the smallest all_gather output (bytes) auto sends
 	// through the copy engines; 0: never (HIR_COLL_AUTO_CE_MIN).
 	AutoCEMin int64
@@ -154,6 +160,12 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_COLL_A2A_CE_MIN"); ok && v >= 0 {
 		t.AllToAllCEMin = v
+	}
+	if v, ok := envInt("HIR_COLL_RS_CE_CHUNK"); ok && v >= 0 {
+		t.RSCEChunk = v
+		if v > 0 {
+			t.RSCEChunk = max(v, 1<<20) &^ 15
+		}
 	}
 	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {
 		t.AutoCEMin = v

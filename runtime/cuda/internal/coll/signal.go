@@ -93,6 +93,10 @@ type CommChannel struct {
 	// that fork it from and join it to the collective's stream.
 	side           *gpu.Stream
 	evFork, evJoin *gpu.Event
+	// reduce_scatter copy_engine in chunks (Tuning.RSCEChunk): a chunk's
+	// pulls landed ([0], [1]: its double-buffer slot) and its reduce done
+	// ([2], [3]), made on first use.
+	evChunk [4]*gpu.Event
 
 	// The stream the channel serves (nil once it closed), and the event
 	// recorded after its last collective while several streams ran
@@ -448,7 +452,7 @@ func (d *Comm) releaseComm(collective bool) error {
 		if ch.side != nil {
 			errs = append(errs, ch.side.Destroy())
 		}
-		for _, e := range []*gpu.Event{ch.evFork, ch.evJoin, ch.done} {
+		for _, e := range append([]*gpu.Event{ch.evFork, ch.evJoin, ch.done}, ch.evChunk[:]...) {
 			if e != nil {
 				errs = append(errs, e.Destroy())
 			}
