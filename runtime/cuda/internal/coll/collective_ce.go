@@ -119,8 +119,9 @@ func (d *Comm) runAllToAllCE(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu
 	})
 }
 
-// ceSide makes ch's second stream and its fork and join events on first
-// use (local: nothing here is collective).
+// ceSide makes ch's second stream, its fork and join events and the
+// chunked reduce_scatter's events on first use (local: nothing here is
+// collective).
 func (d *Comm) ceSide(ch *CommChannel) error {
 	if ch.side != nil {
 		return nil
@@ -129,19 +130,20 @@ func (d *Comm) ceSide(ch *CommChannel) error {
 	if err != nil {
 		return err
 	}
-	var evs [2]*gpu.Event
+	var evs [2 + len(ch.evChunk)]*gpu.Event
 	for i := range evs {
 		e, err := d.NewOrderEvent()
 		if err != nil {
 			side.Destroy()
-			if i == 1 {
-				evs[0].Destroy()
+			for _, made := range evs[:i] {
+				made.Destroy()
 			}
 			return err
 		}
 		evs[i] = e
 	}
 	ch.side, ch.evFork, ch.evJoin = side, evs[0], evs[1]
+	copy(ch.evChunk[:], evs[2:])
 	return nil
 }
 
@@ -203,8 +205,8 @@ func (d *Comm) pullBlock(dst, src uint64, strided bool, p *CollPlan, s *gpu.Stre
 	if n == 0 {
 		return nil
 	}
-	if !strided { // (the copy engines)
-		return d.WithCtx(func() error { return d.Drv.MemcpyAsync.Call4(uintptr(dst), uintptr(src), uintptr(n), s.H) })
+	if !strided {
+		return d.copyBytes(dst, src, n, s)
 	}
 	t := runtime.Tensor{DType: p.dt, Shape: p.out.Shape}
 	return d.WithCtx(func() error {
@@ -226,15 +228,6 @@ func (d *Comm) reduceScatterCEChunks(cs *CommState, ch *CommChannel, p *CollPlan
 	nOut := p.out.NumElements()
 	if err := d.ceSide(ch); err != nil {
 		return err
-	}
-	for i := range ch.evChunk {
-		if ch.evChunk[i] == nil {
-			e, err := d.NewOrderEvent()
-			if err != nil {
-				return err
-			}
-			ch.evChunk[i] = e
-		}
 	}
 	pulled, reduced := ch.evChunk[:2], ch.evChunk[2:]
 	slotBytes := uint64(chunk*es) * uint64(D-1) // one chunk of every peer's block
@@ -259,9 +252,7 @@ func (d *Comm) reduceScatterCEChunks(cs *CommState, ch *CommChannel, p *CollPlan
 				q := (r + j) % D
 				src := ins[q] + uint64((int64(r)*run+lo)*es)
 				dst := slot + uint64(j-1)*uint64(chunk*es)
-				if err := d.WithCtx(func() error {
-					return d.Drv.MemcpyAsync.Call4(uintptr(dst), uintptr(src), uintptr(n*es), ch.side.H)
-				}); err != nil {
+				if err := d.copyBytes(dst, src, n*es, ch.side); err != nil {
 					return err
 				}
 				sp.src[q] = dst
@@ -282,4 +273,10 @@ func (d *Comm) reduceScatterCEChunks(cs *CommState, ch *CommChannel, p *CollPlan
 		}
 		return nil
 	})
+}
+
+// copyBytes copies n bytes from src to dst on s, on the copy engines
+// (either may be a peer's address through this rank's mapping).
+func (d *Comm) copyBytes(dst, src uint64, n int64, s *gpu.Stream) error {
+	return d.WithCtx(func() error { return d.Drv.MemcpyAsync.Call4(uintptr(dst), uintptr(src), uintptr(n), s.H) })
 }

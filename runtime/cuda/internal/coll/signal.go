@@ -95,7 +95,7 @@ type CommChannel struct {
 	evFork, evJoin *gpu.Event
 	// reduce_scatter copy_engine in chunks (Tuning.RSCEChunk): a chunk's
 	// pulls landed ([0], [1]: its double-buffer slot) and its reduce done
-	// ([2], [3]), made on first use.
+	// ([2], [3]), made with side.
 	evChunk [4]*gpu.Event
 
 	// The stream the channel serves (nil once it closed), and the event
