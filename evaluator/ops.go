@@ -28,8 +28,14 @@ func (r *rank) op(f *frame, p *opPlan) error {
 		if len(p.res) != 1 {
 			return fmt.Errorf("%s has %d results, want 1", op.Code, len(p.res))
 		}
-		_, err := r.alloc(f, p.res[0], true)
-		return err
+		s, err := r.alloc(f, p.res[0], !p.uninit)
+		if err != nil || !p.uninit {
+			return err
+		}
+		if poison, ok := r.dev.(runtime.Poisoner); ok {
+			return poison.Poison(s.t, f.current)
+		}
+		return nil
 	case ir.OpFree:
 		return r.free(f, p.args[0])
 	case ir.OpCopy:

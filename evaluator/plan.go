@@ -37,6 +37,8 @@ type opPlan struct {
 	// that algorithm touches remotely; Run fills in the tensors.
 	coll       runtime.CollectiveCall
 	collAccess ir.RemoteAccess
+	// uninit: an alloc with uninit=true (no zero-fill), read once
+	uninit bool
 }
 
 // localType is a tensor value's local (per-rank) shape and size, worked out
@@ -101,6 +103,7 @@ func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
 			for _, v := range op.Results {
 				o.res = append(o.res, id(v))
 			}
+			o.uninit = op.Code == ir.OpAlloc && op.BoolAttr("uninit")
 			if op.Code.IsCollective() {
 				o.coll = runtime.CollectiveCall{Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root()}
 				if in, out := op.Operands[0].Tensor(), op.Result().Tensor(); in != nil && out != nil {

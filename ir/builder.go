@@ -162,6 +162,13 @@ func (b *Builder) Binary(code Opcode, x, y *Value) *Value { return b.Op(code, x,
 // Alloc appends an allocation of type t.
 func (b *Builder) Alloc(t *TensorType) *Value { return b.Op(OpAlloc).Type(t).Value() }
 
+// AllocUninit appends `alloc uninit=true : t`: a tensor whose contents are
+// undefined until written (no zero-fill), for one the program overwrites
+// whole before reading it.
+func (b *Builder) AllocUninit(t *TensorType) *Value {
+	return b.Op(OpAlloc).Bool("uninit", true).Type(t).Value()
+}
+
 // Collective appends a collective with algorithm algo (no algo attribute
 // for AlgoAuto).
 func (b *Builder) Collective(code Opcode, x *Value, algo Algo) *OpBuilder {

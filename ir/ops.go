@@ -297,7 +297,10 @@ func reduction(name string) OpInfo {
 var opInfos = [numOpcodes]OpInfo{
 	OpInvalid: {Name: "invalid"},
 
-	OpAlloc: {Name: "alloc", Class: ClassMemory, Results: 1, Kernel: true},
+	// uninit=true: no zero-fill (contents undefined until written), for a
+	// buffer the program overwrites whole before it reads it.
+	OpAlloc: {Name: "alloc", Class: ClassMemory, Results: 1, Kernel: true,
+		Attrs: []AttrSpec{{Key: "uninit", Kind: KindBool}}},
 	OpFree:  {Name: "free", Class: ClassMemory, MinOperands: 1, MaxOperands: 1},
 	OpCopy: {Name: "copy", Class: ClassMemory, MinOperands: 1, MaxOperands: 2, Results: 1, Aliases: AliasDest, Kernel: true,
 		Attrs: []AttrSpec{{Key: "mem", Kind: KindWord, Words: MemWords}}},

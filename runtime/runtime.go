@@ -126,6 +126,17 @@ type Device interface {
 	Barrier(s Stream) error
 }
 
+// Poisoner is a runtime that marks memory the program has not written:
+// Poison fills t with all-one bits (NaN in every float dtype, -1 in the
+// integers, true in bool), ordered on s. The evaluator poisons an
+// `alloc uninit=true` where the runtime has it (the CPU runtime), so a
+// program that reads such a tensor before writing it shows NaNs in tests
+// instead of the zeros a fresh buffer happens to hold; the CUDA runtime
+// leaves the memory as it is.
+type Poisoner interface {
+	Poison(t Tensor, s Stream) error
+}
+
 // StreamBarrierer is a device whose ranks can meet on a stream without the
 // host waiting: no rank's s goes past the barrier before every rank's s has
 // reached it, and the host goes on at once. The cuda runtime launches a

@@ -30,7 +30,7 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		// [M/DIDx, K] as [mesh/DIDx, chunks, rows of a chunk, K]: select
 		// axis 1 takes one chunk of every rank's block.
 		x4 := reshape(b, x, mesh, c, ch, k)
-		out := b.Alloc(ir.Tensor(dt, mesh, c, ch, n))
+		out := b.AllocUninit(ir.Tensor(dt, mesh, c, ch, n))
 		gather := func(i *ir.Value, async bool) *ir.Value {
 			ob := o.collective(b, ir.OpAllGather, sel(b, x4, i, 1, false))
 			if async {
@@ -63,7 +63,7 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 			return nil, fmt.Errorf("tp.%s: %s reads the peers' rows through the contiguous view, so %s must be symmetric; it is %s", pattern, PeerRing, x, x.Tensor())
 		}
 		view := b.Op(ir.OpSymmetricContiguousView, reshape(b, x, mesh, rows, k)).Value()
-		out := b.Alloc(ir.Tensor(dt, mesh, rows, n))
+		out := b.AllocUninit(ir.Tensor(dt, mesh, rows, n))
 		o.loop(b, "s", mesh, func(s *ir.Value) {
 			// step s: the rows of peer rank+s, copied here, multiplied
 			// into their place in out
@@ -77,7 +77,7 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		}
 		x3 := reshape(b, x, mesh, rows, k)
 		view := b.Op(ir.OpSymmetricContiguousView, x3).Value()
-		out := b.Alloc(ir.Tensor(dt, mesh, rows, n))
+		out := b.AllocUninit(ir.Tensor(dt, mesh, rows, n))
 		// The peers' rows, rank+1 first, copied on a stream of their own
 		// (the copy engines: the SMs stay the matmuls'); every matmul
 		// below waits for its own copy only (a value read on another
@@ -128,7 +128,7 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 			return nil, err
 		}
 		ch := rows / c
-		out := b.Alloc(ir.Tensor(dt, m, n).Sharded(0))
+		out := b.AllocUninit(ir.Tensor(dt, m, n).Sharded(0))
 		out4 := reshape(b, out, mesh, c, ch, n) // [mesh/DIDx, chunks, ch, N]
 		a4 := reshape(b, a, mesh, c, ch, k)
 		// chunk i of every rank's block, multiplied and reduce-scattered
@@ -161,7 +161,7 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		return out, nil
 	case PeerRing:
 		// slots[owner][source]: what rank source computed for owner's rows
-		slots := b.Alloc(tensor(dt, ir.Symmetric, mesh, mesh, rows, n).Sharded(0))
+		slots := b.AllocUninit(tensor(dt, ir.Symmetric, mesh, mesh, rows, n).Sharded(0))
 		view := b.Op(ir.OpSymmetricContiguousView, slots).Value()
 		a3 := reshape(b, a, mesh, rows, k)
 		b.Op(ir.OpBarrier)
@@ -177,7 +177,7 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		return reshape(b, sum, m, n), nil
 	case PeersFirst:
 		// slots[owner][source], as PeerRing's
-		slots := b.Alloc(tensor(dt, ir.Symmetric, mesh, mesh, rows, n).Sharded(0))
+		slots := b.AllocUninit(tensor(dt, ir.Symmetric, mesh, mesh, rows, n).Sharded(0))
 		view := b.Op(ir.OpSymmetricContiguousView, slots).Value()
 		a3 := reshape(b, a, mesh, rows, k)
 		// rank+s's slot for this rank's product, in rank+s's memory

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
 	"github.com/hirlab/hir/runtime/sim/internal/compute"
 )
@@ -97,6 +98,38 @@ func (d *Device) Zero(t runtime.Tensor, rs runtime.Stream) error {
 		}
 		es := v.ESize()
 		v.Each(0, v.N, func(_, off int64) { clear(v.Data[off*es : (off+1)*es]) })
+		return nil
+	}})
+}
+
+var _ runtime.Poisoner = (*Device)(nil)
+
+// Poison fills t with all-one bits (bool elements with 1), ordered on s:
+// what an `alloc uninit=true` holds here (runtime.Poisoner).
+func (d *Device) Poison(t runtime.Tensor, rs runtime.Stream) error {
+	s, err := d.stream(rs)
+	if err != nil {
+		return err
+	}
+	v, err := d.rt.view(t)
+	if err != nil {
+		return errorf(d.rank, "poison: %v", err)
+	}
+	fill := byte(0xff)
+	if t.DType == ir.Bool {
+		fill = 1
+	}
+	return s.enqueue(work{run: func(*stream) error {
+		if v.buf.freed.Load() {
+			return errorf(d.rank, "poison: buffer %d freed before it ran", v.buf.id)
+		}
+		es := v.ESize()
+		v.Each(0, v.N, func(_, off int64) {
+			e := v.Data[off*es : (off+1)*es]
+			for i := range e {
+				e[i] = fill
+			}
+		})
 		return nil
 	}})
 }
