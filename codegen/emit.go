@@ -92,6 +92,10 @@ func emit(p *plan, t Tuning) *Kernel {
 		}
 	default:
 		k.Strategy, k.Work = Columns, outs
+		if v := columnsVector(p, keptAxes); v > 1 {
+			vec = v
+			k.Work = outs / int64(v)
+		}
 	}
 
 	// Header: a summary that names no values, so equal structure gives
@@ -185,7 +189,7 @@ func emit(p *plan, t Tuning) *Kernel {
 	case k.Strategy == RowsWarp || k.Strategy == RowsBlock:
 		e.rows(k.Strategy, rows, cols)
 	default:
-		e.columns(outs, keptAxes, redAxesList)
+		e.columns(outs, keptAxes, redAxesList, vec)
 	}
 	e.line(0, "}")
 
@@ -194,6 +198,40 @@ func emit(p *plan, t Tuning) *Kernel {
 	k.Source = strings.Replace(src, namePlaceholder, k.Name, 1)
 	k.Params = e.params
 	return k
+}
+
+// columnsVector is how many neighbouring outputs a thread of a columns
+// reduction takes at once, loading 16-byte vectors (1: one at a time).
+// It needs the innermost axis kept, with an extent the vector divides (so
+// every vector lies within one run of that axis, at an index the vector
+// divides), every input tensor the iteration space's own shape (no
+// broadcast: the vector's elements are consecutive in each), and the
+// reduction as the kernel's only output.
+func columnsVector(p *plan, kept []int) int {
+	last := len(p.iter) - 1
+	if len(kept) == 0 || kept[len(kept)-1] != last {
+		return 1
+	}
+	n := ir.Product(p.iter)
+	widest := 1
+	for k, in := range p.inputs {
+		if in.kind == kindTensor && p.used[k] {
+			if ir.Product(in.shape) != n {
+				return 1
+			}
+			widest = max(widest, in.dtype.Size())
+		}
+	}
+	for _, y := range p.yields {
+		if y.kind != kindComputed || y.op != len(p.ops)-1 {
+			return 1
+		}
+	}
+	v := 16 / widest
+	if widest == 1 || p.iter[last]%int64(v) != 0 {
+		return 1
+	}
+	return v
 }
 
 func orNone(xs []string) string {

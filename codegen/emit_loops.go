@@ -203,11 +203,53 @@ func (e *emitter) rows(s Strategy, rows, cols int64) {
 }
 
 // columns writes a reduction over outer (or mixed) axes: a thread per
-// output element, looping over the reduced elements in index order.
-func (e *emitter) columns(outs int64, kept, reduced []int) {
+// output element, looping over the reduced elements in index order. With
+// vec > 1 (columnsVector) a thread first takes vec neighbouring outputs
+// at a time, loading each input as 16-byte vectors, where every input
+// pointer is aligned for them; the scalar loop does the rest.
+func (e *emitter) columns(outs int64, kept, reduced []int, vec int) {
 	r := e.reduction()
 	red := e.p.vals[e.p.red.Operands[0]]
-	e.line(1, "for (%s o = tid; o < %d; o += nthreads) {", e.idx, outs)
+	start := "tid"
+	if vec > 1 && e.n > 0 {
+		var conds []string
+		for k, in := range e.p.inputs {
+			if in.kind == kindTensor && e.p.used[k] {
+				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
+			}
+		}
+		e.line(1, "%s done = 0;", e.idx)
+		e.line(1, "if (%s) {", strings.Join(conds, " && "))
+		e.line(2, "for (%s ov = tid; ov < %d; ov += nthreads) {", e.idx, outs/int64(vec))
+		e.line(3, "const %s o = ov * %d;", e.idx, vec)
+		e.line(3, "%s acc[%d];", r.acc, vec)
+		e.line(0, "#pragma unroll")
+		e.line(3, "for (int e = 0; e < %d; ++e) acc[e] = %s;", vec, r.init)
+		e.line(3, "const %s base = %s;", e.idx, e.linearOffset("o", kept))
+		e.line(3, "for (%s j = 0; j < %d; ++j) {", e.idx, r.count)
+		e.line(4, "const %s i = base + %s;", e.idx, e.linearOffset("j", reduced))
+		for k, in := range e.p.inputs {
+			if in.kind == kindTensor && e.p.used[k] {
+				vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
+				e.line(4, "const %s a%d = *reinterpret_cast<const %s*>(in%d + i);", vt, k, vt, k)
+			}
+		}
+		e.line(0, "#pragma unroll")
+		e.line(4, "for (int e = 0; e < %d; ++e) {", vec)
+		e.element(5, "(i + e)", func(k int) string { return fmt.Sprintf("a%d.v[e]", k) }, nil, true)
+		e.line(5, "acc[e] = %s;", r.combine("acc[e]", e.valExpr(red, red.dtype)))
+		e.line(4, "}")
+		e.line(3, "}")
+		e.line(0, "#pragma unroll")
+		e.line(3, "for (int e = 0; e < %d; ++e) {", vec)
+		e.storeReduced(4, r, "o + e", "acc[e]")
+		e.line(3, "}")
+		e.line(2, "}")
+		e.line(2, "done = %d;", outs)
+		e.line(1, "}")
+		start = "done + tid"
+	}
+	e.line(1, "for (%s o = %s; o < %d; o += nthreads) {", e.idx, start, outs)
 	e.line(2, "%s acc = %s;", r.acc, r.init)
 	if e.n == 0 {
 		e.line(2, "// Nothing to reduce: every output is the identity.")

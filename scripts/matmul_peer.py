@@ -3,6 +3,9 @@
 device call: the host's cost to enqueue one bf16 matmul (bursts of 20, the
 best burst per call) and the GPU's time per matmul (events around 10 in a
 row), at the same two shapes. Prints "peer matmul SHAPE enqueue US gpu US".
+Then, for BenchmarkRunCost, torch.mm + torch.cuda.synchronize() at the
+overlap benchmark's communication-bound shape (4096x4096x1024), 50 times:
+"peer runcost matmul-4096x4096x1024 mm+sync min US median US".
 """
 import time
 
@@ -30,6 +33,19 @@ def main():
         e1.record()
         e1.synchronize()
         print(f"peer matmul {m}x{k}x{n} enqueue {best / 20 * 1e6:.2f} gpu {e0.elapsed_time(e1) / 10 * 1e3:.2f}", flush=True)
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
+    walls = []
+    for i in range(53):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        torch.cuda.synchronize()
+        if i >= 3:
+            walls.append(time.perf_counter() - t0)
+    walls.sort()
+    print(f"peer runcost matmul-4096x4096x1024 mm+sync min {walls[0] * 1e6:.2f} median {walls[len(walls) // 2] * 1e6:.2f}", flush=True)
 
 
 if __name__ == "__main__":

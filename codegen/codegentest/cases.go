@@ -140,6 +140,13 @@ var Cases = []Case{
 			return Vals(Reduce(b, ir.OpReduceMax, b.Unary(ir.OpNeg, x), false, 1))
 		})
 	}, "columns"},
+	{"sum_middle_vector_bf16", func(b *ir.Builder) *ir.Op {
+		// the innermost axis kept and a multiple of 8: 16-byte loads
+		x, y := In(b, "x", ir.BF16, 2, 4, 3, 16), In(b, "y", ir.BF16, 2, 4, 3, 16)
+		return Fusion(b, Vals(x, y), func() []*ir.Value {
+			return Vals(Reduce(b, ir.OpSum, b.Binary(ir.OpAdd, x, y), false, 1))
+		})
+	}, "columns"},
 	{"max_mixed_axes_i64", func(b *ir.Builder) *ir.Op {
 		x := In(b, "x", ir.I64, 2, 3, 4, 5)
 		return Fusion(b, Vals(x), func() []*ir.Value {

@@ -1,4 +1,4 @@
-// kernel hir_143b9788e27421b0, strategy columns, work 64
+// kernel hir_0cabae9404b0ae15, strategy columns, work 16
 // param in0   const float* __restrict__                arg 0
 // param out0  float* __restrict__                      arg 1
 // launch on 132 SMs: grid [1 1 1], block [256 1 1]
@@ -90,11 +90,35 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_143b9788e27421b0(const float* __restrict__ in0, float* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_0cabae9404b0ae15(const float* __restrict__ in0, float* __restrict__ out0) {
   hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
-  for (int o = tid; o < 64; o += nthreads) {
+  int done = 0;
+  if (hir_aligned(in0, 16)) {
+    for (int ov = tid; ov < 16; ov += nthreads) {
+      const int o = ov * 4;
+      float acc[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[e] = 0.0f;
+      const int base = o;
+      for (int j = 0; j < 32; ++j) {
+        const int i = base + j * 64;
+        const hir_vec<float, 4> a0 = *reinterpret_cast<const hir_vec<float, 4>*>(in0 + i);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x0 = hir_ld(a0.v[e]);
+          acc[e] = hir_add(acc[e], x0);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        out0[o + e] = acc[e] / (float)32LL;
+      }
+    }
+    done = 64;
+  }
+  for (int o = done + tid; o < 64; o += nthreads) {
     float acc = 0.0f;
     const int base = o;
     for (int j = 0; j < 32; ++j) {

@@ -122,6 +122,8 @@ func sizeCases(t testing.TB) []gpuCase {
 		{"sum-rows-block", ir.F32, ir.OpSum, []int64{1000, 4099}, []int64{1}},
 		{"sum-rows-warp", ir.BF16, ir.OpSum, []int64{4097, 33}, []int64{1}},
 		{"max-columns", ir.I32, ir.OpReduceMax, []int64{4097, 33}, []int64{0}},
+		{"sum-columns-vector", ir.BF16, ir.OpSum, []int64{2, 4, 513, 1032}, []int64{1}}, // tp.PeersFirst's sum of slots: 16-byte loads
+		{"mean-columns-vector", ir.F32, ir.OpMean, []int64{7, 3, 4100}, []int64{0, 1}},
 		{"mean-all", ir.F32, ir.OpMean, []int64{1<<15 + 3}, []int64{0}}, // the CPU sums in order: at 1 Mi its own f32 error passes 1e-5
 		{"sum-one", ir.F16, ir.OpSum, []int64{1, 1}, []int64{0, 1}},
 		{"sum-empty-rows", ir.F32, ir.OpSum, []int64{0, 9}, []int64{1}},
