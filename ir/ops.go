@@ -301,7 +301,7 @@ var opInfos = [numOpcodes]OpInfo{
 	// buffer the program overwrites whole before it reads it.
 	OpAlloc: {Name: "alloc", Class: ClassMemory, Results: 1, Kernel: true,
 		Attrs: []AttrSpec{{Key: "uninit", Kind: KindBool}}},
-	OpFree:  {Name: "free", Class: ClassMemory, MinOperands: 1, MaxOperands: 1},
+	OpFree: {Name: "free", Class: ClassMemory, MinOperands: 1, MaxOperands: 1},
 	OpCopy: {Name: "copy", Class: ClassMemory, MinOperands: 1, MaxOperands: 2, Results: 1, Aliases: AliasDest, Kernel: true,
 		Attrs: []AttrSpec{{Key: "mem", Kind: KindWord, Words: MemWords}}},
 
