@@ -121,6 +121,9 @@ type Kernel struct {
 type Tuning struct {
 	Unroll      int
 	BlocksPerSM int
+	// ScalarColumns turns off the 16-byte vectors of columns reductions
+	// (columnsVector), for comparing the two on a GPU.
+	ScalarColumns bool
 }
 
 // DefaultTuning is what Fusion generates with.

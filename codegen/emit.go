@@ -92,7 +92,7 @@ func emit(p *plan, t Tuning) *Kernel {
 		}
 	default:
 		k.Strategy, k.Work = Columns, outs
-		if v := columnsVector(p, keptAxes); v > 1 {
+		if v := columnsVector(p, keptAxes); v > 1 && !t.ScalarColumns {
 			vec = v
 			k.Work = outs / int64(v)
 		}
@@ -206,7 +206,8 @@ func emit(p *plan, t Tuning) *Kernel {
 // every vector lies within one run of that axis, at an index the vector
 // divides), every input tensor the iteration space's own shape (no
 // broadcast: the vector's elements are consecutive in each), and the
-// reduction as the kernel's only output.
+// reduction as the kernel's only output, of the widest input's size (a
+// 16-byte vector of outputs too).
 func columnsVector(p *plan, kept []int) int {
 	last := len(p.iter) - 1
 	if len(kept) == 0 || kept[len(kept)-1] != last {
@@ -223,7 +224,7 @@ func columnsVector(p *plan, kept []int) int {
 		}
 	}
 	for _, y := range p.yields {
-		if y.kind != kindComputed || y.op != len(p.ops)-1 {
+		if y.kind != kindComputed || y.op != len(p.ops)-1 || y.dtype.Size() != widest {
 			return 1
 		}
 	}

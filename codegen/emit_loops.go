@@ -205,8 +205,9 @@ func (e *emitter) rows(s Strategy, rows, cols int64) {
 // columns writes a reduction over outer (or mixed) axes: a thread per
 // output element, looping over the reduced elements in index order. With
 // vec > 1 (columnsVector) a thread first takes vec neighbouring outputs
-// at a time, loading each input as 16-byte vectors, where every input
-// pointer is aligned for them; the scalar loop does the rest.
+// at a time, loading each input and storing each output as 16-byte
+// vectors, where every pointer is aligned for them; the scalar loop does
+// the rest.
 func (e *emitter) columns(outs int64, kept, reduced []int, vec int) {
 	r := e.reduction()
 	red := e.p.vals[e.p.red.Operands[0]]
@@ -217,6 +218,9 @@ func (e *emitter) columns(outs int64, kept, reduced []int, vec int) {
 			if in.kind == kindTensor && e.p.used[k] {
 				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
 			}
+		}
+		for k, y := range e.p.yields {
+			conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
 		}
 		e.line(1, "%s done = 0;", e.idx)
 		e.line(1, "if (%s) {", strings.Join(conds, " && "))
@@ -240,10 +244,16 @@ func (e *emitter) columns(outs int64, kept, reduced []int, vec int) {
 		e.line(5, "acc[e] = %s;", r.combine("acc[e]", e.valExpr(red, red.dtype)))
 		e.line(4, "}")
 		e.line(3, "}")
-		e.line(0, "#pragma unroll")
-		e.line(3, "for (int e = 0; e < %d; ++e) {", vec)
-		e.storeReduced(4, r, "o + e", "acc[e]")
-		e.line(3, "}")
+		// one 16-byte store per output: scalar stores a vector apart
+		// split every 32-byte sector across eight store instructions
+		// (tp.PeersFirst's sum of slots ran slower so than unvectorised)
+		for k, y := range e.p.yields {
+			vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(y.dtype), vec)
+			e.line(3, "%s r%d;", vt, k)
+			e.line(0, "#pragma unroll")
+			e.line(3, "for (int e = 0; e < %d; ++e) r%d.v[e] = %s;", vec, k, storeExpr(y.dtype, r.finish("acc[e]")))
+			e.line(3, "*reinterpret_cast<%s*>(out%d + o) = r%d;", vt, k, k)
+		}
 		e.line(2, "}")
 		e.line(2, "done = %d;", outs)
 		e.line(1, "}")

@@ -1,4 +1,4 @@
-// kernel hir_0cabae9404b0ae15, strategy columns, work 16
+// kernel hir_343d50f6217cadd4, strategy columns, work 16
 // param in0   const float* __restrict__                arg 0
 // param out0  float* __restrict__                      arg 1
 // launch on 132 SMs: grid [1 1 1], block [256 1 1]
@@ -90,12 +90,12 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_0cabae9404b0ae15(const float* __restrict__ in0, float* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_343d50f6217cadd4(const float* __restrict__ in0, float* __restrict__ out0) {
   hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   int done = 0;
-  if (hir_aligned(in0, 16)) {
+  if (hir_aligned(in0, 16) && hir_aligned(out0, 16)) {
     for (int ov = tid; ov < 16; ov += nthreads) {
       const int o = ov * 4;
       float acc[4];
@@ -111,10 +111,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_0cabae9404b0ae15(const flo
           acc[e] = hir_add(acc[e], x0);
         }
       }
+      hir_vec<float, 4> r0;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        out0[o + e] = acc[e] / (float)32LL;
-      }
+      for (int e = 0; e < 4; ++e) r0.v[e] = acc[e] / (float)32LL;
+      *reinterpret_cast<hir_vec<float, 4>*>(out0 + o) = r0;
     }
     done = 64;
   }

@@ -1,4 +1,4 @@
-// kernel hir_a14efa294e77994d, strategy columns, work 12
+// kernel hir_9f194874e61176f5, strategy columns, work 12
 // param in0   const hir_bf16* __restrict__             arg 0
 // param in1   const hir_bf16* __restrict__             arg 1
 // param out0  hir_bf16* __restrict__                   arg 2
@@ -101,12 +101,12 @@ __device__ __forceinline__ hir_bf16 hir_st_bf16(float a) { hir_bf16 h; asm("cvt.
 __device__ __forceinline__ float hir_round_bf16(float a) { return hir_ld(hir_st_bf16(a)); }
 __device__ __forceinline__ float hir_round_bf16(double a) { return hir_ld(hir_st_bf16(hir_narrow(a))); }
 
-extern "C" __global__ void __launch_bounds__(256) hir_a14efa294e77994d(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_9f194874e61176f5(const hir_bf16* __restrict__ in0, const hir_bf16* __restrict__ in1, hir_bf16* __restrict__ out0) {
   hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   int done = 0;
-  if (hir_aligned(in0, 16) && hir_aligned(in1, 16)) {
+  if (hir_aligned(in0, 16) && hir_aligned(in1, 16) && hir_aligned(out0, 16)) {
     for (int ov = tid; ov < 12; ov += nthreads) {
       const int o = ov * 8;
       float acc[8];
@@ -125,10 +125,10 @@ extern "C" __global__ void __launch_bounds__(256) hir_a14efa294e77994d(const hir
           acc[e] = hir_add(acc[e], t0);
         }
       }
+      hir_vec<hir_bf16, 8> r0;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        out0[o + e] = hir_st_bf16(acc[e]);
-      }
+      for (int e = 0; e < 8; ++e) r0.v[e] = hir_st_bf16(acc[e]);
+      *reinterpret_cast<hir_vec<hir_bf16, 8>*>(out0 + o) = r0;
     }
     done = 96;
   }

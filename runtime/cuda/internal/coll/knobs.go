@@ -100,6 +100,9 @@ type Tuning struct {
 	// kernel's grid holds at most (HIR_CODEGEN_BLOCKS_PER_SM, 1 to 32):
 	// codegen.Tuning.
 	CodegenUnroll, CodegenBlocksPerSM int
+	// CodegenScalarColumns: columns reductions without 16-byte vectors
+	// (HIR_CODEGEN_SCALAR_COLUMNS=1; codegen.Tuning.ScalarColumns).
+	CodegenScalarColumns bool
 	// PDL launches the runtime's own kernels with programmatic dependent
 	// launch where the device has it (gpu.Device.LaunchOwn): a kernel's
 	// launch overlaps the end of the one before it (HIR_PDL=0: never).
@@ -172,6 +175,9 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_CODEGEN_UNROLL"); ok && v >= 1 && v <= 8 {
 		t.CodegenUnroll = int(v)
+	}
+	if v, ok := envInt("HIR_CODEGEN_SCALAR_COLUMNS"); ok {
+		t.CodegenScalarColumns = v == 1
 	}
 	if v, ok := envInt("HIR_CODEGEN_BLOCKS_PER_SM"); ok && v >= 1 && v <= 32 {
 		t.CodegenBlocksPerSM = int(v)

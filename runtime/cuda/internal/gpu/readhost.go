@@ -21,14 +21,14 @@ var _ runtime.HostReader = (*Device)(nil)
 // way, where the copy, not its setup, is the cost.
 const maxReadBounce = 256 << 20
 
-// MaxDirectRead: a tensor of up to this many bytes, contiguous or
-// strided, is read by the copy kernel storing straight into the
-// (device-mapped) pinned buffer: one launch, no staging buffer, no
-// copy-engine start. On an H200 (BenchmarkRunCost) a 4096-element bf16
-// column cost 18-26 µs packed into a staging buffer then copied by
-// cuMemcpyDtoHAsync, and an 8 KiB contiguous read by cuMemcpyDtoHAsync
-// 9 µs; larger reads keep the copy engines, which move bulk over the bus
-// faster than SM stores. A variable for BenchmarkRunCost's comparison.
+// MaxDirectRead: a strided tensor (a view: select, slice) of up to this
+// many bytes is packed by the copy kernel straight into the (device-
+// mapped) pinned buffer: one launch, no staging buffer, no copy-engine
+// start. On an H200 (BenchmarkRunCost, docs/bench/h200-run-cost.txt) a
+// 4096-element bf16 column took 12.1 µs so (median of 50), 19.1 staged
+// and copied by cuMemcpyDtoHAsync. A contiguous tensor keeps the copy
+// engine at every size: 8 KiB 9.6 µs against the kernel's 12.3, 64 KiB
+// 14.8 against 17.3. A variable for BenchmarkRunCost's comparison.
 var MaxDirectRead = 64 << 10
 
 // readBounce is the device's pinned buffer for ReadToHost, mapped into
@@ -91,12 +91,12 @@ func (d *Device) ReadToHost(dsts [][]byte, srcs []runtime.Tensor, rs runtime.Str
 			}
 			to := uintptr(unsafe.Add(b.host, at))
 			switch {
-			case n <= MaxDirectRead && b.dev != 0 && len(t.Shape) > 0:
+			case t.IsContiguous():
+				err = d.WithCtx(func() error { return d.Drv.MemcpyDtoHAsync.Call4(to, uintptr(ptr), uintptr(n), s.H) })
+			case n <= MaxDirectRead && b.dev != 0:
 				err = d.WithCtx(func() error {
 					return d.StridedCopy(b.dev+uint64(at), runtime.ContiguousStrides(t.Shape), ptr, t.EffectiveStrides(), t, s)
 				})
-			case t.IsContiguous():
-				err = d.WithCtx(func() error { return d.Drv.MemcpyDtoHAsync.Call4(to, uintptr(ptr), uintptr(n), s.H) })
 			default:
 				err = d.Staged(n, s, func(tmp uint64) error {
 					if err := d.StridedCopy(tmp, runtime.ContiguousStrides(t.Shape), ptr, t.EffectiveStrides(), t, s); err != nil {
