@@ -84,22 +84,7 @@ func (d *Device) Copy(dst, src runtime.Tensor, rs runtime.Stream) error {
 
 // Zero sets t's elements to zero bytes, ordered on s.
 func (d *Device) Zero(t runtime.Tensor, rs runtime.Stream) error {
-	s, err := d.stream(rs)
-	if err != nil {
-		return err
-	}
-	v, err := d.rt.view(t)
-	if err != nil {
-		return errorf(d.rank, "zero: %v", err)
-	}
-	return s.enqueue(work{run: func(*stream) error {
-		if v.buf.freed.Load() {
-			return errorf(d.rank, "zero: buffer %d freed before it ran", v.buf.id)
-		}
-		es := v.ESize()
-		v.Each(0, v.N, func(_, off int64) { clear(v.Data[off*es : (off+1)*es]) })
-		return nil
-	}})
+	return d.fill(t, rs, 0, "zero")
 }
 
 var _ runtime.Poisoner = (*Device)(nil)
@@ -107,27 +92,36 @@ var _ runtime.Poisoner = (*Device)(nil)
 // Poison fills t with all-one bits (bool elements with 1), ordered on s:
 // what an `alloc uninit=true` holds here (runtime.Poisoner).
 func (d *Device) Poison(t runtime.Tensor, rs runtime.Stream) error {
+	if t.DType == ir.Bool {
+		return d.fill(t, rs, 1, "poison")
+	}
+	return d.fill(t, rs, 0xff, "poison")
+}
+
+// fill sets every byte of t's elements to b, ordered on s; what names the
+// caller in errors.
+func (d *Device) fill(t runtime.Tensor, rs runtime.Stream, b byte, what string) error {
 	s, err := d.stream(rs)
 	if err != nil {
 		return err
 	}
 	v, err := d.rt.view(t)
 	if err != nil {
-		return errorf(d.rank, "poison: %v", err)
-	}
-	fill := byte(0xff)
-	if t.DType == ir.Bool {
-		fill = 1
+		return errorf(d.rank, "%s: %v", what, err)
 	}
 	return s.enqueue(work{run: func(*stream) error {
 		if v.buf.freed.Load() {
-			return errorf(d.rank, "poison: buffer %d freed before it ran", v.buf.id)
+			return errorf(d.rank, "%s: buffer %d freed before it ran", what, v.buf.id)
 		}
 		es := v.ESize()
 		v.Each(0, v.N, func(_, off int64) {
 			e := v.Data[off*es : (off+1)*es]
+			if b == 0 {
+				clear(e)
+				return
+			}
 			for i := range e {
-				e[i] = fill
+				e[i] = b
 			}
 		})
 		return nil
