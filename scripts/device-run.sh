@@ -22,6 +22,11 @@ sockdir="${TMPDIR:-/tmp}/hir-$(id -u)"
 summary="$out/summary.md"
 printf '| item | value |\n| --- | --- |\n| device | %s (driver %s) |\n' "${device:-none}" "${driver:-?}" >"$summary"
 row() { printf '| %s | %s |\n' "$1" "$2" >>"$summary"; }
+# A call's `timeout` stops this script with SIGTERM (bash runs the trap
+# once its current step returns): print the rows done so far, so a call
+# cut short still says what it found even where $OUT does not come back
+# (the seventh session lost the testdata rows so).
+trap 'echo; echo "(stopped by a signal: the rows done so far)"; cat "$summary"; [ -n "${programs_rows:-}" ] && printf "\n| program | status | detail |\n| --- | --- | --- |\n%s" "$programs_rows"; exit 124' TERM INT
 
 # Collectives (issue 5): every collective x algorithm x dtype against the
 # CPU runtime on 2 (and, with 4 GPUs, 4) processes, >1 GiB tensors, a
