@@ -8,8 +8,9 @@ import (
 
 // validate checks what depends on the mesh and on memory: sharded extents
 // the mesh divides, the rules of symmetric_contiguous_view, peers and roots
-// inside the mesh, collectives on device memory, and frees (no free of an
-// input, no use after free). It runs on a typed program.
+// inside the mesh, collectives on device memory, frees (no free of an
+// input, no use after free), and `alloc uninit=true` tensors read but never
+// written. It runs on a typed program.
 func validate(p *ir.Program, _ *Context) error {
 	if n := p.Mesh.Size(); n > ir.MaxMeshSize {
 		var errs ir.ErrorList
@@ -29,6 +30,7 @@ func validate(p *ir.Program, _ *Context) error {
 	checkTransfers(p, v)
 	checkTransferRaces(p, v)
 	checkPointToPoint(p, v)
+	checkUninit(p, v)
 	return v.errs.Err()
 }
 

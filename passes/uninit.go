@@ -1,0 +1,46 @@
+package passes
+
+import (
+	"github.com/hirlab/hir/ir"
+)
+
+// checkUninit is validate's part for `alloc uninit=true`: such a tensor
+// holds undefined memory until something writes it, so one that no op of
+// the program ever writes (no op's destination, in whole or through a
+// view, and no registration a peer may write through) but that some op
+// reads holds nothing but undefined memory wherever it is read: a certain
+// bug, reported at the alloc. Every rank runs the same program, so a
+// peer's write through its view of a symmetric tensor is a write by an op
+// of this program too. Which element is written before which read is not
+// checked (the CPU runtime's NaNs show that in tests, SEMANTICS.md).
+func checkUninit(p *ir.Program, v *validator) {
+	var uninit []*ir.Value
+	written := map[*ir.Value]bool{}
+	read := map[*ir.Value]bool{}
+	p.Walk(func(op *ir.Op) {
+		info := op.Code.Info()
+		if op.Code == ir.OpAlloc && op.BoolAttr("uninit") && len(op.Results) == 1 {
+			uninit = append(uninit, op.Results[0])
+		}
+		dst := info.Destination(len(op.Operands))
+		for i, x := range op.Operands {
+			if x == nil || x.Tensor() == nil {
+				continue
+			}
+			switch {
+			case i == dst || info.PeersWrite:
+				written[x.Root()] = true
+			case op.Code != ir.OpFree && info.Class != ir.ClassView:
+				read[x.Root()] = true
+			}
+		}
+	})
+	for _, out := range p.Outputs {
+		read[out.Root()] = true
+	}
+	for _, x := range uninit {
+		if read[x] && !written[x] {
+			v.errs.Add(x.Pos, "%s is allocated uninit=true but no op writes it (no op's destination, in whole or through a view, and no register): every read sees undefined memory; drop uninit=true for a zero-filled tensor, or write it before reading it", x)
+		}
+	}
+}
