@@ -516,6 +516,13 @@ var references = map[string]reference{
 			return map[string]tens{"got": xs[(r-1+D)%D]} // the left neighbour's row
 		})
 	},
+	"alloc_uninit": func(c *refCtx) []map[string]tens {
+		xs, D := c.allLocal("x"), c.D
+		g := matmul(c.in["x"], c.in["w"]) // every rank's product, gathered
+		return c.each(func(r int) map[string]tens {
+			return map[string]tens{"got": xs[(r-1+D)%D], "g": g} // the left neighbour's row
+		})
+	},
 	"all_gather_algos": func(c *refCtx) []map[string]tens {
 		x := c.in["x"]
 		return c.each(func(int) map[string]tens { return map[string]tens{"a": x, "b": x, "c": x, "d": x, "e": x} })
