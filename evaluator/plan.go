@@ -103,7 +103,7 @@ func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
 			for _, v := range op.Results {
 				o.res = append(o.res, id(v))
 			}
-			o.uninit = op.Code == ir.OpAlloc && op.BoolAttr("uninit")
+			o.uninit = op.Uninit()
 			if op.Code.IsCollective() {
 				o.coll = runtime.CollectiveCall{Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root()}
 				if in, out := op.Operands[0].Tensor(), op.Result().Tensor(); in != nil && out != nil {

@@ -320,6 +320,10 @@ func (op *Op) ReduceOp() ReduceOp {
 // Root is the collective's root rank (0 when unset).
 func (op *Op) Root() int { return int(op.IntAttr("root", 0)) }
 
+// Uninit reports an `alloc uninit=true`: a tensor with no zero-fill, its
+// contents undefined until written.
+func (op *Op) Uninit() bool { return op.Code == OpAlloc && op.BoolAttr("uninit") }
+
 // Async reports whether the collective or transfer completes at a later wait.
 func (op *Op) Async() bool { return op.BoolAttr("async") }
 

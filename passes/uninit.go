@@ -19,7 +19,7 @@ func checkUninit(p *ir.Program, v *validator) {
 	read := map[*ir.Value]bool{}
 	p.Walk(func(op *ir.Op) {
 		info := op.Code.Info()
-		if op.Code == ir.OpAlloc && op.BoolAttr("uninit") && len(op.Results) == 1 {
+		if op.Uninit() && len(op.Results) == 1 {
 			uninit = append(uninit, op.Results[0])
 		}
 		dst := info.Destination(len(op.Operands))
