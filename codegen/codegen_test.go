@@ -396,6 +396,25 @@ func TestLaunch(t *testing.T) {
 		g, _ := k.Launch(tc.sms)
 		assert.Equal(t, tc.blocks, g[0], "%s work %d on %d SMs: blocks", tc.s, tc.work, tc.sms)
 	}
+	// Uncapped: a flat grid covers the work once, Unroll vectors a thread;
+	// other strategies keep the cap.
+	uncapped := []struct {
+		s      Strategy
+		work   int64
+		unroll int
+		blocks uint32
+	}{
+		{Flat, 1 << 26, 1, 1 << 18},
+		{Flat, 1 << 26, 4, 1 << 16},
+		{Flat, 1000, 2, 2},
+		{Flat, 0, 1, 1},
+		{Columns, 1 << 26, 1, 132 * 16},
+	}
+	for _, tc := range uncapped {
+		k := &Kernel{Strategy: tc.s, Work: tc.work, Tuning: Tuning{Unroll: tc.unroll, Uncapped: true}}
+		g, _ := k.Launch(132)
+		assert.Equal(t, tc.blocks, g[0], "uncapped %s work %d unroll %d: blocks", tc.s, tc.work, tc.unroll)
+	}
 }
 
 func TestFusionNeedsShapes(t *testing.T) {

@@ -16,7 +16,7 @@ func TestTuningFromEnv(t *testing.T) {
 		"HIR_COLL_TWO_SHOT_CE_MIN", "HIR_COLL_A2A_CE_MIN", "HIR_COLL_RS_CE_CHUNK", "HIR_COLL_AUTO_CE_MIN", "HIR_COLL_RING_BLOCKS", "HIR_COLL_RING_SEG",
 		"HIR_COLL_RING_SLOTS", "HIR_COLL_RING_WAVE", coll.EnvMatmul, "HIR_CUDA_CHECK_LAUNCHES", "HIR_CUBLAS_WORKSPACE", "HIR_XFER_SM_MAX",
 		"HIR_COLL_LL_BULK_MIN", "HIR_COLL_TWO_SHOT_BULK", "HIR_COLL_BULK_PORTION", "HIR_COLL_AUTO_RING_MIN",
-		"HIR_CODEGEN_UNROLL", "HIR_CODEGEN_BLOCKS_PER_SM", "HIR_CODEGEN_SCALAR_COLUMNS", "HIR_PDL"} {
+		"HIR_CODEGEN_UNROLL", "HIR_CODEGEN_BLOCKS_PER_SM", "HIR_CODEGEN_SCALAR_COLUMNS", "HIR_CODEGEN_UNCAPPED", "HIR_PDL"} {
 		t.Setenv(k, "")
 	}
 	def := coll.Tuning{AutoOneShotMax: 64 << 20, AutoRingMin: 64 << 20, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, LLBulkMin: 256 << 10, TwoShotBulk: true, BulkPortion: 8 << 10, CEPush: true, TwoShotCEMin: 128 << 20, AllToAllCEMin: 256 << 20, AutoCEMin: 256 << 20,
@@ -48,9 +48,10 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_CODEGEN_UNROLL", "4")
 	t.Setenv("HIR_CODEGEN_BLOCKS_PER_SM", "33") // out of range: the default
 	t.Setenv("HIR_CODEGEN_SCALAR_COLUMNS", "1")
+	t.Setenv("HIR_CODEGEN_UNCAPPED", "1")
 	t.Setenv("HIR_PDL", "0")
 	want := def
-	want.CodegenScalarColumns = true
+	want.CodegenScalarColumns, want.CodegenUncapped = true, true
 	want.PDL = false
 	want.AllToAllCEMin, want.RSCEChunk = 0, 1<<20
 	want.CodegenUnroll = 4
