@@ -76,7 +76,7 @@ func (r *rank) traceOp(f *frame, p *opPlan, cur runtime.Stream, start, end time.
 	t0, t1 := r.job.traceClock(start), r.job.traceClock(end)
 	ev := TraceEvent{Op: p.code, Pos: p.pos, Iter: f.iter, Start: t0, Dur: t1 - t0,
 		Stream: id, StreamName: name, OpID: p.id, Occurrence: ts.seen[p.id],
-		Collective: op.Code.IsCollective() || op.Code == ir.OpBarrier || op.Code == ir.OpStreamBarrier, Async: async}
+		Collective: op.Code.IsCollective() || op.Code.Info().Meets, Async: async}
 	ts.seen[p.id]++
 	if async && len(p.res) > 0 {
 		ts.pending[p.res[0]] = len(r.trace)

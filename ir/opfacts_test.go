@@ -22,6 +22,7 @@ func TestOpFacts(t *testing.T) {
 		kernel := op.Class() == ClassPointwise || op.Class() == ClassReduction || op.Class() == ClassMatmul || op.IsCollective() ||
 			op == OpFusion || op == OpCopy || op == OpAlloc || op == OpStreamBarrier
 		assert.Equal(t, kernel, info.Kernel, "%s: Kernel", op)
+		assert.Equal(t, op == OpBarrier || op == OpStreamBarrier, info.Meets, "%s: Meets", op)
 		assert.Equal(t, offStream[op], info.OffStream != "", "%s: OffStream", op)
 		assert.False(t, info.Kernel && info.OffStream != "", "%s: Kernel work on another stream", op)
 		assert.Equal(t, floats[op], info.FloatOnly, "%s: FloatOnly", op)

@@ -194,6 +194,11 @@ type OpInfo struct {
 	// PeersWrite: the op exposes its first operand's storage to the peers,
 	// who may write it (register, for transfers with dir=write).
 	PeersWrite bool
+	// Meets: every rank's current stream meets here, in program order; no
+	// rank goes past before every rank has reached it (barrier,
+	// stream_barrier): traced as a collective, paired by the deadlock
+	// pass, a point every rank passes for the transfer-race check.
+	Meets bool
 }
 
 // AlgoAccess is one algorithm of a collective and what it touches through
@@ -368,10 +373,10 @@ var opInfos = [numOpcodes]OpInfo{
 		HostWait: "deregister waits on the host for the peers' transfers"},
 
 	OpWait:    {Name: "wait", Class: ClassSync, MinOperands: 1, MaxOperands: 1, OffStream: "orders the stream after another stream's work"},
-	OpBarrier: {Name: "barrier", Class: ClassSync, HostWait: "barrier waits on the host for the peers"},
+	OpBarrier: {Name: "barrier", Class: ClassSync, Meets: true, HostWait: "barrier waits on the host for the peers"},
 	// stream_barrier: every rank's current stream meets on the device (a
 	// barrier kernel), the host goes on at once; a graph holds it.
-	OpStreamBarrier: {Name: "stream_barrier", Class: ClassSync, Kernel: true},
+	OpStreamBarrier: {Name: "stream_barrier", Class: ClassSync, Meets: true, Kernel: true},
 	OpStream:        {Name: "stream", Class: ClassSync, Results: 1, OffStream: "makes a stream"},
 	OpSetStream:     {Name: "set_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1, OffStream: "changes the current stream"},
 	OpSyncStream: {Name: "sync_stream", Class: ClassSync, MinOperands: 0, MaxOperands: 1,

@@ -27,7 +27,7 @@ func checkTransferRaces(p *ir.Program, v *validator) {
 	}
 	meets := make([]int, 0, 8) // points every rank passes, ascending
 	for i, op := range flat {
-		if op.Code == ir.OpBarrier || op.Code == ir.OpStreamBarrier || op.Code == ir.OpRegister || op.Code == ir.OpDeregister {
+		if op.Code.Info().Meets || op.Code == ir.OpRegister || op.Code == ir.OpDeregister {
 			meets = append(meets, i)
 		}
 	}

@@ -51,7 +51,7 @@ const DeadlockCheckLimit = 1 << 18
 func waitsOnPeers(b *ir.Block) bool {
 	for _, op := range b.Ops {
 		switch {
-		case op.Code.IsCollective(), op.Code == ir.OpSend, op.Code == ir.OpRecv, op.Code == ir.OpBarrier, op.Code == ir.OpStreamBarrier, op.Code == ir.OpRegister:
+		case op.Code.IsCollective(), op.Code.Info().Meets, op.Code == ir.OpSend, op.Code == ir.OpRecv, op.Code == ir.OpRegister:
 			return true
 		case op.Body != nil && op.Code == ir.OpFor && waitsOnPeers(op.Body):
 			return true

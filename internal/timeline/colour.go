@@ -74,10 +74,10 @@ var opClasses = func() map[string]OpClass {
 		case ir.ClassSync, ir.ClassControl:
 			c = ClassSync
 		}
-		switch op {
-		case ir.OpBarrier, ir.OpStreamBarrier:
+		switch {
+		case op.Info().Meets:
 			c = ClassComm // the ranks meet: traced and linked as a collective
-		case ir.OpFusion:
+		case op == ir.OpFusion:
 			c = ClassCompute // a fused kernel
 		}
 		if _, seen := m[op.String()]; !seen { // max: pointwise first, then the reduction
