@@ -125,13 +125,14 @@ type Tuning struct {
 	// ScalarColumns turns off the 16-byte vectors of columns reductions
 	// (columnsVector), for comparing the two on a GPU.
 	ScalarColumns bool
-	// Uncapped: a flat kernel's grid covers its work once (a block per
-	// 256 × Unroll vectors) instead of at most BlocksPerSM blocks per
-	// multiprocessor looping over it: short-lived blocks the GPU hands to
-	// whichever multiprocessor is free, as Triton's kernels are launched
-	// (torch.compile's chain reached 98.3 % of a copy, ours 93-94 %). For
-	// comparing the two on a GPU (BenchmarkFusedChain).
-	Uncapped bool
+	// Capped: a flat kernel's grid holds at most BlocksPerSM blocks per
+	// multiprocessor, looping over its work, as every other strategy's
+	// does. By default a flat grid covers its work once (a block per 256 ×
+	// Unroll vectors): short-lived blocks the GPU hands to whichever
+	// multiprocessor is free moved a fused chain over 1 GiB at 101 % of a
+	// device copy on an H200, where the capped grid reached 93 %
+	// (docs/bench/h200-fused-chain-tunings.txt). For comparing the two.
+	Capped bool
 }
 
 // DefaultTuning is what Fusion generates with.
@@ -146,8 +147,10 @@ func CompileOptions() []string {
 
 // Launch returns the grid and block for a device with numSMs
 // multiprocessors (DefaultSMs when numSMs < 1). Every kernel loops over its
-// work with a grid stride, so the grid is capped at a few waves; it is at
-// least 1, so a launch over an empty tensor is valid and does nothing.
+// work with a grid stride: a flat kernel's grid covers its work once
+// (unless Tuning.Capped), every other's is capped at a few waves. The grid
+// is at least 1, so a launch over an empty tensor is valid and does
+// nothing.
 func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 	if numSMs < 1 {
 		numSMs = DefaultSMs
@@ -159,7 +162,7 @@ func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 	case RowsBlock, MatmulTiled:
 		perBlock = 1
 	}
-	if k.Strategy == Flat && k.Tuning.Uncapped {
+	if k.Strategy == Flat && !k.Tuning.Capped {
 		// each thread takes Unroll vectors, a grid's width apart
 		perBlock *= int64(max(1, k.Tuning.Unroll))
 		blocks := max(1, (k.Work+perBlock-1)/perBlock)

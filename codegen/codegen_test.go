@@ -382,8 +382,8 @@ func TestLaunch(t *testing.T) {
 		blocks uint32
 	}{
 		{Flat, 1000, 132, 4},
-		{Flat, 1 << 30, 132, 132 * 16},
-		{Flat, 1 << 30, 0, DefaultSMs * 16},
+		{Flat, 1 << 30, 132, 1 << 22}, // a block per 256 vectors
+		{Flat, 0, 132, 1},
 		{Broadcast, 257, 2, 2},
 		{RowsWarp, 64, 132, 8},
 		{RowsWarp, 65, 132, 9},
@@ -396,24 +396,29 @@ func TestLaunch(t *testing.T) {
 		g, _ := k.Launch(tc.sms)
 		assert.Equal(t, tc.blocks, g[0], "%s work %d on %d SMs: blocks", tc.s, tc.work, tc.sms)
 	}
-	// Uncapped: a flat grid covers the work once, Unroll vectors a thread;
-	// other strategies keep the cap.
-	uncapped := []struct {
+	// A flat grid covers the work once, Unroll vectors a thread, unless
+	// Capped: then at most BlocksPerSM blocks per SM loop over it, as
+	// other strategies' grids always do.
+	tuned := []struct {
 		s      Strategy
 		work   int64
-		unroll int
+		t      Tuning
+		sms    int
 		blocks uint32
 	}{
-		{Flat, 1 << 26, 1, 1 << 18},
-		{Flat, 1 << 26, 4, 1 << 16},
-		{Flat, 1000, 2, 2},
-		{Flat, 0, 1, 1},
-		{Columns, 1 << 26, 1, 132 * 16},
+		{Flat, 1 << 26, Tuning{Unroll: 1}, 132, 1 << 18},
+		{Flat, 1 << 26, Tuning{Unroll: 4}, 132, 1 << 16},
+		{Flat, 1000, Tuning{Unroll: 2}, 132, 2},
+		{Flat, 1 << 30, Tuning{Capped: true}, 132, 132 * 16},
+		{Flat, 1 << 30, Tuning{Capped: true}, 0, DefaultSMs * 16},
+		{Flat, 1 << 30, Tuning{Capped: true, BlocksPerSM: 4}, 132, 132 * 4},
+		{Flat, 1000, Tuning{Capped: true}, 132, 4},
+		{Columns, 1 << 26, Tuning{Unroll: 1}, 132, 132 * 16},
 	}
-	for _, tc := range uncapped {
-		k := &Kernel{Strategy: tc.s, Work: tc.work, Tuning: Tuning{Unroll: tc.unroll, Uncapped: true}}
-		g, _ := k.Launch(132)
-		assert.Equal(t, tc.blocks, g[0], "uncapped %s work %d unroll %d: blocks", tc.s, tc.work, tc.unroll)
+	for _, tc := range tuned {
+		k := &Kernel{Strategy: tc.s, Work: tc.work, Tuning: tc.t}
+		g, _ := k.Launch(tc.sms)
+		assert.Equal(t, tc.blocks, g[0], "%s work %d %+v on %d SMs: blocks", tc.s, tc.work, tc.t, tc.sms)
 	}
 }
 

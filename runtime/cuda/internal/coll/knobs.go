@@ -103,9 +103,10 @@ type Tuning struct {
 	// CodegenScalarColumns: columns reductions without 16-byte vectors
 	// (HIR_CODEGEN_SCALAR_COLUMNS=1; codegen.Tuning.ScalarColumns).
 	CodegenScalarColumns bool
-	// CodegenUncapped: flat kernels on a grid that covers their work once
-	// (HIR_CODEGEN_UNCAPPED=1; codegen.Tuning.Uncapped).
-	CodegenUncapped bool
+	// CodegenCapped: flat kernels on a grid of at most CodegenBlocksPerSM
+	// blocks per multiprocessor looping over their work, not one that
+	// covers it once (HIR_CODEGEN_CAPPED=1; codegen.Tuning.Capped).
+	CodegenCapped bool
 	// PDL launches the runtime's own kernels with programmatic dependent
 	// launch where the device has it (gpu.Device.LaunchOwn): a kernel's
 	// launch overlaps the end of the one before it (HIR_PDL=0: never).
@@ -182,8 +183,8 @@ func TuningFromEnv() Tuning {
 	if v, ok := envInt("HIR_CODEGEN_SCALAR_COLUMNS"); ok {
 		t.CodegenScalarColumns = v == 1
 	}
-	if v, ok := envInt("HIR_CODEGEN_UNCAPPED"); ok {
-		t.CodegenUncapped = v == 1
+	if v, ok := envInt("HIR_CODEGEN_CAPPED"); ok {
+		t.CodegenCapped = v == 1
 	}
 	if v, ok := envInt("HIR_CODEGEN_BLOCKS_PER_SM"); ok && v >= 1 && v <= 32 {
 		t.CodegenBlocksPerSM = int(v)
