@@ -75,27 +75,39 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		if x.Tensor().Mem != ir.Symmetric {
 			return nil, fmt.Errorf("tp.%s: %s reads the peers' rows through the contiguous view, so %s must be symmetric; it is %s", pattern, LocalFirst, x, x.Tensor())
 		}
-		x3 := reshape(b, x, mesh, rows, k)
-		view := b.Op(ir.OpSymmetricContiguousView, x3).Value()
+		c, err := o.pieces(pattern, rows)
+		if err != nil {
+			return nil, err
+		}
+		ch := rows / c
+		view := b.Op(ir.OpSymmetricContiguousView, reshape(b, x, mesh, rows, k)).Value()
 		out := b.AllocUninit(ir.Tensor(dt, mesh, rows, n))
-		// The peers' rows, rank+1 first, copied on a stream of their own
-		// (the copy engines: the SMs stay the matmuls'); every matmul
-		// below waits for its own copy only (a value read on another
-		// stream waits for its producer there).
-		rowsOf := make([]*ir.Value, mesh)
-		if mesh > 1 {
-			fetch := b.Op(ir.OpStream).Value()
-			b.Op(ir.OpSetStream, fetch)
-			for s := int64(1); s < mesh; s++ {
-				rowsOf[s] = b.Op(ir.OpCopy, sel(b, view, ir.Int(s), 0, true)).Value()
+		// The peers' rows, rank+1 first, a piece at a time, copied on
+		// streams of the decomposition's own (the copy engines: the SMs
+		// stay the matmuls'), the pieces dealt round the streams; every
+		// matmul below waits for its own copy only (a value read on
+		// another stream waits for its producer there).
+		fetch := o.sideStreams(b, mesh)
+		rowsOf := make([][]*ir.Value, mesh)
+		for s := int64(1); s < mesh; s++ {
+			peer := split(b, sel(b, view, ir.Int(s), 0, true), c, ch, k)
+			rowsOf[s] = make([]*ir.Value, c)
+			for j := range c {
+				b.Op(ir.OpSetStream, fetch[((s-1)*c+j)%int64(len(fetch))])
+				rowsOf[s][j] = b.Op(ir.OpCopy, peer[j]).Value()
 			}
+		}
+		if len(fetch) > 0 {
 			b.Op(ir.OpSetStream)
 		}
 		// this rank's rows where they lie (its own shard, seen through
-		// the view: no copy), while the peers' move
+		// the view: no copy), in one matmul, while the peers' move
 		b.Op(ir.OpMatmul, sel(b, view, ir.Int(0), 0, true), w, sel(b, out, ir.Int(0), 0, true))
 		for s := int64(1); s < mesh; s++ {
-			b.Op(ir.OpMatmul, rowsOf[s], w, sel(b, out, ir.Int(s), 0, true))
+			to := split(b, sel(b, out, ir.Int(s), 0, true), c, ch, n)
+			for j := range c {
+				b.Op(ir.OpMatmul, rowsOf[s][j], w, to[j])
+			}
 		}
 		return reshape(b, out, m, n), nil
 	}
@@ -176,6 +188,11 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		sum := b.Op(ir.OpSum, slots).Ints("axes", 1).Value()
 		return reshape(b, sum, m, n), nil
 	case PeersFirst:
+		c, err := o.pieces(pattern, rows)
+		if err != nil {
+			return nil, err
+		}
+		ch := rows / c
 		// slots[owner][source], as PeerRing's
 		slots := b.AllocUninit(tensor(dt, ir.Symmetric, mesh, mesh, rows, n).Sharded(0))
 		view := b.Op(ir.OpSymmetricContiguousView, slots).Value()
@@ -184,25 +201,25 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		slot := func(s int64) *ir.Value {
 			return sel(b, sel(b, view, ir.Int(s), 0, true), ir.Int(0), 0, true)
 		}
-		// Every rank's slots are zero-filled, and no rank still sums the
-		// Run before's, before anyone writes: a meeting on the device.
+		// No rank still sums the Run before's slots before anyone
+		// writes: a meeting on the device.
 		b.Op(ir.OpStreamBarrier)
-		var push *ir.Value
-		if mesh > 1 {
-			push = b.Op(ir.OpStream).Value()
-		}
+		push := o.sideStreams(b, mesh)
 		for s := int64(1); s < mesh; s++ {
 			// the product for rank+s, then its push on the copy engines
-			// (on push, waiting for the product only) while the next
-			// product is made
-			p := b.Op(ir.OpMatmul, sel(b, a3, ir.Int(s), 0, true), w).Value()
-			b.Op(ir.OpSetStream, push)
-			b.Op(ir.OpCopy, p, slot(s))
+			// (waiting for the product only), the pieces of rows dealt
+			// round the push streams, while the next product is made
+			p := split(b, b.Op(ir.OpMatmul, sel(b, a3, ir.Int(s), 0, true), w).Value(), c, ch, n)
+			to := split(b, slot(s), c, ch, n)
+			for j := range c {
+				b.Op(ir.OpSetStream, push[((s-1)*c+j)%int64(len(push))])
+				b.Op(ir.OpCopy, p[j], to[j])
+			}
 			b.Op(ir.OpSetStream)
 		}
 		b.Op(ir.OpMatmul, sel(b, a3, ir.Int(0), 0, true), w, slot(0))
-		if mesh > 1 {
-			b.Op(ir.OpWaitStream, push)
+		for _, st := range push {
+			b.Op(ir.OpWaitStream, st)
 		}
 		// every rank's pushes have landed
 		b.Op(ir.OpStreamBarrier)

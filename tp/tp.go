@@ -23,12 +23,16 @@
 //     rows on a stream of the decomposition's own (one copy per peer out
 //     of the symmetric contiguous view, back to back); each peer's rows
 //     are multiplied once their copy has landed. No step copies rows it
-//     already holds, and the first matmul waits for nothing.
+//     already holds, and the first matmul waits for nothing. Chunks cuts
+//     each peer's rows into pieces (each multiplied once it lands),
+//     Streams deals the copies round that many streams.
 //   - PeersFirst (matmul + reduce_scatter): the products of the peers'
 //     blocks are made first, each pushed by the copy engines (a stream of
 //     the decomposition's own) into its owner's slot while the next is
 //     made; this rank's own product goes straight into its own slot, the
 //     ranks meet on the device (stream_barrier), and each sums its slots.
+//     Chunks cuts each push into pieces of rows, Streams deals them round
+//     that many push streams (several copy engines at once).
 //   - ChunkedAsync: Chunked's pieces, with every collective async
 //     (`async=true`): they run one after another on the communication
 //     stream while the matmuls run on the current one, each waiting
@@ -118,14 +122,19 @@ func DecompositionsOf(p Pattern) []Decomposition {
 type Options struct {
 	Decomposition Decomposition
 	// Chunks is how many pieces Chunked and ChunkedAsync cut each rank's
-	// block of rows into (0 means 2); it must divide the block's rows.
+	// block of rows into (0 means 2), and LocalFirst and PeersFirst each
+	// peer's block they fetch or push (0 means 1: whole); it must divide
+	// the block's rows.
 	Chunks int
 	// Algo is the algorithm of the collectives (auto when zero).
 	Algo ir.Algo
 	// Streams spreads the loop's iterations over this many streams
 	// (`for ... streams N`, the stream-parallel pass), so one step's
 	// communication overlaps another's matmul; 0 keeps them on the
-	// current stream. ChunkedAsync has no loop and ignores it.
+	// current stream. For LocalFirst and PeersFirst it is how many
+	// streams the copies go on (0 means 1), the pieces dealt round them,
+	// so several copy engines move at once. ChunkedAsync has no loop and
+	// ignores it.
 	Streams int
 }
 
@@ -173,6 +182,42 @@ func (o Options) check(b *ir.Builder, pattern string, x, w *ir.Value, sharded bo
 		return 0, 0, 0, 0, fmt.Errorf("tp.%s: %d streams; give 0 (none) or more", pattern, o.Streams)
 	}
 	return mesh, m, k, n, nil
+}
+
+// pieces is o.Chunks as LocalFirst and PeersFirst read it (0 means 1:
+// each peer's block moves whole), checked against a block of rows.
+func (o Options) pieces(pattern string, rows int64) (int64, error) {
+	if o.Chunks == 0 {
+		return 1, nil
+	}
+	return o.chunks(pattern, rows)
+}
+
+// sideStreams makes the streams LocalFirst fetches on and PeersFirst
+// pushes on: o.Streams of them (0 means 1), none on a mesh of one rank.
+func (o Options) sideStreams(b *ir.Builder, mesh int64) []*ir.Value {
+	if mesh < 2 {
+		return nil
+	}
+	ss := make([]*ir.Value, max(1, o.Streams))
+	for i := range ss {
+		ss[i] = b.Op(ir.OpStream).Value()
+	}
+	return ss
+}
+
+// split cuts t, a block of c*ch rows of cols, into its c pieces of ch
+// rows (views); t itself when c is 1.
+func split(b *ir.Builder, t *ir.Value, c, ch, cols int64) []*ir.Value {
+	if c == 1 {
+		return []*ir.Value{t}
+	}
+	t3 := reshape(b, t, c, ch, cols)
+	ps := make([]*ir.Value, c)
+	for j := range ps {
+		ps[j] = sel(b, t3, ir.Int(int64(j)), 0, false)
+	}
+	return ps
 }
 
 // chunks is o.Chunks checked against a block of rows.

@@ -96,7 +96,7 @@ func TestDecompositionsCheckOnSim(t *testing.T) {
 func checkDecompositions(rt runtime.Runtime, mesh int) error {
 	m, k, n := int64(64*mesh), int64(96), int64(80)
 	for _, pattern := range []string{"all_gather_matmul", "matmul_reduce_scatter"} {
-		for _, cs := range [][2]int{{2, 0}, {4, 2}} {
+		for _, cs := range [][2]int{{0, 0}, {2, 0}, {4, 2}} {
 			prog, err := decompositionProgram(pattern, mesh, m, k, n, cs[0], cs[1])
 			if err != nil {
 				return err

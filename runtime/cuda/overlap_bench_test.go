@@ -84,11 +84,19 @@ func overlapVariants(pattern string) []overlapVariant {
 	if pattern == "all_gather_matmul" {
 		// this rank's rows multiplied where they lie while the copy
 		// engines fetch the peers'
-		vs = append(vs, overlapVariant{name: "local-first", build: dec(tp.LocalFirst, 0, 0, ir.AlgoAuto)})
+		vs = append(vs, overlapVariant{name: "local-first", build: dec(tp.LocalFirst, 0, 0, ir.AlgoAuto)},
+			// each peer's rows in 4 pieces, so the last matmul waits for
+			// a quarter of a block, on one and on two copy streams
+			overlapVariant{name: "local-first-4", build: dec(tp.LocalFirst, 4, 0, ir.AlgoAuto)},
+			overlapVariant{name: "local-first-4x2streams", build: dec(tp.LocalFirst, 4, 2, ir.AlgoAuto)})
 	} else {
 		// the peers' products pushed by the copy engines while the next
 		// is made, this rank's own last, meetings on the device
-		vs = append(vs, overlapVariant{name: "peers-first", build: dec(tp.PeersFirst, 0, 0, ir.AlgoAuto)})
+		vs = append(vs, overlapVariant{name: "peers-first", build: dec(tp.PeersFirst, 0, 0, ir.AlgoAuto)},
+			// pushes to different peers at once (two streams), and each
+			// push in two halves on two streams (two copy engines)
+			overlapVariant{name: "peers-first-2streams", build: dec(tp.PeersFirst, 0, 2, ir.AlgoAuto)},
+			overlapVariant{name: "peers-first-2x2streams", build: dec(tp.PeersFirst, 2, 2, ir.AlgoAuto)})
 	}
 	// The pipelined decompositions again in graph mode: an eager Run
 	// enqueues a dozen ops per piece from the host, which a replay does
