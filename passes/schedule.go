@@ -274,6 +274,17 @@ func (s *schedule) hostStep(r *simRank) bool {
 		return true
 	}
 	op := s.ops[r.pc]
+	switch {
+	case op.Code.Info().Meets:
+		// every rank's current stream meets here (barrier,
+		// stream_barrier), in program order (the same order on every
+		// rank, so one count pairs them)
+		it := r.enqueue(r.current, op, barrierItem)
+		it.seq = r.barriers
+		r.barriers++
+		r.pc++
+		return true
+	}
 	switch op.Code {
 	case ir.OpStream:
 		st := r.streams[op]
@@ -331,12 +342,6 @@ func (s *schedule) hostStep(r *simRank) bool {
 		r.enqueue(r.comm, op, plainItem, r.at())
 		r.xfers[op.Operands[0]] = streamPos{r.comm, len(r.comm.items)}
 		r.async[op.Result()] = streamPos{r.comm, len(r.comm.items)}
-	case ir.OpBarrier, ir.OpStreamBarrier:
-		// both meet every rank's current stream, in program order (the
-		// same order on every rank, so one count pairs them)
-		it := r.enqueue(r.current, op, barrierItem)
-		it.seq = r.barriers
-		r.barriers++
 	case ir.OpSend, ir.OpRecv:
 		kind, peer := sendItem, op.Peer(r.id, s.size)
 		n := r.sends
