@@ -133,6 +133,11 @@ type Tuning struct {
 	// device copy on an H200, where the capped grid reached 93 %
 	// (docs/bench/h200-fused-chain-tunings.txt). For comparing the two.
 	Capped bool
+	// CoverAll: broadcast and columns kernels' grids cover their work
+	// once too (a block per 256 work items), as a flat kernel's does, not
+	// BlocksPerSM blocks per multiprocessor looping over it. For timing
+	// the two on a GPU (BenchmarkFusedShapes).
+	CoverAll bool
 }
 
 // DefaultTuning is what Fusion generates with.
@@ -148,7 +153,8 @@ func CompileOptions() []string {
 // Launch returns the grid and block for a device with numSMs
 // multiprocessors (DefaultSMs when numSMs < 1). Every kernel loops over its
 // work with a grid stride: a flat kernel's grid covers its work once
-// (unless Tuning.Capped), every other's is capped at a few waves. The grid
+// (unless Tuning.Capped; broadcast and columns kernels' too with
+// Tuning.CoverAll), every other's is capped at a few waves. The grid
 // is at least 1, so a launch over an empty tensor is valid and does
 // nothing.
 func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
@@ -162,9 +168,11 @@ func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 	case RowsBlock, MatmulTiled:
 		perBlock = 1
 	}
-	if k.Strategy == Flat && !k.Tuning.Capped {
-		// each thread takes Unroll vectors, a grid's width apart
-		perBlock *= int64(max(1, k.Tuning.Unroll))
+	if (k.Strategy == Flat || k.Tuning.CoverAll && (k.Strategy == Broadcast || k.Strategy == Columns)) && !k.Tuning.Capped {
+		if k.Strategy == Flat {
+			// each thread takes Unroll vectors, a grid's width apart
+			perBlock *= int64(max(1, k.Tuning.Unroll))
+		}
 		blocks := max(1, (k.Work+perBlock-1)/perBlock)
 		return [3]uint32{uint32(min(blocks, math.MaxInt32)), 1, 1}, [3]uint32{BlockSize, 1, 1}
 	}

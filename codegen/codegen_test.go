@@ -414,6 +414,12 @@ func TestLaunch(t *testing.T) {
 		{Flat, 1 << 30, Tuning{Capped: true, BlocksPerSM: 4}, 132, 132 * 4},
 		{Flat, 1000, Tuning{Capped: true}, 132, 4},
 		{Columns, 1 << 26, Tuning{Unroll: 1}, 132, 132 * 16},
+		{Columns, 1 << 26, Tuning{CoverAll: true}, 132, 1 << 18},
+		{Columns, 1 << 26, Tuning{CoverAll: true, Unroll: 4}, 132, 1 << 18}, // unroll is flat's
+		{Broadcast, 1 << 26, Tuning{}, 132, 132 * 16},
+		{Broadcast, 1 << 26, Tuning{CoverAll: true}, 132, 1 << 18},
+		{Broadcast, 1 << 26, Tuning{CoverAll: true, Capped: true}, 132, 132 * 16},
+		{RowsWarp, 1 << 20, Tuning{CoverAll: true}, 132, 132 * 16},
 	}
 	for _, tc := range tuned {
 		k := &Kernel{Strategy: tc.s, Work: tc.work, Tuning: tc.t}

@@ -169,6 +169,91 @@ func BenchmarkFusedChain(b *testing.B) {
 	}
 }
 
+// BenchmarkFusedShapes times the other elementwise strategies over 1 GiB
+// of f32 and of bf16, each on its default grid (capped at 16 blocks per
+// SM) and on one that covers its work (HIR_CODEGEN_COVER_ALL, as flat
+// kernels launch), against a device copy of the same size in the same
+// run: a broadcast add (x [N/1024, 1024] + b [1024], strategy broadcast)
+// and a sum over the outer axis of [4, N/4] (strategy columns: the shape
+// of tp.PeersFirst's sum of slots). GB/s count bytes read plus written.
+func BenchmarkFusedShapes(b *testing.B) {
+	needGPU(b)
+	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	d := rt.dev
+	const bytes = 1 << 30
+	bufs := make([]runtime.Buffer, 3)
+	for i := range bufs {
+		if bufs[i], err = d.Alloc(bytes, ir.Global); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, buf := range bufs {
+			d.Free(buf)
+		}
+	}()
+	for _, dt := range []ir.DType{ir.F32, ir.BF16} {
+		n := int64(bytes / dt.Size())
+		whole := runtime.Tensor{Buf: bufs[0], DType: dt, Shape: []int64{n}}
+		copied := timeEvents(b, d, func() error {
+			return d.Copy(runtime.Tensor{Buf: bufs[2], DType: dt, Shape: []int64{n}}, whole, nil)
+		})
+		copyGBs := 2 * bytes / copied / 1e9
+		b.ReportMetric(copyGBs, "GB/s_d2d-copy-"+dt.String())
+		cases := []struct {
+			name  string
+			moved float64 // bytes read plus written
+			build func(b *ir.Builder) *ir.Op
+			ins   [][]int64
+			outs  [][]int64
+		}{
+			{"broadcast-add", 2 * bytes, func(b *ir.Builder) *ir.Op {
+				x, bias := codegentest.In(b, "x", dt, n/1024, 1024), codegentest.In(b, "b", dt, 1024)
+				return codegentest.Fusion(b, codegentest.Vals(x, bias), func() []*ir.Value {
+					return codegentest.Vals(b.Binary(ir.OpAdd, x, bias))
+				})
+			}, [][]int64{{n / 1024, 1024}, {1024}}, [][]int64{{n / 1024, 1024}}},
+			{"sum-outer-4", bytes + bytes/4, func(b *ir.Builder) *ir.Op {
+				x := codegentest.In(b, "x", dt, 4, n/4)
+				return codegentest.Reduce(b, ir.OpSum, x, false, 0).Def
+			}, [][]int64{{4, n / 4}}, [][]int64{{n / 4}}},
+		}
+		for _, c := range cases {
+			gc, err := makeCase(c.name, c.build)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ins := []runtime.Tensor{{Buf: bufs[0], DType: dt, Shape: c.ins[0]}}
+			if len(c.ins) > 1 {
+				ins = append(ins, runtime.Tensor{Buf: bufs[2], DType: dt, Shape: c.ins[1]})
+			}
+			outs := []runtime.Tensor{{Buf: bufs[1], DType: dt, Shape: c.outs[0]}}
+			saved := d.Tune
+			for _, cover := range []bool{false, true} {
+				d.Tune.CodegenCoverAll = cover
+				k, err := d.Compile(&runtime.KernelSpec{Op: gc.op, Inputs: runtimeShapes(gc.ins), Outputs: runtimeShapes(gc.outs)})
+				if err != nil {
+					d.Tune = saved
+					b.Fatal(err)
+				}
+				secs := timeEvents(b, d, func() error { return d.Launch(k, append(append([]runtime.Tensor{}, ins...), outs...), nil) })
+				name := c.name + "-" + dt.String()
+				if cover {
+					name += "-cover"
+				}
+				gbs := c.moved / secs / 1e9
+				b.ReportMetric(gbs, "GB/s_"+name)
+				b.ReportMetric(100*gbs/copyGBs, "%_vs-copy-"+name)
+			}
+			d.Tune = saved
+		}
+	}
+}
+
 // timeEvents returns the seconds one call of f takes on the default
 // stream: 2 warm-ups, then 10 calls between two events.
 func timeEvents(b *testing.B, d *Device, f func() error) float64 {
