@@ -331,6 +331,11 @@ func (v *verifier) attrs(op *Op, info *OpInfo) {
 			continue
 		}
 		if a.Value.Kind != spec.Kind {
+			if spec.Kind == KindInts && a.Value.Kind == KindInt {
+				// A list of one written without its brackets.
+				v.errs.Add(pos, "%s: attribute %s takes %s, got %d (write %s=[%d])", info.Name, a.Key, spec.Kind, a.Value.Int, a.Key, a.Value.Int)
+				continue
+			}
 			v.errs.Add(pos, "%s: attribute %s takes %s, got %s", info.Name, a.Key, spec.Kind, FormatAttrValue(a.Value))
 			continue
 		}

@@ -96,6 +96,9 @@ var verifyCases = []verifyCase{
 	{"attribute kind", func(p *Program, x *Value) {
 		add(p, withAttr(newOp(OpAllGather, []*Value{x}, "g"), "async", AttrValue{Kind: KindInt, Int: 1}))
 	}, "all_gather: attribute async takes true or false, got 1"},
+	{"integer for a list", func(p *Program, x *Value) {
+		add(p, withAttr(newOp(OpSum, []*Value{x}, "s"), "axes", AttrValue{Kind: KindInt, Int: 0}))
+	}, "sum: attribute axes takes a list of integers, got 0 (write axes=[0])"},
 	{"word not allowed", func(p *Program, x *Value) {
 		add(p, withAttr(newOp(OpCast, []*Value{x}, "c"), "dtype", AttrValue{Kind: KindWord, Word: "f8"}))
 	}, "cast: dtype=f8 is not one of f32, f16, bf16, f64, i32, i64 or bool"},

@@ -190,6 +190,8 @@ func badMessage(src string, t lexeme) string {
 		return fmt.Sprintf("invalid UTF-8 byte 0x%02x", c)
 	case c == '-' || c == '+':
 		return fmt.Sprintf("unexpected %q: a sign must be followed by a number or inf", c)
+	case c == '#':
+		return "unexpected character '#' (comments start with //)"
 	}
 	return fmt.Sprintf("unexpected character %q", r)
 }

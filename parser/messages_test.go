@@ -101,6 +101,16 @@ func TestHostileInputs(t *testing.T) {
 		{"only closing braces", "}\n}\n}}\n",
 			"h.hir:1:1: unexpected }: no region is open"},
 		{"binary junk", string(junk), "h.hir:1:1: "},
+		// First-contact hints: a # comment, a list attribute given a bare
+		// integer, a result named without its %.
+		{"hash comment", "mesh 4\n# my comment\ninput %x : f32[8/DIDx]\noutput %x\n",
+			"h.hir:2:1: unexpected character '#' (comments start with //)"},
+		{"integer for a list", "mesh 1\ninput %x : f32[4, 2]\n%s = sum %x axes=0\noutput %s\n",
+			"h.hir:3:13: sum: attribute axes takes a list of integers, got 0 (write axes=[0])"},
+		{"name without %", "mesh 4\ninput %x : f32[8/DIDx]\ng = all_gather x\noutput %x\n",
+			"h.hir:3:3: syntax error: unexpected \"=\" (value names start with %, as in `%g = ...`)"},
+		{"long name without %", "mesh 1\ninput %x : f32[4]\n" + long("g", 5000) + " = relu %x\n",
+			"h.hir:3:5002: syntax error: unexpected \"=\" (value names start with %, as in `%" + long("g", 39) + "…"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -195,6 +195,11 @@ func unexpectedMessage(ute *participle.UnexpectedTokenError, l *line, toks []lex
 			break
 		}
 	}
+	if len(toks) > 1 && toks[0].Type == tokIdent && toks[1].Type == tokPunct && toks[1].Value == "=" &&
+		ute.Unexpected.Type == tokPunct && ute.Unexpected.Pos.Offset == toks[1].Pos.Offset {
+		// `g = relu %x`: a result named without its %.
+		return "syntax error: unexpected " + found + " (value names start with %, as in `%" + toks[0].Value + " = ...`)"
+	}
 	return "syntax error: unexpected " + found + expectedHint(ute.Unexpected, toks)
 }
 

@@ -19,8 +19,8 @@ var checkCommand = &command{
 	args:    "[--explain] [--graph] prog.hir...",
 	summary: "parse and check programs, printing every error",
 	help: `Parses each program and runs the passes that can reject one (typecheck,
-validate, symmetric, deadlock). Prints nothing when every program is
-correct, but for a warning when a program has no output (nothing it
+validate, symmetric, stream-parallel, deadlock). Prints nothing when every
+program is correct, but for a warning when a program has no output (nothing it
 computes is kept; the exit status stays 0). A program file "-" is read
 from standard input and named <stdin> in messages. With --graph, also
 checks the program for graph mode (run --graph): a loop too long to unroll
