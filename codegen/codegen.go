@@ -125,19 +125,16 @@ type Tuning struct {
 	// ScalarColumns turns off the 16-byte vectors of columns reductions
 	// (columnsVector), for comparing the two on a GPU.
 	ScalarColumns bool
-	// Capped: a flat kernel's grid holds at most BlocksPerSM blocks per
-	// multiprocessor, looping over its work, as every other strategy's
-	// does. By default a flat grid covers its work once (a block per 256 ×
-	// Unroll vectors): short-lived blocks the GPU hands to whichever
-	// multiprocessor is free moved a fused chain over 1 GiB at 101 % of a
-	// device copy on an H200, where the capped grid reached 93 %
-	// (docs/bench/h200-fused-chain-tunings.txt). For comparing the two.
+	// Capped: a flat or columns kernel's grid holds at most BlocksPerSM
+	// blocks per multiprocessor, looping over its work, as every other
+	// strategy's does. By default theirs covers the work once (a block per
+	// 256 work items, × Unroll for flat): short-lived blocks the GPU hands
+	// to whichever multiprocessor is free moved a fused chain over 1 GiB
+	// at 101 % of a device copy on an H200, where the capped grid reached
+	// 93 % (docs/bench/h200-fused-chain-tunings.txt), and an outer-axis sum
+	// at 103 % against 101 % on an H100; a broadcast kernel lost with it
+	// (28 % against 60 %: docs/bench/h100-fused-shapes.txt). For comparing.
 	Capped bool
-	// CoverAll: broadcast and columns kernels' grids cover their work
-	// once too (a block per 256 work items), as a flat kernel's does, not
-	// BlocksPerSM blocks per multiprocessor looping over it. For timing
-	// the two on a GPU (BenchmarkFusedShapes).
-	CoverAll bool
 }
 
 // DefaultTuning is what Fusion generates with.
@@ -152,9 +149,9 @@ func CompileOptions() []string {
 
 // Launch returns the grid and block for a device with numSMs
 // multiprocessors (DefaultSMs when numSMs < 1). Every kernel loops over its
-// work with a grid stride: a flat kernel's grid covers its work once
-// (unless Tuning.Capped; broadcast and columns kernels' too with
-// Tuning.CoverAll), every other's is capped at a few waves. The grid
+// work with a grid stride: a flat or columns kernel's grid covers its
+// work once (unless Tuning.Capped), every other's is capped at a few
+// waves. The grid
 // is at least 1, so a launch over an empty tensor is valid and does
 // nothing.
 func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
@@ -168,7 +165,7 @@ func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 	case RowsBlock, MatmulTiled:
 		perBlock = 1
 	}
-	if (k.Strategy == Flat || k.Tuning.CoverAll && (k.Strategy == Broadcast || k.Strategy == Columns)) && !k.Tuning.Capped {
+	if (k.Strategy == Flat || k.Strategy == Columns) && !k.Tuning.Capped {
 		if k.Strategy == Flat {
 			// each thread takes Unroll vectors, a grid's width apart
 			perBlock *= int64(max(1, k.Tuning.Unroll))

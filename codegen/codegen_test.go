@@ -390,6 +390,7 @@ func TestLaunch(t *testing.T) {
 		{RowsBlock, 10, 132, 10},
 		{RowsBlock, 100000, 4, 64},
 		{Columns, 2048, 132, 8},
+		{Columns, 1 << 30, 132, 1 << 22},
 	}
 	for _, tc := range tests {
 		k := &Kernel{Strategy: tc.s, Work: tc.work}
@@ -413,13 +414,11 @@ func TestLaunch(t *testing.T) {
 		{Flat, 1 << 30, Tuning{Capped: true}, 0, DefaultSMs * 16},
 		{Flat, 1 << 30, Tuning{Capped: true, BlocksPerSM: 4}, 132, 132 * 4},
 		{Flat, 1000, Tuning{Capped: true}, 132, 4},
-		{Columns, 1 << 26, Tuning{Unroll: 1}, 132, 132 * 16},
-		{Columns, 1 << 26, Tuning{CoverAll: true}, 132, 1 << 18},
-		{Columns, 1 << 26, Tuning{CoverAll: true, Unroll: 4}, 132, 1 << 18}, // unroll is flat's
+		{Columns, 1 << 26, Tuning{Unroll: 1}, 132, 1 << 18},
+		{Columns, 1 << 26, Tuning{Unroll: 4}, 132, 1 << 18}, // unroll is flat's
+		{Columns, 1 << 26, Tuning{Capped: true}, 132, 132 * 16},
 		{Broadcast, 1 << 26, Tuning{}, 132, 132 * 16},
-		{Broadcast, 1 << 26, Tuning{CoverAll: true}, 132, 1 << 18},
-		{Broadcast, 1 << 26, Tuning{CoverAll: true, Capped: true}, 132, 132 * 16},
-		{RowsWarp, 1 << 20, Tuning{CoverAll: true}, 132, 132 * 16},
+		{RowsWarp, 1 << 20, Tuning{}, 132, 132 * 16},
 	}
 	for _, tc := range tuned {
 		k := &Kernel{Strategy: tc.s, Work: tc.work, Tuning: tc.t}

@@ -7,12 +7,18 @@ import (
 	"strings"
 )
 
-// suggest returns the candidate closest to word in edit distance (letters
+// Suggest returns the candidate closest to word in edit distance (letters
 // compared without case), or "" when none is close enough to be a likely
-// typo; of candidates as close, the first in sorted order.
-func suggest(word string, candidates []string) string {
+// typo (none for one letter but its other case, 1 edit for words of up to
+// 3 letters, 2 up to 6, else 3); of
+// candidates as close, the first in sorted order. It is the "did you
+// mean" of the parser's messages, for tools that name the program's
+// values too (hirrun's --input, --output, --expect).
+func Suggest(word string, candidates []string) string {
 	return suggestAmong(word, slices.Values(candidates))
 }
+
+func suggest(word string, candidates []string) string { return Suggest(word, candidates) }
 
 // suggestAmong is suggest over any number of candidates (every name a
 // program defines): most are ruled out by their length or letters without
@@ -24,6 +30,8 @@ func suggestAmong(word string, candidates iter.Seq[string]) string {
 		limit = 3
 	case n > 3:
 		limit = 2
+	case n == 1:
+		limit = 0 // a letter is one edit from every other: only its other case
 	}
 	m := newMatcher(word)
 	best, bestDist := "", limit+1

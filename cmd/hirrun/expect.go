@@ -116,7 +116,7 @@ func loadArchiveExpectations(prog *ir.Program, s spec, add func(spec, *ir.Value,
 			if prog.Input(name) != nil {
 				continue
 			}
-			return fmt.Errorf("--expect %s: the %s's %s %q names no output of the program (its outputs: %s)", s, file, member, name, valueList(prog.Outputs))
+			return fmt.Errorf("--expect %s: the %s's %s %q names no output of the program (its outputs: %s)%s", s, file, member, name, valueList(prog.Outputs), didYouMean(name, prog.Outputs))
 		}
 		st, err := z.Read(name)
 		if err == nil {

@@ -203,7 +203,7 @@ func TestExpectErrorsBeforeTheRun(t *testing.T) {
 		{[]string{"--expect", "q=" + y}, "--expect q: the program has no output %q (its outputs: %y, %b)"},
 		{[]string{"--expect", "y=" + y, "--expect", "y=" + f64}, "--expect y is given twice"},
 		{[]string{"--expect", "y=" + y, "--expect", both}, "--expect " + both + ": array y: %y is also compared by --expect y=" + y},
-		{[]string{"--expect", "y=ref.bin"}, "--expect y=ref.bin: want NAME=FILE.npy, or FILE.npz for every output it names (the file must end in .npy)"},
+		{[]string{"--expect", "y=ref.bin"}, "--expect y=ref.bin: want NAME=FILE.npy, or FILE.npz or FILE.safetensors for every output it names (the file must end in .npy)"},
 		{[]string{"--expect", "y=" + both}, "--expect y=" + both + ": an .npz archive is given whole (--expect " + both + ") and matched by its arrays' names; for one array, give NAME=FILE.npy"},
 		{[]string{"--expect", onlyX}, "--expect " + onlyX + ": the archive holds no array named after an output (its outputs: %y, %b; its arrays: x)"},
 		{[]string{"--expect", stray}, "--expect " + stray + `: the archive's array "q" names no output of the program (its outputs: %y, %b)`},

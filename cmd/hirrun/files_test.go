@@ -161,8 +161,8 @@ output %y, %x
 		{[]string{"--output", "y=" + sub}, "--output y=" + sub + ": " + sub + " exists and is not a regular file"},
 		{[]string{"--output", "y=" + filepath.Join(dir, "a.npy"), "--output", "x=" + dir + "/./a.npy"}, "--output y=" + filepath.Join(dir, "a.npy") + " and --output x=" + dir + "/./a.npy write the same file"},
 		{[]string{"--output", filepath.Join(dir, "all.npz"), "--output", "y=" + filepath.Join(dir, "all.npz")}, "--output y=" + filepath.Join(dir, "all.npz") + ": an .npz archive is given whole"},
-		{[]string{"--output", "y=" + filepath.Join(dir, "y.bin")}, "--output y=" + filepath.Join(dir, "y.bin") + ": want NAME=FILE.npy, or FILE.npz for every output (the file must end in .npy)"},
-		{[]string{"--output", filepath.Join(dir, "y.npy")}, "--output " + filepath.Join(dir, "y.npy") + ": want NAME=FILE.npy, or FILE.npz for every output"},
+		{[]string{"--output", "y=" + filepath.Join(dir, "y.bin")}, "--output y=" + filepath.Join(dir, "y.bin") + ": want NAME=FILE.npy, or FILE.npz or FILE.safetensors for every output (the file must end in .npy)"},
+		{[]string{"--output", filepath.Join(dir, "y.npy")}, "--output " + filepath.Join(dir, "y.npy") + ": want NAME=FILE.npy, or FILE.npz or FILE.safetensors for every output"},
 	} {
 		r := hirrun(append([]string{"run", prog, "--input", "x=random"}, tc.args...)...)
 		assert.Equal(t, exitUsage, r.code, "%v: stderr %s", tc.args, r.stderr)

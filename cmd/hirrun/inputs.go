@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 			continue
 		}
 		if prog.Input(s.name) == nil {
-			return nil, fmt.Errorf("--input %s: the program has no input %%%s (its inputs: %s)", s.name, s.name, valueList(prog.Inputs))
+			return nil, fmt.Errorf("--input %s: the program has no input %%%s (its inputs: %s)%s", s.name, s.name, valueList(prog.Inputs), didYouMean(s.name, prog.Inputs))
 		}
 		src[s.name] = inputSource{spec: s}
 	}
@@ -86,7 +87,7 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 				if outputValue(prog, name) != nil {
 					continue
 				}
-				return nil, fmt.Errorf("--input %s: the %s's %s %q names no input of the program (its inputs: %s)", s, file, member, name, valueList(prog.Inputs))
+				return nil, fmt.Errorf("--input %s: the %s's %s %q names no input of the program (its inputs: %s)%s", s, file, member, name, valueList(prog.Inputs), didYouMean(name, prog.Inputs))
 			}
 			if prev, ok := src[name]; ok {
 				return nil, fmt.Errorf("--input %s: %%%s is also given by --input %s", s, name, prev.spec)
@@ -109,21 +110,21 @@ func loadInputs(prog *ir.Program, specs []spec) (map[string]*host.Array, error) 
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing input%s %s; give each with --input NAME=random:seed=N (random values) or --input NAME=FILE.npy, e.g. --input %s=random:seed=1",
+		return nil, fmt.Errorf("missing input%s %s; give each with --input NAME=random (random values; random:seed=N picks the seed) or --input NAME=FILE.npy, e.g. --input %s=random",
 			plural(len(missing)), strings.Join(missing, ", "), first)
 	}
 	if err := checkInputMemory(prog); err != nil {
 		return nil, err
 	}
 	inputs := map[string]*host.Array{}
-	for _, in := range prog.Inputs {
+	for i, in := range prog.Inputs {
 		s := src[in.Name]
 		var a *host.Array
 		var err error
 		if s.archive != nil {
 			a, err = archiveInput(in, s.archive, s.spec.value)
 		} else {
-			a, err = makeInput(in, s.spec.value)
+			a, err = makeInput(in, s.spec.value, uint64(i))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--input %s: %v", s.spec, err)
@@ -157,11 +158,13 @@ func openArchive(path string) (archive, error) {
 	return z, err
 }
 
-// makeInput builds input in's logical tensor from a spec's value.
-func makeInput(in *ir.Value, value string) (*host.Array, error) {
+// makeInput builds input in's logical tensor from a spec's value; random
+// without a seed is seeded with position, the input's place among the
+// program's inputs, so that no two inputs get the same values.
+func makeInput(in *ir.Value, value string, position uint64) (*host.Array, error) {
 	t := in.Tensor()
 	if value == "random" || strings.HasPrefix(value, "random:") {
-		seed, err := parseRandom(value)
+		seed, err := parseRandom(value, position)
 		if err != nil {
 			return nil, err
 		}
@@ -172,6 +175,9 @@ func makeInput(in *ir.Value, value string) (*host.Array, error) {
 	}
 	st, err := host.ReadStoredNPYFile(value)
 	if errors.Is(err, fs.ErrNotExist) {
+		if r, ok := meantRandom(value); ok {
+			return nil, fmt.Errorf("no such file; did you mean %s=%s (random values)?", in.Name, r)
+		}
 		return nil, errors.New("no such file")
 	}
 	if err != nil {
@@ -212,21 +218,27 @@ func fitInput(in *ir.Value, st host.Stored) (*host.Array, error) {
 	return a, nil
 }
 
-// parseRandom reads "random" or "random:seed=N". The seed defaults to 0
-// (documented in run's help): the values are reproducible either way.
-func parseRandom(value string) (uint64, error) {
+// parseRandom reads "random" or "random:seed=N". Without a seed it is
+// seed, the input's position (documented in run's help): the values are
+// reproducible either way, and two inputs given as random differ.
+func parseRandom(value string, seed uint64) (uint64, error) {
 	opts, _ := strings.CutPrefix(value, "random")
+	if opts == "" {
+		return seed, nil
+	}
 	opts, _ = strings.CutPrefix(opts, ":")
-	var seed uint64
 	for _, opt := range strings.Split(opts, ",") {
 		if opt == "" {
-			continue
+			return 0, errors.New("empty random option (want random alone, or random:seed=N)")
 		}
 		key, v, _ := strings.Cut(opt, "=")
 		if key != "seed" {
 			return 0, fmt.Errorf("unknown random option %q (want random:seed=N)", opt)
 		}
 		n, err := strconv.ParseUint(v, 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("seed %s is out of range (at most %d)", v, uint64(math.MaxUint64))
+		}
 		if err != nil {
 			return 0, fmt.Errorf("seed %q is not a non-negative integer", v)
 		}
@@ -234,3 +246,4 @@ func parseRandom(value string) (uint64, error) {
 	}
 	return seed, nil
 }
+

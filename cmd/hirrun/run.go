@@ -109,10 +109,12 @@ computes is printed or kept; the exit status is not changed by it.
 
 Every program input needs a value: random values from a seed
 (--input NAME=random:seed=N; floats uniform in [-1, 1), integers in [-8, 8),
-bools 0/1; the same on every platform; NAME=random alone means seed 0, so a
-run is reproducible), an NPY file holding the whole logical tensor
-(--input NAME=FILE.npy), or an NPZ archive (--input FILE.npz, as np.savez
-writes it) or a safetensors file (--input FILE.safetensors, as
+bools 0/1; the same on every platform; NAME=random alone is seeded with the
+input's position among the program's inputs: 0 for the first, 1 for the
+second, and so on, so a run is reproducible and no two inputs given as
+random alone hold the same values), an NPY file holding the whole logical
+tensor (--input NAME=FILE.npy), or an NPZ archive (--input FILE.npz, as
+np.savez writes it) or a safetensors file (--input FILE.safetensors, as
 safetensors.torch.save_file writes it) that gives every input one of its
 arrays is named after (arrays named after an output are skipped, any other
 name is an error). NPY data may be C- or Fortran-ordered; a bf16 input may
@@ -172,14 +174,19 @@ and goes on waiting until --timeout.
 run is eager (allocations, handles, kernels), the second captures every
 rank's work into a graph and launches it, later runs only upload the
 inputs, launch the graph and read the outputs; use it with --repeat 3 or
-more. A program with an op a graph cannot hold (barrier, sync_stream,
-register, deregister: they wait on the host) is refused before it runs,
-with each op's position (hirrun check --graph lists them).`,
+more. An op that waits on the host (barrier, sync_stream, register,
+deregister) cannot be in a graph: it splits the program there, and runs on
+the host between two graphs, at the capture and at every replay (hirrun
+check --graph notes each, with its position). Refused before it runs, with
+the position and the reason: a loop that would unroll to more than 2^20 ops
+in the graph and whose body the device cannot repeat, and on cuda a loop the
+device would repeat where the driver predates CUDA 12.4 (docs/GRAPHS.md,
+"Device loops"); --graph with --stats or --trace is a usage error.`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &runOptions{}
 		fs.StringVar(&o.backend, "backend", "sim", "the runtime to run on: "+strings.Join(runtime.Backends(), ", "))
 		fs.IntVar(&o.nproc, "nproc", 0, "the number of ranks, one process per GPU on cuda; must equal the program's mesh size (0: the mesh size)")
-		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` (random alone: seed 0) or NAME=FILE.npy, or every input named in FILE.npz or FILE.safetensors (repeatable)")
+		fs.Var(&o.inputs, "input", "an input: `NAME=random:seed=N` (random alone: seeded with the input's position, 0 for the first) or NAME=FILE.npy, or every input named in FILE.npz or FILE.safetensors (repeatable)")
 		fs.Var(&o.outputs, "output", "save an output's logical tensor: `NAME=FILE.npy`, or every output: FILE.npz or FILE.safetensors (repeatable)")
 		fs.Var(&o.expects, "expect", "compare an output with a reference after the run: `NAME=REF.npy`, or every output named in REF.npz or REF.safetensors (repeatable)")
 		fs.Var(&o.rtol, "rtol", "the relative tolerance of --expect (default: per dtype, see above)")
@@ -233,6 +240,10 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	}
 	if o.overlap && (o.trace == "" || o.stats) {
 		c.errorf("run: --trace-overlap is a way of tracing: give --trace FILE.json, and not --stats (which waits for each op)")
+		return exitUsage
+	}
+	if msg := tolWithoutExpect(o); msg != "" {
+		c.errorf("run: %s", msg)
 		return exitUsage
 	}
 	if o.graph && (o.stats || o.trace != "") {
@@ -330,6 +341,24 @@ func (c *cli) runProgram(o *runOptions, args []string) int {
 	}
 
 	return c.finishRun(prog, reportsOf(prog, res, o.startup), res, files, o)
+}
+
+// tolWithoutExpect says why --rtol or --atol without --expect is refused
+// (they would change nothing), or "".
+func tolWithoutExpect(o *runOptions) string {
+	if len(o.expects) > 0 {
+		return ""
+	}
+	const give = "which is not given: give --expect NAME=REF.npy (or REF.npz, REF.safetensors) to compare outputs with"
+	switch {
+	case o.rtol.set && o.atol.set:
+		return "--rtol and --atol are the tolerances of --expect, " + give + ", or leave them out"
+	case o.rtol.set:
+		return "--rtol is the relative tolerance of --expect, " + give + ", or leave --rtol out"
+	case o.atol.set:
+		return "--atol is the absolute tolerance of --expect, " + give + ", or leave --atol out"
+	}
+	return ""
 }
 
 // newWatch is the progress line and stall reports of a run with o.

@@ -23,9 +23,9 @@ func (s spec) String() string {
 
 // specForms says what each flag takes, for its messages.
 var specForms = map[string]string{
-	"input":  "NAME=random:seed=N, NAME=FILE.npy, or FILE.npz for every input it names",
-	"output": "NAME=FILE.npy, or FILE.npz for every output",
-	"expect": "NAME=FILE.npy, or FILE.npz for every output it names",
+	"input":  "NAME=random, NAME=random:seed=N, NAME=FILE.npy, or FILE.npz or FILE.safetensors for every input it names",
+	"output": "NAME=FILE.npy, or FILE.npz or FILE.safetensors for every output",
+	"expect": "NAME=FILE.npy, or FILE.npz or FILE.safetensors for every output it names",
 }
 
 // parseSpecs reads the values of the repeatable flag --flagName.
@@ -65,7 +65,7 @@ func hasExt(path, ext string) bool { return strings.EqualFold(filepath.Ext(path)
 func checkOutputNames(prog *ir.Program, flagName string, specs []spec) error {
 	for _, s := range specs {
 		if s.name != "" && outputValue(prog, s.name) == nil {
-			return fmt.Errorf("--%s %s: the program has no output %%%s (its outputs: %s)", flagName, s.name, s.name, valueList(prog.Outputs))
+			return fmt.Errorf("--%s %s: the program has no output %%%s (its outputs: %s)%s", flagName, s.name, s.name, valueList(prog.Outputs), didYouMean(s.name, prog.Outputs))
 		}
 	}
 	return nil

@@ -170,12 +170,12 @@ func BenchmarkFusedChain(b *testing.B) {
 }
 
 // BenchmarkFusedShapes times the other elementwise strategies over 1 GiB
-// of f32 and of bf16, each on its default grid (capped at 16 blocks per
-// SM) and on one that covers its work (HIR_CODEGEN_COVER_ALL, as flat
-// kernels launch), against a device copy of the same size in the same
-// run: a broadcast add (x [N/1024, 1024] + b [1024], strategy broadcast)
-// and a sum over the outer axis of [4, N/4] (strategy columns: the shape
-// of tp.PeersFirst's sum of slots). GB/s count bytes read plus written.
+// of f32 and of bf16, each on its default grid and on the capped one
+// (HIR_CODEGEN_CAPPED), against a device copy of the same size in the
+// same run: a broadcast add (x [N/1024, 1024] + b [1024], strategy
+// broadcast) and a sum over the outer axis of [4, N/4] (strategy
+// columns: the shape of tp.PeersFirst's sum of slots). GB/s count bytes
+// read plus written.
 func BenchmarkFusedShapes(b *testing.B) {
 	needGPU(b)
 	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
@@ -233,8 +233,8 @@ func BenchmarkFusedShapes(b *testing.B) {
 			}
 			outs := []runtime.Tensor{{Buf: bufs[1], DType: dt, Shape: c.outs[0]}}
 			saved := d.Tune
-			for _, cover := range []bool{false, true} {
-				d.Tune.CodegenCoverAll = cover
+			for _, capped := range []bool{false, true} {
+				d.Tune.CodegenCapped = capped
 				k, err := d.Compile(&runtime.KernelSpec{Op: gc.op, Inputs: runtimeShapes(gc.ins), Outputs: runtimeShapes(gc.outs)})
 				if err != nil {
 					d.Tune = saved
@@ -242,8 +242,8 @@ func BenchmarkFusedShapes(b *testing.B) {
 				}
 				secs := timeEvents(b, d, func() error { return d.Launch(k, append(append([]runtime.Tensor{}, ins...), outs...), nil) })
 				name := c.name + "-" + dt.String()
-				if cover {
-					name += "-cover"
+				if capped {
+					name += "-capped"
 				}
 				gbs := c.moved / secs / 1e9
 				b.ReportMetric(gbs, "GB/s_"+name)

@@ -101,3 +101,42 @@ func BenchmarkFusion(b *testing.B) {
 		d.Free(buf)
 	}
 }
+
+// BenchmarkMatmul times a matmul of [256, 512] by [512, 512] on one rank
+// of the CPU runtime, f32 and bf16 (docs/RUNTIME.md, "Speed").
+func BenchmarkMatmul(b *testing.B) {
+	for _, dt := range []ir.DType{ir.F32, ir.BF16} {
+		b.Run(dt.String(), func(b *testing.B) {
+			rt := newRuntime(b, 1, 30*time.Second)
+			d := rt.devices[0]
+			const m, k, n int64 = 256, 512, 512
+			op := &ir.Op{Code: ir.OpMatmul, Operands: []*ir.Value{val("a"), val("w")}, Results: []*ir.Value{val("c")}}
+			kern, err := d.Compile(&runtime.KernelSpec{Op: op,
+				Inputs:  []runtime.TensorShape{{DType: dt, Shape: []int64{m, k}}, {DType: dt, Shape: []int64{k, n}}},
+				Outputs: []runtime.TensorShape{{DType: dt, Shape: []int64{m, n}}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sz := int64(dt.Size())
+			ab, _ := d.Alloc(m*k*sz, ir.Global)
+			wb, _ := d.Alloc(k*n*sz, ir.Global)
+			cb, _ := d.Alloc(m*n*sz, ir.Global)
+			args := []runtime.Tensor{tensorOf(ab, dt, m, k), tensorOf(wb, dt, k, n), tensorOf(cb, dt, m, n)}
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				if err := d.Launch(kern, args, nil); err != nil {
+					b.Fatal(err)
+				}
+				if err := d.DefaultStream().Synchronize(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(2*m*k*n)*float64(b.N)/time.Since(start).Seconds()/1e9, "GFLOP/s")
+			for _, buf := range []runtime.Buffer{ab, wb, cb} {
+				d.Free(buf)
+			}
+		})
+	}
+}

@@ -103,14 +103,11 @@ type Tuning struct {
 	// CodegenScalarColumns: columns reductions without 16-byte vectors
 	// (HIR_CODEGEN_SCALAR_COLUMNS=1; codegen.Tuning.ScalarColumns).
 	CodegenScalarColumns bool
-	// CodegenCapped: flat kernels on a grid of at most CodegenBlocksPerSM
-	// blocks per multiprocessor looping over their work, not one that
-	// covers it once (HIR_CODEGEN_CAPPED=1; codegen.Tuning.Capped).
+	// CodegenCapped: flat and columns kernels on a grid of at most
+	// CodegenBlocksPerSM blocks per multiprocessor looping over their
+	// work, not one that covers it once (HIR_CODEGEN_CAPPED=1;
+	// codegen.Tuning.Capped).
 	CodegenCapped bool
-	// CodegenCoverAll: broadcast and columns kernels on a grid that
-	// covers their work once, as flat kernels' (HIR_CODEGEN_COVER_ALL=1;
-	// codegen.Tuning.CoverAll).
-	CodegenCoverAll bool
 	// PDL launches the runtime's own kernels with programmatic dependent
 	// launch where the device has it (gpu.Device.LaunchOwn): a kernel's
 	// launch overlaps the end of the one before it (HIR_PDL=0: never).
@@ -189,9 +186,6 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_CODEGEN_CAPPED"); ok {
 		t.CodegenCapped = v == 1
-	}
-	if v, ok := envInt("HIR_CODEGEN_COVER_ALL"); ok {
-		t.CodegenCoverAll = v == 1
 	}
 	if v, ok := envInt("HIR_CODEGEN_BLOCKS_PER_SM"); ok && v >= 1 && v <= 32 {
 		t.CodegenBlocksPerSM = int(v)

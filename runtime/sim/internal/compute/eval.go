@@ -3,6 +3,8 @@ package compute
 import (
 	"fmt"
 	"math"
+	goruntime "runtime"
+	"sync"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/numeric"
@@ -348,27 +350,57 @@ func (st *step) reduce(vals []array, n int64, a *Arena) array {
 }
 
 // matmul accumulates each output over k in order, in f32 (f64 for f64):
-// the product is rounded, then the sum (no fused multiply-add).
+// the product is rounded, then the sum (no fused multiply-add). The loops
+// run i, k, j (each output row accumulated in place, both operands read
+// along their rows), which adds every output's terms in the same order as
+// i, j, k would, so the sums are the same to the bit; large ones split
+// their rows over goroutines.
 func (st *step) matmul(vals []array, n int64, ar *Arena) array {
 	a, b := vals[st.args[0].slot].f, vals[st.args[1].slot].f
-	out := array{f: ar.floats(n)}
-	for bt := int64(0); bt < st.batch; bt++ {
-		aOff := bt * st.m * st.kk
-		bOff := int64(0)
-		if st.bBatched {
-			bOff = bt * st.kk * st.n
-		}
-		oOff := bt * st.m * st.n
-		for i := int64(0); i < st.m; i++ {
-			for j := int64(0); j < st.n; j++ {
-				acc := 0.0
-				for k := int64(0); k < st.kk; k++ {
-					p := computeRound(st.dt, a[aOff+i*st.kk+k]*b[bOff+k*st.n+j])
-					acc = computeRound(st.dt, acc+p)
+	out := array{f: ar.floats(n)} // zeroed: every sum starts at 0
+	m, kk, nn := st.m, st.kk, st.n
+	rows := func(r0, r1 int64) {
+		for r := r0; r < r1; r++ {
+			bt := r / m
+			bOff := int64(0)
+			if st.bBatched {
+				bOff = bt * kk * nn
+			}
+			acc := out.f[r*nn : (r+1)*nn]
+			for k, aik := range a[r*kk : (r+1)*kk] {
+				bRow := b[bOff+int64(k)*nn : bOff+int64(k+1)*nn]
+				acc := acc[:len(bRow)] // one bounds check, not one per j
+				if st.dt == ir.F64 {
+					for j, bkj := range bRow {
+						acc[j] += float64(aik * bkj)
+					}
+					continue
 				}
-				out.f[oOff+i*st.n+j] = acc
+				for j, bkj := range bRow {
+					acc[j] = float64(float32(acc[j] + float64(float32(aik*bkj))))
+				}
 			}
 		}
 	}
+	total := st.batch * m
+	workers := int64(goruntime.GOMAXPROCS(0))
+	if workers < 2 || total < 2 || total*kk*nn < matmulSplitMin {
+		rows(0, total)
+		return out
+	}
+	workers = min(workers, total)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows(total*w/workers, total*(w+1)/workers)
+		}()
+	}
+	wg.Wait()
 	return out
 }
+
+// matmulSplitMin is the multiply-adds from which a matmul splits its rows
+// over goroutines (below it the start-up costs more than it saves).
+const matmulSplitMin = 1 << 20
