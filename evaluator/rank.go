@@ -470,8 +470,8 @@ type RunError struct {
 
 // Error is "file:line:col: rank R: op: cause", the position first as in
 // the parser's and checker's messages (without one when Pos is zero). A
-// cause that starts with "rank R: " again (the CPU runtime's do) drops the
-// repeat.
+// cause that names "rank R: " again (the CPU runtime's errors start so,
+// also under the evaluator's "input %x: ") drops the repeat.
 func (e *RunError) Error() string {
 	var b strings.Builder
 	if e.Pos.IsValid() {
@@ -483,13 +483,30 @@ func (e *RunError) Error() string {
 	}
 	msg := "unknown error"
 	if e.Err != nil {
-		msg = strings.TrimPrefix(e.Err.Error(), fmt.Sprintf("rank %d: ", e.Rank))
+		msg = dropRank(e.Err.Error(), e.Rank)
 	}
 	b.WriteString(msg)
 	return b.String()
 }
 
 func (e *RunError) Unwrap() error { return e.Err }
+
+// dropRank removes the first "rank R: " from msg where it starts msg or
+// follows the evaluator's own "input %x: ", which RunError says already.
+func dropRank(msg string, rank int) string {
+	prefix := fmt.Sprintf("rank %d: ", rank)
+	if rest, ok := strings.CutPrefix(msg, prefix); ok {
+		return rest
+	}
+	if strings.HasPrefix(msg, "input %") {
+		if head, tail, ok := strings.Cut(msg, ": "); ok {
+			if rest, ok := strings.CutPrefix(tail, prefix); ok {
+				return head + ": " + rest
+			}
+		}
+	}
+	return msg
+}
 
 func (r *rank) recordOp(p *opPlan, d time.Duration) {
 	if r.opStats == nil {

@@ -73,3 +73,17 @@ func lowerUnchecked(t *testing.T, prog *ir.Program) {
 		}
 	}
 }
+
+// TestRunErrorSaysTheRankOnce: a cause that names the rank again, at its
+// start or under "input %x: ", does not repeat it.
+func TestRunErrorSaysTheRankOnce(t *testing.T) {
+	for cause, want := range map[string]string{
+		"rank 1: out of memory":                  "rank 1: out of memory",
+		"input %x: rank 1: symmetric alloc #0":   "rank 1: input %x: symmetric alloc #0",
+		"input %x: rank 0 came late: the others": "rank 1: input %x: rank 0 came late: the others",
+		"rank 0: the peer failed":                "rank 1: rank 0: the peer failed",
+	} {
+		e := &evaluator.RunError{Rank: 1, Err: errors.New(cause)}
+		require.Equal(t, want, e.Error(), "cause %q", cause)
+	}
+}

@@ -19,6 +19,11 @@ func TestTimeoutError(t *testing.T) {
 			"barrier #2: timed out after 300ms waiting for rank 1 (arrived: 0)"},
 		{&runtime.TimeoutError{What: "all_gather #0", After: 4999871234 * time.Nanosecond, Missing: []int{2, 3}, Awaited: "a data signal"},
 			"all_gather #0: timed out after 5s waiting for a data signal from ranks 2, 3"},
+		// under a microsecond, whole: not "0s"
+		{&runtime.TimeoutError{What: "symmetric alloc #0", After: time.Nanosecond, Missing: []int{1}},
+			"symmetric alloc #0: timed out after 1ns waiting for rank 1"},
+		{&runtime.TimeoutError{What: "barrier #0", After: 1500 * time.Nanosecond, Missing: []int{1}},
+			"barrier #0: timed out after 2µs waiting for rank 1"},
 	} {
 		assert.Equal(t, c.want, c.e.Error())
 		err := fmt.Errorf("rank 0: %w", c.e)

@@ -106,11 +106,15 @@ func (e *BarrierError) As(target any) bool {
 }
 
 // roundDur keeps messages readable: "5s", "2.5s", not "4.999871234s".
+// Under a microsecond it is kept whole ("1ns", not "0s").
 func roundDur(d time.Duration) time.Duration {
-	if d >= time.Second {
+	switch {
+	case d >= time.Second:
 		return d.Round(time.Millisecond)
+	case d >= time.Microsecond:
+		return d.Round(time.Microsecond)
 	}
-	return d.Round(time.Microsecond)
+	return d
 }
 
 // rankList writes "rank 3" or "ranks 2, 3".
