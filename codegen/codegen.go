@@ -105,8 +105,12 @@ type Kernel struct {
 	Params   []Param
 	Strategy Strategy
 	// Work is the number of independent work items: vectors and tail
-	// elements (Flat), elements (Broadcast, Columns) or rows.
+	// elements (Flat), vectors or elements (Broadcast, Columns) or rows.
 	Work int64
+	// Vector is how many neighbouring elements a thread of a flat,
+	// broadcast or columns kernel takes at once (16-byte vectors where
+	// the operands allow, 1 otherwise).
+	Vector int
 	// NumInputs and NumOutputs are how many launch arguments the kernel
 	// takes: one per non-literal operand, one per result.
 	NumInputs, NumOutputs int
@@ -149,9 +153,9 @@ func CompileOptions() []string {
 
 // Launch returns the grid and block for a device with numSMs
 // multiprocessors (DefaultSMs when numSMs < 1). Every kernel loops over its
-// work with a grid stride: a flat or columns kernel's grid covers its
-// work once (unless Tuning.Capped), every other's is capped at a few
-// waves. The grid
+// work with a grid stride: a flat, columns or vectorised broadcast
+// kernel's grid covers its work once (unless Tuning.Capped), every
+// other's is capped at a few waves. The grid
 // is at least 1, so a launch over an empty tensor is valid and does
 // nothing.
 func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
@@ -165,7 +169,7 @@ func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 	case RowsBlock, MatmulTiled:
 		perBlock = 1
 	}
-	if (k.Strategy == Flat || k.Strategy == Columns) && !k.Tuning.Capped {
+	if (k.Strategy == Flat || k.Strategy == Columns || k.Strategy == Broadcast && k.Vector > 1) && !k.Tuning.Capped {
 		if k.Strategy == Flat {
 			// each thread takes Unroll vectors, a grid's width apart
 			perBlock *= int64(max(1, k.Tuning.Unroll))

@@ -85,6 +85,12 @@ func emit(p *plan, t Tuning) *Kernel {
 			vec = 16 / maxSize
 			k.Work = (e.n + int64(vec) - 1) / int64(vec)
 		}
+		if k.Strategy == Broadcast {
+			if v := broadcastVector(p, maxSize); v > 1 {
+				vec = v
+				k.Work = e.n / int64(v)
+			}
+		}
 	case e.n > 0 && innermost(p.iter, p.redAxes) && cols > 1:
 		k.Strategy, k.Work = RowsWarp, rows
 		if cols > rowsWarpLimit {
@@ -97,6 +103,8 @@ func emit(p *plan, t Tuning) *Kernel {
 			k.Work = outs / int64(v)
 		}
 	}
+
+	k.Vector = vec
 
 	// Header: a summary that names no values, so equal structure gives
 	// equal text.
@@ -183,9 +191,7 @@ func emit(p *plan, t Tuning) *Kernel {
 	case k.Strategy == Flat:
 		e.flat(vec)
 	case k.Strategy == Broadcast:
-		e.line(1, "for (%s i = tid; i < %d; i += nthreads) {", e.idx, e.n)
-		e.element(2, "i", nil, nil, true)
-		e.line(1, "}")
+		e.broadcast(vec)
 	case k.Strategy == RowsWarp || k.Strategy == RowsBlock:
 		e.rows(k.Strategy, rows, cols)
 	default:
@@ -198,6 +204,36 @@ func emit(p *plan, t Tuning) *Kernel {
 	k.Source = strings.Replace(src, namePlaceholder, k.Name, 1)
 	k.Params = e.params
 	return k
+}
+
+// broadcastVector is how many neighbouring elements a thread of a
+// broadcast kernel takes at once, as 16-byte vectors (1: one at a time).
+// It needs an innermost axis the vector divides (so a vector lies within
+// one run of it), every output the iteration space's own shape, and every
+// input either as long as that axis in its own innermost one (its
+// elements along it consecutive: loaded as a vector) or of extent 1 there
+// (one element for the whole vector).
+func broadcastVector(p *plan, maxSize int) int {
+	last := len(p.iter) - 1
+	v := 16 / maxSize
+	if last < 0 || v < 2 || p.iter[last]%int64(v) != 0 {
+		return 1
+	}
+	n := ir.Product(p.iter)
+	for _, y := range p.yields {
+		if ir.Product(y.shape) != n {
+			return 1
+		}
+	}
+	for k, in := range p.inputs {
+		if in.kind != kindTensor || !p.used[k] {
+			continue
+		}
+		if r := len(in.shape); r > 0 && in.shape[r-1] != 1 && in.shape[r-1] != p.iter[last] {
+			return 1
+		}
+	}
+	return v
 }
 
 // columnsVector is how many neighbouring outputs a thread of a columns

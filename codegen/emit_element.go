@@ -18,7 +18,6 @@ import (
 // only where its stretched coordinates are 0, so each element once.
 func (e *emitter) element(ind int, idx string, load func(k int) string, store func(k int, v string) string, guards bool) {
 	p := e.p
-	strides := ir.ContiguousStrides(p.iter)
 	// Coordinates of the iteration axes that a broadcast input (or a
 	// broadcast output's guard) needs.
 	need := make([]bool, len(p.iter))
@@ -52,24 +51,7 @@ func (e *emitter) element(ind int, idx string, load func(k int) string, store fu
 			}
 		}
 	}
-	first := true
-	for a, ext := range p.iter {
-		if !need[a] {
-			if ext > 1 {
-				first = false
-			}
-			continue
-		}
-		c := idx
-		if strides[a] != 1 {
-			c = fmt.Sprintf("%s / %d", c, strides[a])
-		}
-		if !first {
-			c = fmt.Sprintf("%s %% %d", c, ext)
-		}
-		first = false
-		e.line(ind, "const %s i%d = %s;", e.idx, a, c)
-	}
+	e.coords(ind, idx, need)
 	for k, in := range p.inputs {
 		if in.kind != kindTensor || !p.used[k] {
 			continue
@@ -106,6 +88,30 @@ func (e *emitter) element(ind int, idx string, load func(k int) string, store fu
 			st = "if (" + strings.Join(conds, " && ") + ") " + st
 		}
 		e.line(ind, "%s", st)
+	}
+}
+
+// coords declares i<axis>, the coordinate of flat index idx along each
+// iteration axis need marks.
+func (e *emitter) coords(ind int, idx string, need []bool) {
+	strides := ir.ContiguousStrides(e.p.iter)
+	first := true
+	for a, ext := range e.p.iter {
+		if !need[a] {
+			if ext > 1 {
+				first = false
+			}
+			continue
+		}
+		c := idx
+		if strides[a] != 1 {
+			c = fmt.Sprintf("%s / %d", c, strides[a])
+		}
+		if !first {
+			c = fmt.Sprintf("%s %% %d", c, ext)
+		}
+		first = false
+		e.line(ind, "const %s i%d = %s;", e.idx, a, c)
 	}
 }
 

@@ -127,6 +127,84 @@ func (e *emitter) flat(vec int) {
 	e.line(1, "}")
 }
 
+// broadcast writes the loop of a kernel whose inputs broadcast into the
+// iteration space: with vec > 1 (broadcastVector) and every vector
+// pointer aligned, vec neighbouring elements a thread, each input loaded
+// once per vector (a vector where it runs along the innermost axis, one
+// element where it is broadcast along it); else one element a thread.
+func (e *emitter) broadcast(vec int) {
+	p := e.p
+	ind := 1
+	if vec > 1 {
+		last := len(p.iter) - 1
+		vector := func(k int) bool {
+			s := p.inputs[k].shape
+			return len(s) > 0 && s[len(s)-1] == p.iter[last]
+		}
+		var conds []string
+		for k, in := range p.inputs {
+			if in.kind == kindTensor && p.used[k] && vector(k) {
+				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
+			}
+		}
+		for k, y := range p.yields {
+			conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
+		}
+		e.line(1, "if (%s) {", strings.Join(conds, " && "))
+		e.line(2, "for (%s v = tid; v < %d; v += nthreads) {", e.idx, e.n/int64(vec))
+		e.line(3, "const %s i = v * %d;", e.idx, vec)
+		need := make([]bool, len(p.iter))
+		offs := map[int]string{}
+		for k, in := range p.inputs {
+			if in.kind != kindTensor || !p.used[k] {
+				continue
+			}
+			offs[k] = "i"
+			if ir.Product(in.shape) != e.n {
+				offs[k] = e.offset(in.shape, need)
+			}
+		}
+		e.coords(3, "i", need)
+		for k, in := range p.inputs {
+			if in.kind != kindTensor || !p.used[k] {
+				continue
+			}
+			if vector(k) {
+				vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
+				e.line(3, "const %s a%d = *reinterpret_cast<const %s*>(in%d + %s);", vt, k, vt, k, offs[k])
+			} else {
+				e.line(3, "const %s s%d = in%d[%s];", storageType(in.dtype), k, k, offs[k])
+			}
+		}
+		for k, y := range p.yields {
+			e.line(3, "hir_vec<%s, %d> b%d;", storageType(y.dtype), vec, k)
+		}
+		e.line(0, "#pragma unroll")
+		e.line(3, "for (int e = 0; e < %d; ++e) {", vec)
+		e.element(4, "e",
+			func(k int) string {
+				if vector(k) {
+					return fmt.Sprintf("a%d.v[e]", k)
+				}
+				return fmt.Sprintf("s%d", k)
+			},
+			func(k int, v string) string { return fmt.Sprintf("b%d.v[e] = %s;", k, v) }, false)
+		e.line(3, "}")
+		for k, y := range p.yields {
+			e.line(3, "*reinterpret_cast<hir_vec<%s, %d>*>(out%d + i) = b%d;", storageType(y.dtype), vec, k, k)
+		}
+		e.line(2, "}")
+		e.line(1, "} else {")
+		ind = 2
+	}
+	e.line(ind, "for (%s i = tid; i < %d; i += nthreads) {", e.idx, e.n)
+	e.element(ind+1, "i", nil, nil, true)
+	e.line(ind, "}")
+	if vec > 1 {
+		e.line(1, "}")
+	}
+}
+
 // vectorLoads declares the vectors of every input at vector index at,
 // named a<k><suffix>.
 func (e *emitter) vectorLoads(ind, vec int, suffix, at string) {

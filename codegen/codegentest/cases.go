@@ -111,6 +111,22 @@ var Cases = []Case{
 			return Vals(b.Binary(ir.OpMul, b.Binary(ir.OpAdd, x, bias), scale))
 		})
 	}, "broadcast"},
+	// 16-byte vectors of eight bf16 along the innermost axis: bias loaded
+	// as a vector, scale one element for the whole vector.
+	{"broadcast_vector_bf16", func(b *ir.Builder) *ir.Op {
+		x, bias, scale := In(b, "x", ir.BF16, 6, 16), In(b, "bias", ir.BF16, 16), In(b, "scale", ir.BF16, 6, 1)
+		return Fusion(b, Vals(x, bias, scale), func() []*ir.Value {
+			return Vals(b.Unary(ir.OpRelu, b.Binary(ir.OpMul, b.Binary(ir.OpAdd, x, bias), scale)))
+		})
+	}, "broadcast"},
+	// An innermost axis the vector does not divide (12 by 8): one element
+	// a thread.
+	{"broadcast_odd_inner_bf16", func(b *ir.Builder) *ir.Op {
+		x, bias := In(b, "x", ir.BF16, 5, 12), In(b, "bias", ir.BF16, 12)
+		return Fusion(b, Vals(x, bias), func() []*ir.Value {
+			return Vals(b.Binary(ir.OpAdd, x, bias))
+		})
+	}, "broadcast"},
 	{"broadcast_yield_smaller", func(b *ir.Builder) *ir.Op {
 		x, bias := In(b, "x", ir.BF16, 3, 4, 8), In(b, "bias", ir.BF16, 4, 1)
 		return Fusion(b, Vals(x, bias), func() []*ir.Value {

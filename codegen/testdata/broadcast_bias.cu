@@ -1,4 +1,4 @@
-// kernel hir_3fa8252759ceeffd, strategy broadcast, work 32
+// kernel hir_9b376f064f49e64c, strategy broadcast, work 8
 // param in0   const float* __restrict__                arg 0
 // param in1   const float* __restrict__                arg 1
 // param in2   const float* __restrict__                arg 2
@@ -92,18 +92,40 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_3fa8252759ceeffd(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_9b376f064f49e64c(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0) {
   hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
-  for (int i = tid; i < 32; i += nthreads) {
-    const int i0 = i / 8;
-    const int i1 = i % 8;
-    const float x0 = hir_ld(in0[i]);
-    const float x1 = hir_ld(in1[i1]);
-    const float x2 = hir_ld(in2[i0]);
-    const float t0 = hir_add(x0, x1);
-    const float t1 = hir_mul(t0, x2);
-    out0[i] = t1;
+  if (hir_aligned(in0, 16) && hir_aligned(in1, 16) && hir_aligned(out0, 16)) {
+    for (int v = tid; v < 8; v += nthreads) {
+      const int i = v * 4;
+      const int i0 = i / 8;
+      const int i1 = i % 8;
+      const hir_vec<float, 4> a0 = *reinterpret_cast<const hir_vec<float, 4>*>(in0 + i);
+      const hir_vec<float, 4> a1 = *reinterpret_cast<const hir_vec<float, 4>*>(in1 + i1);
+      const float s2 = in2[i0];
+      hir_vec<float, 4> b0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float x0 = hir_ld(a0.v[e]);
+        const float x1 = hir_ld(a1.v[e]);
+        const float x2 = hir_ld(s2);
+        const float t0 = hir_add(x0, x1);
+        const float t1 = hir_mul(t0, x2);
+        b0.v[e] = t1;
+      }
+      *reinterpret_cast<hir_vec<float, 4>*>(out0 + i) = b0;
+    }
+  } else {
+    for (int i = tid; i < 32; i += nthreads) {
+      const int i0 = i / 8;
+      const int i1 = i % 8;
+      const float x0 = hir_ld(in0[i]);
+      const float x1 = hir_ld(in1[i1]);
+      const float x2 = hir_ld(in2[i0]);
+      const float t0 = hir_add(x0, x1);
+      const float t1 = hir_mul(t0, x2);
+      out0[i] = t1;
+    }
   }
 }

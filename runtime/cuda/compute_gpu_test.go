@@ -112,6 +112,23 @@ func sizeCases(t testing.TB) []gpuCase {
 			}))
 		}
 	}
+	// broadcasts on many blocks: a bias along the innermost axis and a
+	// per-row scale, in 16-byte vectors (bf16: 8, f32: 4), and an f16
+	// input beside an f32 one (vectors of 4, 8 bytes of f16)
+	for _, dt := range []ir.DType{ir.BF16, ir.F32} {
+		cs = append(cs, builderCase(t, fmt.Sprintf("broadcast-vector/%s[4099, 1032]", dt), func(b *ir.Builder) *ir.Op {
+			x, bias, scale := codegentest.In(b, "x", dt, 4099, 1032), codegentest.In(b, "bias", dt, 1032), codegentest.In(b, "scale", dt, 4099, 1)
+			return codegentest.Fusion(b, codegentest.Vals(x, bias, scale), func() []*ir.Value {
+				return codegentest.Vals(b.Binary(ir.OpMul, b.Binary(ir.OpAdd, x, bias), scale))
+			})
+		}))
+	}
+	cs = append(cs, builderCase(t, "broadcast-vector/f16+f32[3, 77, 64]", func(b *ir.Builder) *ir.Op {
+		x, y := codegentest.In(b, "x", ir.F16, 3, 77, 64), codegentest.In(b, "y", ir.F32, 77, 64)
+		return codegentest.Fusion(b, codegentest.Vals(x, y), func() []*ir.Value {
+			return codegentest.Vals(b.Binary(ir.OpAdd, codegentest.Cast(b, x, ir.F32), y))
+		})
+	}))
 	red := []struct {
 		name  string
 		dt    ir.DType
