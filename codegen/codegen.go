@@ -129,6 +129,9 @@ type Tuning struct {
 	// ScalarColumns turns off the 16-byte vectors of columns reductions
 	// (columnsVector), for comparing the two on a GPU.
 	ScalarColumns bool
+	// ScalarRows turns off the 16-byte vectors of rows reductions
+	// (rowsVector), for comparing the two on a GPU.
+	ScalarRows bool
 	// Capped: a flat or columns kernel's grid holds at most BlocksPerSM
 	// blocks per multiprocessor, looping over its work, as every other
 	// strategy's does. By default theirs covers the work once (a block per

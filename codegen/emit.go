@@ -96,6 +96,9 @@ func emit(p *plan, t Tuning) *Kernel {
 		if cols > rowsWarpLimit {
 			k.Strategy = RowsBlock
 		}
+		if v := rowsVector(p, cols); v > 1 && !t.ScalarRows {
+			vec = v
+		}
 	default:
 		k.Strategy, k.Work = Columns, outs
 		if v := columnsVector(p, keptAxes); v > 1 && !t.ScalarColumns {
@@ -193,7 +196,7 @@ func emit(p *plan, t Tuning) *Kernel {
 	case k.Strategy == Broadcast:
 		e.broadcast(vec)
 	case k.Strategy == RowsWarp || k.Strategy == RowsBlock:
-		e.rows(k.Strategy, rows, cols)
+		e.rows(k.Strategy, rows, cols, vec)
 	default:
 		e.columns(outs, keptAxes, redAxesList, vec)
 	}
@@ -232,6 +235,39 @@ func broadcastVector(p *plan, maxSize int) int {
 		if r := len(in.shape); r > 0 && in.shape[r-1] != 1 && in.shape[r-1] != p.iter[last] {
 			return 1
 		}
+	}
+	return v
+}
+
+// rowsVector is how many neighbouring elements of a row a thread of a
+// rows reduction loads at once, as 16-byte vectors (1: one at a time). It
+// needs rows the vector divides, every input the iteration space's own
+// shape (no broadcast: the vector's elements are consecutive in each),
+// and every output but the reduction's the space's shape too.
+func rowsVector(p *plan, cols int64) int {
+	n := ir.Product(p.iter)
+	maxSize := 1
+	for k, in := range p.inputs {
+		if in.kind != kindTensor || !p.used[k] {
+			continue
+		}
+		if ir.Product(in.shape) != n {
+			return 1
+		}
+		maxSize = max(maxSize, in.dtype.Size())
+	}
+	for _, y := range p.yields {
+		if y.kind == kindComputed && y.op == len(p.ops)-1 {
+			continue // the reduction's
+		}
+		if ir.Product(y.shape) != n {
+			return 1
+		}
+		maxSize = max(maxSize, y.dtype.Size())
+	}
+	v := 16 / maxSize
+	if v < 2 || cols%int64(v) != 0 {
+		return 1
 	}
 	return v
 }

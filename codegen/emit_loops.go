@@ -235,30 +235,93 @@ func (e *emitter) vectorBody(ind, vec int, suffix, at string) {
 
 // rows writes an innermost reduction: a warp (RowsWarp) or a block
 // (RowsBlock) per output row, each thread striding over the row, then a
-// shuffle tree (and shared memory across a block's warps).
-func (e *emitter) rows(s Strategy, rows, cols int64) {
+// shuffle tree (and shared memory across a block's warps). With vec > 1
+// (rowsVector) and every pointer aligned, a thread takes vec neighbouring
+// elements of the row at a time, as 16-byte vectors (pointwise values
+// yielded beside the reduction stored so too); else one.
+func (e *emitter) rows(s Strategy, rows, cols int64, vec int) {
+	p := e.p
 	r := e.reduction()
-	red := e.p.vals[e.p.red.Operands[0]]
+	red := p.vals[p.red.Operands[0]]
 	shuffle := func(ind int) {
 		e.line(0, "#pragma unroll")
 		e.line(ind, "for (int off = 16; off > 0; off >>= 1) acc = %s;", r.combine("acc", "__shfl_xor_sync(0xffffffffu, acc, off)"))
 	}
+	// the yields stored as the row is visited: all but the reduction's
+	elementwise := func(k int) bool {
+		y := p.yields[k]
+		return !(y.kind == kindComputed && y.op == len(p.ops)-1)
+	}
 	e.line(1, "const int lane = threadIdx.x & 31;")
+	first, step := "lane", "32"
+	if s == RowsBlock {
+		first, step = "threadIdx.x", "blockDim.x"
+	}
+	if vec > 1 {
+		var conds []string
+		for k, in := range p.inputs {
+			if in.kind == kindTensor && p.used[k] {
+				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
+			}
+		}
+		for k, y := range p.yields {
+			if elementwise(k) {
+				conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
+			}
+		}
+		if len(conds) == 0 {
+			conds = []string{"true"}
+		}
+		e.line(1, "const bool vectors = %s;", strings.Join(conds, " && "))
+	}
 	if s == RowsWarp {
 		e.line(1, "for (%s row = tid >> 5; row < %d; row += nthreads >> 5) {", e.idx, rows)
-		e.line(2, "%s acc = %s;", r.acc, r.init)
-		e.line(2, "for (%s col = lane; col < %d; col += 32) {", e.idx, cols)
 	} else {
 		e.line(1, "const int warp = threadIdx.x >> 5;")
 		e.line(1, "__shared__ %s partial[%d];", r.acc, BlockSize/32)
 		e.line(1, "for (%s row = blockIdx.x; row < %d; row += gridDim.x) {", e.idx, rows)
-		e.line(2, "%s acc = %s;", r.acc, r.init)
-		e.line(2, "for (%s col = threadIdx.x; col < %d; col += blockDim.x) {", e.idx, cols)
 	}
-	e.line(3, "const %s i = row * %d + col;", e.idx, cols)
-	e.element(3, "i", nil, nil, true)
-	e.line(3, "acc = %s;", r.combine("acc", e.valExpr(red, red.dtype)))
-	e.line(2, "}")
+	e.line(2, "%s acc = %s;", r.acc, r.init)
+	ind := 2
+	if vec > 1 {
+		e.line(2, "if (vectors) {")
+		e.line(3, "for (%s cv = %s; cv < %d; cv += %s) {", e.idx, first, cols/int64(vec), step)
+		e.line(4, "const %s i = row * %d + cv * %d;", e.idx, cols, vec)
+		for k, in := range p.inputs {
+			if in.kind == kindTensor && p.used[k] {
+				vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
+				e.line(4, "const %s a%d = *reinterpret_cast<const %s*>(in%d + i);", vt, k, vt, k)
+			}
+		}
+		for k, y := range p.yields {
+			if elementwise(k) {
+				e.line(4, "hir_vec<%s, %d> b%d;", storageType(y.dtype), vec, k)
+			}
+		}
+		e.line(0, "#pragma unroll")
+		e.line(4, "for (int e = 0; e < %d; ++e) {", vec)
+		e.element(5, "e",
+			func(k int) string { return fmt.Sprintf("a%d.v[e]", k) },
+			func(k int, v string) string { return fmt.Sprintf("b%d.v[e] = %s;", k, v) }, false)
+		e.line(5, "acc = %s;", r.combine("acc", e.valExpr(red, red.dtype)))
+		e.line(4, "}")
+		for k, y := range p.yields {
+			if elementwise(k) {
+				e.line(4, "*reinterpret_cast<hir_vec<%s, %d>*>(out%d + i) = b%d;", storageType(y.dtype), vec, k, k)
+			}
+		}
+		e.line(3, "}")
+		e.line(2, "} else {")
+		ind = 3
+	}
+	e.line(ind, "for (%s col = %s; col < %d; col += %s) {", e.idx, first, cols, step)
+	e.line(ind+1, "const %s i = row * %d + col;", e.idx, cols)
+	e.element(ind+1, "i", nil, nil, true)
+	e.line(ind+1, "acc = %s;", r.combine("acc", e.valExpr(red, red.dtype)))
+	e.line(ind, "}")
+	if vec > 1 {
+		e.line(2, "}")
+	}
 	shuffle(2)
 	if s == RowsWarp {
 		e.line(2, "if (lane == 0) {")

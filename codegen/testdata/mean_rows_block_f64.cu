@@ -1,4 +1,4 @@
-// kernel hir_08d65795e1e693ef, strategy rows-block, work 10
+// kernel hir_fb3403506cd2580e, strategy rows-block, work 10
 // param in0   const double* __restrict__               arg 0
 // param out0  double* __restrict__                     arg 1
 // launch on 132 SMs: grid [10 1 1], block [256 1 1]
@@ -90,17 +90,30 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_08d65795e1e693ef(const double* __restrict__ in0, double* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_fb3403506cd2580e(const double* __restrict__ in0, double* __restrict__ out0) {
   hir_pdl_begin();
   const int lane = threadIdx.x & 31;
+  const bool vectors = hir_aligned(in0, 16);
   const int warp = threadIdx.x >> 5;
   __shared__ double partial[8];
   for (int row = blockIdx.x; row < 10; row += gridDim.x) {
     double acc = 0.0;
-    for (int col = threadIdx.x; col < 3000; col += blockDim.x) {
-      const int i = row * 3000 + col;
-      const double x0 = hir_ld(in0[i]);
-      acc = hir_add(acc, x0);
+    if (vectors) {
+      for (int cv = threadIdx.x; cv < 1500; cv += blockDim.x) {
+        const int i = row * 3000 + cv * 2;
+        const hir_vec<double, 2> a0 = *reinterpret_cast<const hir_vec<double, 2>*>(in0 + i);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const double x0 = hir_ld(a0.v[e]);
+          acc = hir_add(acc, x0);
+        }
+      }
+    } else {
+      for (int col = threadIdx.x; col < 3000; col += blockDim.x) {
+        const int i = row * 3000 + col;
+        const double x0 = hir_ld(in0[i]);
+        acc = hir_add(acc, x0);
+      }
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc = hir_add(acc, __shfl_xor_sync(0xffffffffu, acc, off));

@@ -1,4 +1,4 @@
-// kernel hir_f3857ce150f8468a, strategy rows-warp, work 1
+// kernel hir_999c975d63a1a83f, strategy rows-warp, work 1
 // param in0   const int* __restrict__                  arg 0
 // param out0  int* __restrict__                        arg 1
 // launch on 132 SMs: grid [1 1 1], block [256 1 1]
@@ -90,17 +90,30 @@ __device__ __forceinline__ double hir_gelu(double a) { return a * (1.0 + erf(a *
 __device__ __forceinline__ int hir_f2i32(double a) { return a != a ? 0 : a >= 2147483648.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a; }
 __device__ __forceinline__ long long hir_f2i64(double a) { return a != a ? 0 : a >= 9223372036854775808.0 ? 9223372036854775807LL : a <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a; }
 
-extern "C" __global__ void __launch_bounds__(256) hir_f3857ce150f8468a(const int* __restrict__ in0, int* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) hir_999c975d63a1a83f(const int* __restrict__ in0, int* __restrict__ out0) {
   hir_pdl_begin();
   const int tid = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
   const int nthreads = (int)gridDim.x * (int)blockDim.x;
   const int lane = threadIdx.x & 31;
+  const bool vectors = hir_aligned(in0, 16);
   for (int row = tid >> 5; row < 1; row += nthreads >> 5) {
     long long acc = 0LL;
-    for (int col = lane; col < 256; col += 32) {
-      const int i = row * 256 + col;
-      const int x0 = hir_ld(in0[i]);
-      acc = hir_add(acc, (long long)(x0));
+    if (vectors) {
+      for (int cv = lane; cv < 64; cv += 32) {
+        const int i = row * 256 + cv * 4;
+        const hir_vec<int, 4> a0 = *reinterpret_cast<const hir_vec<int, 4>*>(in0 + i);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int x0 = hir_ld(a0.v[e]);
+          acc = hir_add(acc, (long long)(x0));
+        }
+      }
+    } else {
+      for (int col = lane; col < 256; col += 32) {
+        const int i = row * 256 + col;
+        const int x0 = hir_ld(in0[i]);
+        acc = hir_add(acc, (long long)(x0));
+      }
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc = hir_add(acc, (long long)(__shfl_xor_sync(0xffffffffu, acc, off)));

@@ -113,7 +113,7 @@ func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
 	if op.Code == ir.OpMatmul {
 		return d.compileMatmul(k, ins, outs)
 	}
-	gen, err := codegen.FusionTuned(op, ins, outs, codegen.Tuning{Unroll: d.Tune.CodegenUnroll, BlocksPerSM: d.Tune.CodegenBlocksPerSM, ScalarColumns: d.Tune.CodegenScalarColumns, Capped: d.Tune.CodegenCapped})
+	gen, err := codegen.FusionTuned(op, ins, outs, codegen.Tuning{Unroll: d.Tune.CodegenUnroll, BlocksPerSM: d.Tune.CodegenBlocksPerSM, ScalarColumns: d.Tune.CodegenScalarColumns, ScalarRows: d.Tune.CodegenScalarRows, Capped: d.Tune.CodegenCapped})
 	if err != nil {
 		return nil, fmt.Errorf("cuda: rank %d: compile %s at %s: %w", d.Opts.Rank, op.Code, op.Pos, err)
 	}

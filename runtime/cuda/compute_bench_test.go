@@ -8,6 +8,7 @@ import (
 	"regexp"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -221,6 +222,15 @@ func BenchmarkFusedShapes(b *testing.B) {
 				x := codegentest.In(b, "x", dt, 4, n/4)
 				return codegentest.Reduce(b, ir.OpSum, x, false, 0).Def
 			}, [][]int64{{4, n / 4}}, [][]int64{{n / 4}}},
+			// rows of 1024 (a warp each) and of 8192 (a block each)
+			{"sum-rows-1024", bytes, func(b *ir.Builder) *ir.Op {
+				x := codegentest.In(b, "x", dt, n/1024, 1024)
+				return codegentest.Reduce(b, ir.OpSum, x, false, 1).Def
+			}, [][]int64{{n / 1024, 1024}}, [][]int64{{n / 1024}}},
+			{"sum-rows-8192", bytes, func(b *ir.Builder) *ir.Op {
+				x := codegentest.In(b, "x", dt, n/8192, 8192)
+				return codegentest.Reduce(b, ir.OpSum, x, false, 1).Def
+			}, [][]int64{{n / 8192, 8192}}, [][]int64{{n / 8192}}},
 		}
 		for _, c := range cases {
 			gc, err := makeCase(c.name, c.build)
@@ -233,18 +243,21 @@ func BenchmarkFusedShapes(b *testing.B) {
 			}
 			outs := []runtime.Tensor{{Buf: bufs[1], DType: dt, Shape: c.outs[0]}}
 			saved := d.Tune
-			for _, capped := range []bool{false, true} {
-				d.Tune.CodegenCapped = capped
+			// default, the capped grid, and no vectors in reductions
+			for _, variant := range []string{"", "-capped", "-scalar"} {
+				d.Tune = saved
+				d.Tune.CodegenCapped = variant == "-capped"
+				d.Tune.CodegenScalarRows, d.Tune.CodegenScalarColumns = variant == "-scalar", variant == "-scalar"
+				if variant == "-scalar" && !strings.HasPrefix(c.name, "sum-") {
+					continue
+				}
 				k, err := d.Compile(&runtime.KernelSpec{Op: gc.op, Inputs: runtimeShapes(gc.ins), Outputs: runtimeShapes(gc.outs)})
 				if err != nil {
 					d.Tune = saved
 					b.Fatal(err)
 				}
 				secs := timeEvents(b, d, func() error { return d.Launch(k, append(append([]runtime.Tensor{}, ins...), outs...), nil) })
-				name := c.name + "-" + dt.String()
-				if capped {
-					name += "-capped"
-				}
+				name := c.name + "-" + dt.String() + variant
 				gbs := c.moved / secs / 1e9
 				b.ReportMetric(gbs, "GB/s_"+name)
 				b.ReportMetric(100*gbs/copyGBs, "%_vs-copy-"+name)

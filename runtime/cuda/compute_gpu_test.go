@@ -129,6 +129,15 @@ func sizeCases(t testing.TB) []gpuCase {
 			return codegentest.Vals(b.Binary(ir.OpAdd, codegentest.Cast(b, x, ir.F32), y))
 		})
 	}))
+	// a pointwise value yielded beside a rows reduction (softmax's exp and
+	// its sum), both stored as the rows are visited, in vectors
+	cs = append(cs, builderCase(t, "rows-vector-yield/bf16[513, 2048]", func(b *ir.Builder) *ir.Op {
+		x := codegentest.In(b, "x", ir.BF16, 513, 2048)
+		return codegentest.Fusion(b, codegentest.Vals(x), func() []*ir.Value {
+			ex := b.Unary(ir.OpExp, x)
+			return codegentest.Vals(ex, codegentest.Reduce(b, ir.OpSum, ex, false, 1))
+		})
+	}))
 	red := []struct {
 		name  string
 		dt    ir.DType
@@ -140,6 +149,8 @@ func sizeCases(t testing.TB) []gpuCase {
 		{"sum-rows-warp", ir.BF16, ir.OpSum, []int64{4097, 33}, []int64{1}},
 		{"max-columns", ir.I32, ir.OpReduceMax, []int64{4097, 33}, []int64{0}},
 		{"sum-columns-vector", ir.BF16, ir.OpSum, []int64{2, 4, 513, 1032}, []int64{1}}, // tp.PeersFirst's sum of slots: 16-byte loads
+		{"sum-rows-warp-vector", ir.BF16, ir.OpSum, []int64{4097, 1024}, []int64{1}},    // 16-byte loads along the rows
+		{"max-rows-block-vector", ir.F32, ir.OpReduceMax, []int64{1000, 4100}, []int64{1}},
 		{"mean-columns-vector", ir.F32, ir.OpMean, []int64{7, 3, 4100}, []int64{0, 1}},
 		{"mean-all", ir.F32, ir.OpMean, []int64{1<<15 + 3}, []int64{0}}, // the CPU sums in order: at 1 Mi its own f32 error passes 1e-5
 		{"sum-one", ir.F16, ir.OpSum, []int64{1, 1}, []int64{0, 1}},

@@ -48,10 +48,11 @@ func TestTuningFromEnv(t *testing.T) {
 	t.Setenv("HIR_CODEGEN_UNROLL", "4")
 	t.Setenv("HIR_CODEGEN_BLOCKS_PER_SM", "33") // out of range: the default
 	t.Setenv("HIR_CODEGEN_SCALAR_COLUMNS", "1")
+	t.Setenv("HIR_CODEGEN_SCALAR_ROWS", "1")
 	t.Setenv("HIR_CODEGEN_CAPPED", "1")
 	t.Setenv("HIR_PDL", "0")
 	want := def
-	want.CodegenScalarColumns, want.CodegenCapped = true, true
+	want.CodegenScalarColumns, want.CodegenScalarRows, want.CodegenCapped = true, true, true
 	want.PDL = false
 	want.AllToAllCEMin, want.RSCEChunk = 0, 1<<20
 	want.CodegenUnroll = 4

@@ -103,6 +103,9 @@ type Tuning struct {
 	// CodegenScalarColumns: columns reductions without 16-byte vectors
 	// (HIR_CODEGEN_SCALAR_COLUMNS=1; codegen.Tuning.ScalarColumns).
 	CodegenScalarColumns bool
+	// CodegenScalarRows: rows reductions without 16-byte vectors
+	// (HIR_CODEGEN_SCALAR_ROWS=1; codegen.Tuning.ScalarRows).
+	CodegenScalarRows bool
 	// CodegenCapped: flat and columns kernels on a grid of at most
 	// CodegenBlocksPerSM blocks per multiprocessor looping over their
 	// work, not one that covers it once (HIR_CODEGEN_CAPPED=1;
@@ -183,6 +186,9 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_CODEGEN_SCALAR_COLUMNS"); ok {
 		t.CodegenScalarColumns = v == 1
+	}
+	if v, ok := envInt("HIR_CODEGEN_SCALAR_ROWS"); ok {
+		t.CodegenScalarRows = v == 1
 	}
 	if v, ok := envInt("HIR_CODEGEN_CAPPED"); ok {
 		t.CodegenCapped = v == 1
