@@ -31,3 +31,24 @@ func TestLongNamesInMessages(t *testing.T) {
 		t.Errorf("message of %d bytes: %.400s", len(msg), msg)
 	}
 }
+
+// TestWrongAnnotationDoesNotCascade: a result annotated with a type its
+// op does not give is one error; the ops using it are checked against
+// the type the op gives (they used to fail again: "%g is already sharded
+// on axis 0" after "%g is annotated f32[4/DIDx, 4], but all_gather gives
+// f32[4, 4]").
+func TestWrongAnnotationDoesNotCascade(t *testing.T) {
+	src := "mesh 4\ninput %x : f32[4/DIDx, 4] symmetric\n" +
+		"%g = all_gather %x algo=ring : f32[4/DIDx, 4]\n" +
+		"%r = reduce_scatter %g op=sum axis=1 : f32[4, 4/DIDx]\n" +
+		"output %g, %r\n"
+	p, err := parser.Parse("annot.hir", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Check(p, &Context{})
+	want := "annot.hir:3:6: all_gather: %g is annotated f32[4/DIDx, 4], but all_gather gives f32[4, 4]"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}

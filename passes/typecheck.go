@@ -223,13 +223,15 @@ func (c *checker) oneShardAxis(pos ir.Pos, what string, t ir.Type) bool {
 
 // settle reconciles an inferred result type with the result's annotation.
 // The result keeps its annotation when that is the type inferred, else a
-// copy (the inferred type may be the checker's scratch).
+// copy (the inferred type may be the checker's scratch). An annotation
+// that contradicts the op is reported, and the result takes the type the
+// op gives, so the ops that use it are checked against what they will get
+// rather than failing again for the same mistake.
 func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 	got, isTensor := inf.t.(*ir.TensorType)
 	if !isTensor {
 		if v.Type != nil && !ir.TypesEqual(v.Type, inf.t) {
 			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, v.Type, op.Code, inf.t)
-			return
 		}
 		v.Type = inf.t
 		return
@@ -246,6 +248,7 @@ func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 		ann, ok := v.Type.(*ir.TensorType)
 		if !ok {
 			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, v.Type, op.Code, withMem(got, mem))
+			v.Type = c.settled(got, mem)
 			return
 		}
 		if allocates {
@@ -253,12 +256,14 @@ func (c *checker) settle(op *ir.Op, v *ir.Value, inf inferred) {
 		}
 		if !equalIn(ann, got.Mem, got) {
 			c.errs.Add(op.Pos, "%s: %s is annotated %s, but %s gives %s", op.Code, v, ann, op.Code, withMem(got, mem))
+			v.Type = c.settled(got, mem)
 			return
 		}
 		// Global is the unprinted default, so only a named other memory
 		// type contradicts the storage an alias lives in.
 		if inf.base != nil && ann.Mem != ir.Global && ann.Mem != mem {
 			c.errs.Add(op.Pos, "%s: %s is annotated %s memory, but it aliases %s, which is in %s memory", op.Code, v, ann.Mem, inf.base, mem)
+			v.Type = c.settled(got, mem)
 			return
 		}
 		if ann.Mem == mem {
