@@ -84,20 +84,10 @@ func (e *emitter) storeReduced(ind int, r reduction, at, acc string) {
 // flat writes the all-shapes-equal loop: 16-byte vectors when every
 // pointer is aligned for them, then the scalar tail.
 func (e *emitter) flat(vec int) {
-	p := e.p
 	start := "tid"
 	if vec > 1 {
-		var conds []string
-		for k, in := range p.inputs {
-			if in.kind == kindTensor && p.used[k] {
-				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
-			}
-		}
-		for k, y := range p.yields {
-			conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
-		}
 		e.line(1, "%s done = 0;", e.idx)
-		e.line(1, "if (%s) {", strings.Join(conds, " && "))
+		e.line(1, "if (%s) {", e.aligned(vec, nil, nil))
 		nv := e.n / int64(vec)
 		if u := e.unroll; u > 1 {
 			// u vectors a thread apart, all loaded before any is
@@ -141,16 +131,7 @@ func (e *emitter) broadcast(vec int) {
 			s := p.inputs[k].shape
 			return len(s) > 0 && s[len(s)-1] == p.iter[last]
 		}
-		var conds []string
-		for k, in := range p.inputs {
-			if in.kind == kindTensor && p.used[k] && vector(k) {
-				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
-			}
-		}
-		for k, y := range p.yields {
-			conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
-		}
-		e.line(1, "if (%s) {", strings.Join(conds, " && "))
+		e.line(1, "if (%s) {", e.aligned(vec, vector, nil))
 		e.line(2, "for (%s v = tid; v < %d; v += nthreads) {", e.idx, e.n/int64(vec))
 		e.line(3, "const %s i = v * %d;", e.idx, vec)
 		need := make([]bool, len(p.iter))
@@ -203,6 +184,27 @@ func (e *emitter) broadcast(vec int) {
 	if vec > 1 {
 		e.line(1, "}")
 	}
+}
+
+// aligned is the condition that every pointer a vector loop goes through
+// is aligned for vec elements: every input tensor the kernel uses (those
+// in takes, when in is not nil) and every output (those out takes).
+func (e *emitter) aligned(vec int, in, out func(k int) bool) string {
+	var conds []string
+	for k, x := range e.p.inputs {
+		if x.kind == kindTensor && e.p.used[k] && (in == nil || in(k)) {
+			conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*x.dtype.Size()))
+		}
+	}
+	for k, y := range e.p.yields {
+		if out == nil || out(k) {
+			conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
+		}
+	}
+	if len(conds) == 0 {
+		return "true"
+	}
+	return strings.Join(conds, " && ")
 }
 
 // vectorLoads declares the vectors of every input at vector index at,
@@ -258,21 +260,7 @@ func (e *emitter) rows(s Strategy, rows, cols int64, vec int) {
 		first, step = "threadIdx.x", "blockDim.x"
 	}
 	if vec > 1 {
-		var conds []string
-		for k, in := range p.inputs {
-			if in.kind == kindTensor && p.used[k] {
-				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
-			}
-		}
-		for k, y := range p.yields {
-			if elementwise(k) {
-				conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
-			}
-		}
-		if len(conds) == 0 {
-			conds = []string{"true"}
-		}
-		e.line(1, "const bool vectors = %s;", strings.Join(conds, " && "))
+		e.line(1, "const bool vectors = %s;", e.aligned(vec, nil, elementwise))
 	}
 	if s == RowsWarp {
 		e.line(1, "for (%s row = tid >> 5; row < %d; row += nthreads >> 5) {", e.idx, rows)
@@ -354,17 +342,8 @@ func (e *emitter) columns(outs int64, kept, reduced []int, vec int) {
 	red := e.p.vals[e.p.red.Operands[0]]
 	start := "tid"
 	if vec > 1 && e.n > 0 {
-		var conds []string
-		for k, in := range e.p.inputs {
-			if in.kind == kindTensor && e.p.used[k] {
-				conds = append(conds, fmt.Sprintf("hir_aligned(in%d, %d)", k, vec*in.dtype.Size()))
-			}
-		}
-		for k, y := range e.p.yields {
-			conds = append(conds, fmt.Sprintf("hir_aligned(out%d, %d)", k, vec*y.dtype.Size()))
-		}
 		e.line(1, "%s done = 0;", e.idx)
-		e.line(1, "if (%s) {", strings.Join(conds, " && "))
+		e.line(1, "if (%s) {", e.aligned(vec, nil, nil))
 		e.line(2, "for (%s ov = tid; ov < %d; ov += nthreads) {", e.idx, outs/int64(vec))
 		e.line(3, "const %s o = ov * %d;", e.idx, vec)
 		e.line(3, "%s acc[%d];", r.acc, vec)

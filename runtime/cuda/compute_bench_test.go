@@ -108,18 +108,24 @@ func atoi(s string) int {
 	return n
 }
 
-// BenchmarkFusedChain runs the fused 4-op chain over 1 GiB of f32 and of
-// bf16 and a device-to-device copy of the same size, both timed with CUDA
-// events (10 runs after 2 warm-ups); bandwidth counts bytes read plus
-// written (2 GiB per run for both).
-func BenchmarkFusedChain(b *testing.B) {
+// benchDevice opens GPU 0 as a one-rank runtime for a benchmark (closed
+// when it ends), or skips it where there is no GPU.
+func benchDevice(b *testing.B) *Device {
 	needGPU(b)
 	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer rt.Close()
-	d := rt.dev
+	b.Cleanup(func() { rt.Close() })
+	return rt.dev
+}
+
+// BenchmarkFusedChain runs the fused 4-op chain over 1 GiB of f32 and of
+// bf16 and a device-to-device copy of the same size, both timed with CUDA
+// events (10 runs after 2 warm-ups); bandwidth counts bytes read plus
+// written (2 GiB per run for both).
+func BenchmarkFusedChain(b *testing.B) {
+	d := benchDevice(b)
 	const bytes = 1 << 30
 	for _, dt := range []ir.DType{ir.F32, ir.BF16} {
 		n := int64(bytes / dt.Size())
@@ -178,16 +184,11 @@ func BenchmarkFusedChain(b *testing.B) {
 // columns: the shape of tp.PeersFirst's sum of slots). GB/s count bytes
 // read plus written.
 func BenchmarkFusedShapes(b *testing.B) {
-	needGPU(b)
-	rt, err := New(Options{Rank: 0, WorldSize: 1, Device: 0, Timeout: 30 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close()
-	d := rt.dev
+	d := benchDevice(b)
 	const bytes = 1 << 30
 	bufs := make([]runtime.Buffer, 3)
 	for i := range bufs {
+		var err error
 		if bufs[i], err = d.Alloc(bytes, ir.Global); err != nil {
 			b.Fatal(err)
 		}
