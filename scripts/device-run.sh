@@ -28,6 +28,23 @@ row() { printf '| %s | %s |\n' "$1" "$2" >>"$summary"; }
 # (the seventh session lost the testdata rows so).
 trap 'echo; echo "(stopped by a signal: the rows done so far)"; cat "$summary"; [ -n "${programs_rows:-}" ] && printf "\n| program | status | detail |\n| --- | --- | --- |\n%s" "$programs_rows"; exit 124' TERM INT
 
+# HIR_SWEEP_IF_H100=1: where the machine's GPUs are H100s (leases of the
+# multi-GPU kinds have come as H200s for sessions on end, and the H100
+# records date from the fourth session), run only the full collective
+# sweeps, 8 KiB-1 GiB with --graph, on 2 and on 4 GPUs, into
+# $OUT/bench-x2.json and -x4.json (docs/bench/h100-x2.json and -x4.json
+# are made from them); elsewhere go on with the mode the call asked for.
+if [ "${HIR_SWEEP_IF_H100:-0}" = 1 ] && echo "$device" | grep -q H100; then
+  for w in 2 4; do
+    [ "$gpus" -ge "$w" ] || continue
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((w - 1))) timeout 270 "$bin/hirrun" bench --nproc "$w" --graph --no-save --max-size 1GiB --format json >"$out/bench-x$w.json" 2>"$out/bench-x$w.err"
+    row "hirrun bench --graph x$w (H100)" "exit $? ($(wc -c <"$out/bench-x$w.json") bytes)"
+  done
+  echo
+  cat "$summary"
+  exit 0
+fi
+
 # Collectives (issue 5): every collective x algorithm x dtype against the
 # CPU runtime on 2 (and, with 4 GPUs, 4) processes, >1 GiB tensors, a
 # missing rank, mismatched shapes, send/recv; then our kernels next to
