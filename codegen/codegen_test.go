@@ -420,6 +420,17 @@ func TestLaunch(t *testing.T) {
 		{Broadcast, 1 << 26, Tuning{}, 132, 132 * 16},
 		{RowsWarp, 1 << 20, Tuning{}, 132, 132 * 16},
 	}
+	// a broadcast kernel of 16-byte vectors covers its work; one element a
+	// thread stays capped
+	for _, tc := range []struct {
+		vec    int
+		t      Tuning
+		blocks uint32
+	}{{8, Tuning{}, 1 << 18}, {1, Tuning{}, 132 * 16}, {8, Tuning{Capped: true}, 132 * 16}} {
+		k := &Kernel{Strategy: Broadcast, Work: 1 << 26, Vector: tc.vec, Tuning: tc.t}
+		g, _ := k.Launch(132)
+		assert.Equal(t, tc.blocks, g[0], "broadcast of vectors of %d %+v: blocks", tc.vec, tc.t)
+	}
 	for _, tc := range tuned {
 		k := &Kernel{Strategy: tc.s, Work: tc.work, Tuning: tc.t}
 		g, _ := k.Launch(tc.sms)
