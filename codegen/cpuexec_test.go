@@ -22,12 +22,13 @@ import (
 // alignment (so every vector loop falls back to one element a thread),
 // aligned, and aligned on a grid a third the size; the three must write
 // the same bytes (float reductions within 1e-3, their order differs). It
-// checks the vector paths of flat, broadcast and rows kernels against
+// checks the vector paths of flat, broadcast, rows and columns kernels against
 // their scalar paths and the grid-stride loops against the grid where no
 // GPU is lent: random fusions of 1-4 axes with size-1 and broadcast axes,
 // mixed dtypes (vectors of 2, 4 and 8 elements), where, literals, inputs
-// yielded directly, rows reductions with pointwise values yielded beside
-// them. Skipped with -short and where g++ or C++20's <barrier> is missing.
+// yielded directly, rows and columns reductions with pointwise values
+// yielded beside them. Skipped with -short and where g++ or C++20's
+// <barrier> is missing.
 func TestKernelsOnCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles and runs C++ (-short)")
@@ -51,12 +52,12 @@ func TestKernelsOnCPU(t *testing.T) {
 	}
 	for _, mode := range []struct {
 		name string
-		rows bool
+		kind reduceKind
 		seed int64
 		n    int
-	}{{"pointwise", false, 1, 60}, {"rows", true, 2, 25}} {
+	}{{"pointwise", noReduce, 1, 60}, {"rows", innerReduce, 2, 25}, {"columns", outerReduce, 3, 25}} {
 		t.Run(mode.name, func(t *testing.T) {
-			src, n := cpuexecProgram(t, mode.rows, mode.seed, mode.n)
+			src, n := cpuexecProgram(t, mode.kind, mode.seed, mode.n)
 			cc, bin := filepath.Join(dir, mode.name+".cc"), filepath.Join(dir, mode.name)
 			if err := os.WriteFile(cc, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
@@ -74,10 +75,19 @@ func TestKernelsOnCPU(t *testing.T) {
 	}
 }
 
-// cpuexecProgram is the C++ program of up to n random kernels (rows:
-// innermost reductions, else pointwise and broadcast ones) and the number
-// it holds.
-func cpuexecProgram(t *testing.T, rows bool, seed int64, n int) (string, int) {
+// reduceKind is what a random case reduces: nothing, innermost axes
+// (rows), or leading ones (columns).
+type reduceKind int
+
+const (
+	noReduce reduceKind = iota
+	innerReduce
+	outerReduce
+)
+
+// cpuexecProgram is the C++ program of up to n random kernels of the kind
+// and the number it holds.
+func cpuexecProgram(t *testing.T, kind reduceKind, seed int64, n int) (string, int) {
 	r := rand.New(rand.NewSource(seed))
 	var sb strings.Builder
 	sb.WriteString("#include \"emu.h\"\n")
@@ -85,7 +95,7 @@ func cpuexecProgram(t *testing.T, rows bool, seed int64, n int) (string, int) {
 	seen := map[string]bool{}
 	vectors := 0
 	for c := 0; len(calls) < n && c < n*20; c++ {
-		bt, err := cpuexecCase(r, rows)
+		bt, err := cpuexecCase(r, kind)
 		if err != nil {
 			continue
 		}
@@ -179,7 +189,8 @@ func broadcastShape(r *rand.Rand, iter []int64, full bool) []int64 {
 }
 
 // cpuexecCase builds one random fusion and its kernel.
-func cpuexecCase(r *rand.Rand, rows bool) (*cpuexecKernel, error) {
+func cpuexecCase(r *rand.Rand, kind reduceKind) (*cpuexecKernel, error) {
+	rows := kind != noReduce
 	rank := 1 + r.Intn(4)
 	iter := make([]int64, rank)
 	for i := range iter {
@@ -245,6 +256,16 @@ func cpuexecCase(r *rand.Rand, rows bool) (*cpuexecKernel, error) {
 			var axes []int64
 			for a := rank - 1 - r.Intn(rank); a < rank; a++ {
 				axes = append(axes, int64(a))
+			}
+			if kind == outerReduce {
+				// the leading axes, never the innermost
+				axes = nil
+				for a := range r.Intn(max(1, rank-1)) + 1 {
+					axes = append(axes, int64(a))
+				}
+				if rank == 1 {
+					axes = []int64{0}
+				}
 			}
 			src := acc
 			if direct {
