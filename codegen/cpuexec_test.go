@@ -51,13 +51,14 @@ func TestKernelsOnCPU(t *testing.T) {
 		t.Skipf("g++ has no C++20 <barrier>: %v\n%s", err, out)
 	}
 	for _, mode := range []struct {
-		name string
-		kind reduceKind
-		seed int64
-		n    int
-	}{{"pointwise", noReduce, 1, 60}, {"rows", innerReduce, 2, 25}, {"columns", outerReduce, 3, 25}} {
+		name   string
+		kind   reduceKind
+		unroll int // flat kernels' Tuning.Unroll
+		seed   int64
+		n      int
+	}{{"pointwise", noReduce, 1, 1, 60}, {"pointwise-unroll4", noReduce, 4, 4, 20}, {"rows", innerReduce, 1, 2, 25}, {"columns", outerReduce, 1, 3, 25}} {
 		t.Run(mode.name, func(t *testing.T) {
-			src, n := cpuexecProgram(t, mode.kind, mode.seed, mode.n)
+			src, n := cpuexecProgram(t, mode.kind, codegen.Tuning{Unroll: mode.unroll}, mode.seed, mode.n)
 			cc, bin := filepath.Join(dir, mode.name+".cc"), filepath.Join(dir, mode.name)
 			if err := os.WriteFile(cc, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
@@ -87,7 +88,7 @@ const (
 
 // cpuexecProgram is the C++ program of up to n random kernels of the kind
 // and the number it holds.
-func cpuexecProgram(t *testing.T, kind reduceKind, seed int64, n int) (string, int) {
+func cpuexecProgram(t *testing.T, kind reduceKind, tuning codegen.Tuning, seed int64, n int) (string, int) {
 	r := rand.New(rand.NewSource(seed))
 	var sb strings.Builder
 	sb.WriteString("#include \"emu.h\"\n")
@@ -95,7 +96,7 @@ func cpuexecProgram(t *testing.T, kind reduceKind, seed int64, n int) (string, i
 	seen := map[string]bool{}
 	vectors := 0
 	for c := 0; len(calls) < n && c < n*20; c++ {
-		bt, err := cpuexecCase(r, kind)
+		bt, err := cpuexecCase(r, kind, tuning)
 		if err != nil {
 			continue
 		}
@@ -189,7 +190,7 @@ func broadcastShape(r *rand.Rand, iter []int64, full bool) []int64 {
 }
 
 // cpuexecCase builds one random fusion and its kernel.
-func cpuexecCase(r *rand.Rand, kind reduceKind) (*cpuexecKernel, error) {
+func cpuexecCase(r *rand.Rand, kind reduceKind, tuning codegen.Tuning) (*cpuexecKernel, error) {
 	rows := kind != noReduce
 	rank := 1 + r.Intn(4)
 	iter := make([]int64, rank)
@@ -294,7 +295,7 @@ func cpuexecCase(r *rand.Rand, kind reduceKind) (*cpuexecKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := codegen.Fusion(op, shapes, outs)
+	k, err := codegen.FusionTuned(op, shapes, outs, tuning)
 	if err != nil {
 		return nil, err
 	}
