@@ -246,4 +246,3 @@ func parseRandom(value string, seed uint64) (uint64, error) {
 	}
 	return seed, nil
 }
-
