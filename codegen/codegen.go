@@ -158,9 +158,8 @@ func CompileOptions() []string {
 // multiprocessors (DefaultSMs when numSMs < 1). Every kernel loops over its
 // work with a grid stride: a flat, columns or vectorised broadcast
 // kernel's grid covers its work once (unless Tuning.Capped), every
-// other's is capped at a few waves. The grid
-// is at least 1, so a launch over an empty tensor is valid and does
-// nothing.
+// other's is capped at a few waves. The grid is at least 1, so a launch
+// over an empty tensor is valid and does nothing.
 func (k *Kernel) Launch(numSMs int) (grid, block [3]uint32) {
 	if numSMs < 1 {
 		numSMs = DefaultSMs

@@ -212,9 +212,9 @@ func emit(p *plan, t Tuning) *Kernel {
 // broadcastVector is how many neighbouring elements a thread of a
 // broadcast kernel takes at once, as 16-byte vectors (1: one at a time).
 // It needs an innermost axis the vector divides (so a vector lies within
-// one run of it), every output the iteration space's own shape, and every
-// input either as long as that axis in its own innermost one (its
-// elements along it consecutive: loaded as a vector) or of extent 1 there
+// one run of it) and every output the iteration space's own shape. Every
+// input broadcasts into the space, so along that axis it either runs in
+// full (its elements consecutive: loaded as a vector) or has extent 1
 // (one element for the whole vector).
 func broadcastVector(p *plan, maxSize int) int {
 	last := len(p.iter) - 1
@@ -225,14 +225,6 @@ func broadcastVector(p *plan, maxSize int) int {
 	n := ir.Product(p.iter)
 	for _, y := range p.yields {
 		if ir.Product(y.shape) != n {
-			return 1
-		}
-	}
-	for k, in := range p.inputs {
-		if in.kind != kindTensor || !p.used[k] {
-			continue
-		}
-		if r := len(in.shape); r > 0 && in.shape[r-1] != 1 && in.shape[r-1] != p.iter[last] {
 			return 1
 		}
 	}

@@ -65,7 +65,7 @@ type Stall struct {
 // runtime's name for the wait ("in barrier #2").
 func (s Stall) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "rank %d has waited %v ", s.Rank, timeoutRound(s.Waited))
+	fmt.Fprintf(&b, "rank %d has waited %v ", s.Rank, RoundDuration(s.Waited))
 	if op, ok := s.Label.(*ir.Op); ok && op != nil {
 		if op.Pos.IsValid() {
 			fmt.Fprintf(&b, "at %s (%s)", op.Pos, op.Code)

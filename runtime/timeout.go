@@ -41,7 +41,7 @@ func (e *TimeoutError) Error() string {
 	if e.What != "" {
 		b.WriteString(e.What + ": ")
 	}
-	fmt.Fprintf(&b, "timed out after %v waiting for ", timeoutRound(e.After))
+	fmt.Fprintf(&b, "timed out after %v waiting for ", RoundDuration(e.After))
 	switch {
 	case e.Awaited != "" && len(e.Missing) == 0:
 		b.WriteString(e.Awaited)
@@ -78,9 +78,11 @@ func timeoutJoin(xs []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// timeoutRound keeps messages readable: "5s", "2.5s", not "4.999871234s".
-// Under a microsecond it is kept whole ("1ns", not "0s").
-func timeoutRound(d time.Duration) time.Duration {
+// RoundDuration keeps a duration in a message readable: "5s", "2.5s", not
+// "4.999871234s"; under a microsecond it is kept whole ("1ns", not "0s").
+// Every timeout and stall message of the runtimes and the store says its
+// durations through it.
+func RoundDuration(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Second:
 		return d.Round(time.Millisecond)

@@ -32,7 +32,7 @@ type TimeoutError struct {
 
 func (e *TimeoutError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "store: %s: timed out after %s waiting for ", e.Op, roundDur(e.After))
+	fmt.Fprintf(&b, "store: %s: timed out after %s waiting for ", e.Op, runtime.RoundDuration(e.After))
 	if len(e.Missing) == 1 {
 		b.WriteString("key ")
 	} else {
@@ -81,7 +81,7 @@ func (e *BarrierError) Error() string {
 			e.Name, rankList(e.Disconnected), rankList(e.Missing), e.World)
 	}
 	return fmt.Sprintf("barrier %q: timed out after %s waiting for %s of %d",
-		e.Name, roundDur(e.After), rankList(e.Missing), e.World)
+		e.Name, runtime.RoundDuration(e.After), rankList(e.Missing), e.World)
 }
 
 // Unwrap makes a timed-out barrier match ErrTimeout; one that failed because
@@ -103,18 +103,6 @@ func (e *BarrierError) As(target any) bool {
 	}
 	*t = &runtime.TimeoutError{What: fmt.Sprintf("barrier %q", e.Name), After: e.After, Missing: append([]int(nil), e.Missing...)}
 	return true
-}
-
-// roundDur keeps messages readable: "5s", "2.5s", not "4.999871234s".
-// Under a microsecond it is kept whole ("1ns", not "0s").
-func roundDur(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Second:
-		return d.Round(time.Millisecond)
-	case d >= time.Microsecond:
-		return d.Round(time.Microsecond)
-	}
-	return d
 }
 
 // rankList writes "rank 3" or "ranks 2, 3".
