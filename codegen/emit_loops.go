@@ -95,7 +95,7 @@ func (e *emitter) flat(vec int) {
 			e.line(2, "%s v = tid;", e.idx)
 			e.line(2, "for (; v + %d * nthreads < %d; v += %d * nthreads) {", u-1, nv, u)
 			for j := range u {
-				e.vectorLoads(3, vec, fmt.Sprintf("_%d", j), fmt.Sprintf("(v + %d * nthreads)", j))
+				e.vectorLoads(3, vec, fmt.Sprintf("_%d", j), fmt.Sprintf("(v + %d * nthreads) * %d", j, vec))
 			}
 			for j := range u {
 				e.vectorBody(3, vec, fmt.Sprintf("_%d", j), fmt.Sprintf("(v + %d * nthreads)", j))
@@ -105,7 +105,7 @@ func (e *emitter) flat(vec int) {
 		} else {
 			e.line(2, "for (%s v = tid; v < %d; v += nthreads) {", e.idx, nv)
 		}
-		e.vectorLoads(3, vec, "", "v")
+		e.vectorLoads(3, vec, "", fmt.Sprintf("v * %d", vec))
 		e.vectorBody(3, vec, "", "v")
 		e.line(2, "}")
 		e.line(2, "done = %d;", nv*int64(vec))
@@ -207,13 +207,13 @@ func (e *emitter) aligned(vec int, in, out func(k int) bool) string {
 	return strings.Join(conds, " && ")
 }
 
-// vectorLoads declares the vectors of every input at vector index at,
-// named a<k><suffix>.
+// vectorLoads declares the vectors of every input the kernel uses, the
+// vec elements from element offset at on, named a<k><suffix>.
 func (e *emitter) vectorLoads(ind, vec int, suffix, at string) {
 	for k, in := range e.p.inputs {
 		if in.kind == kindTensor && e.p.used[k] {
 			vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
-			e.line(ind, "const %s a%d%s = *reinterpret_cast<const %s*>(in%d + %s * %d);", vt, k, suffix, vt, k, at, vec)
+			e.line(ind, "const %s a%d%s = *reinterpret_cast<const %s*>(in%d + %s);", vt, k, suffix, vt, k, at)
 		}
 	}
 }
@@ -275,12 +275,7 @@ func (e *emitter) rows(s Strategy, rows, cols int64, vec int) {
 		e.line(2, "if (vectors) {")
 		e.line(3, "for (%s cv = %s; cv < %d; cv += %s) {", e.idx, first, cols/int64(vec), step)
 		e.line(4, "const %s i = row * %d + cv * %d;", e.idx, cols, vec)
-		for k, in := range p.inputs {
-			if in.kind == kindTensor && p.used[k] {
-				vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
-				e.line(4, "const %s a%d = *reinterpret_cast<const %s*>(in%d + i);", vt, k, vt, k)
-			}
-		}
+		e.vectorLoads(4, vec, "", "i")
 		for k, y := range p.yields {
 			if elementwise(k) {
 				e.line(4, "hir_vec<%s, %d> b%d;", storageType(y.dtype), vec, k)
@@ -352,12 +347,7 @@ func (e *emitter) columns(outs int64, kept, reduced []int, vec int) {
 		e.line(3, "const %s base = %s;", e.idx, e.linearOffset("o", kept))
 		e.line(3, "for (%s j = 0; j < %d; ++j) {", e.idx, r.count)
 		e.line(4, "const %s i = base + %s;", e.idx, e.linearOffset("j", reduced))
-		for k, in := range e.p.inputs {
-			if in.kind == kindTensor && e.p.used[k] {
-				vt := fmt.Sprintf("hir_vec<%s, %d>", storageType(in.dtype), vec)
-				e.line(4, "const %s a%d = *reinterpret_cast<const %s*>(in%d + i);", vt, k, vt, k)
-			}
-		}
+		e.vectorLoads(4, vec, "", "i")
 		e.line(0, "#pragma unroll")
 		e.line(4, "for (int e = 0; e < %d; ++e) {", vec)
 		e.element(5, "(i + e)", func(k int) string { return fmt.Sprintf("a%d.v[e]", k) }, nil, true)
