@@ -2,15 +2,14 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"os"
 	"strconv"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/autotable"
 )
 
 // TestCollectiveAutoFollowsTable (on the GPU machine, with
@@ -29,7 +28,7 @@ func init() { scenarios["coll-auto"] = collAutoScenario }
 
 func collAutoScenario() error {
 	path := os.Getenv("HIR_COLL_AUTO_TABLE")
-	os.Setenv(coll.AutoTableEnv, path)
+	os.Setenv(autotable.AutoTableEnv, path)
 	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
 	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: 30 * time.Second})
 	if err != nil {
@@ -37,7 +36,7 @@ func collAutoScenario() error {
 	}
 	defer rt.Close()
 	d := rt.(*Runtime).dev
-	tbl, err := coll.LoadAutoTable(path)
+	tbl, err := autotable.LoadAutoTable(path)
 	if err != nil || tbl == nil {
 		return fmt.Errorf("no table at %s: %v", path, err)
 	}
@@ -62,7 +61,7 @@ func collAutoScenario() error {
 				continue // every all_gather but copy_engine writes its output remotely
 			}
 			for _, size := range []int64{8 << 10, 64 << 10, 512 << 10, 4 << 20, 64 << 20} {
-				call, _ := coll.BenchCall(op, ir.BF16, size/2, d.WorldSize(), inB, out)
+				call, _ := autotable.BenchCall(op, ir.BF16, size/2, d.WorldSize(), inB, out)
 				call.Algo = ir.AlgoAuto
 				if err := d.Collective(&call, s); err != nil {
 					return err

@@ -2,8 +2,6 @@ package cuda
 
 import (
 	"encoding/json"
-	"github.com/hirlab/hir/runtime/cuda/internal/coll"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/autotable"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 )
 
 // The auto table's choosing, on the CPU: parsing and loading it, and what
@@ -20,7 +20,7 @@ import (
 // symmetric-heap needs (cudabench's tests build, save and merge tables).
 
 func TestParseAutoTableDropsWhatItCannotUse(t *testing.T) {
-	tb, err := coll.ParseAutoTable([]byte(`{"version": 1, "device": "GPU X", "entries": [
+	tb, err := autotable.ParseAutoTable([]byte(`{"version": 1, "device": "GPU X", "entries": [
 		{"collective": "all_reduce", "world": 2, "dtype_class": "16bit", "bytes": 8192, "ranked": ["warp_drive", "two_shot", "auto"]},
 		{"collective": "frobnicate", "world": 2, "dtype_class": "16bit", "bytes": 8192, "ranked": ["one_shot"]},
 		{"collective": "all_gather", "world": 2, "dtype_class": "16bit", "bytes": 8192, "ranked": ["two_shot"]},
@@ -31,23 +31,23 @@ func TestParseAutoTableDropsWhatItCannotUse(t *testing.T) {
 		assert.Equal(t, []string{"two_shot"}, tb.Entries[0].Ranked, "entries %+v", tb.Entries)
 	}
 	for _, bad := range []string{`{"version": 2, "entries": []}`, `not json`} {
-		_, err = coll.ParseAutoTable([]byte(bad))
+		_, err = autotable.ParseAutoTable([]byte(bad))
 		assert.Error(t, err, "%s: no error", bad)
 	}
 }
 
 func TestAutoTablePath(t *testing.T) {
-	t.Setenv(coll.AutoTableEnv, "/x/y.json")
-	p, err := coll.AutoTablePath()
+	t.Setenv(autotable.AutoTableEnv, "/x/y.json")
+	p, err := autotable.AutoTablePath()
 	assert.NoError(t, err)
 	assert.Equal(t, "/x/y.json", p)
-	t.Setenv(coll.AutoTableEnv, "off")
-	p, err = coll.AutoTablePath()
+	t.Setenv(autotable.AutoTableEnv, "off")
+	p, err = autotable.AutoTablePath()
 	assert.NoError(t, err, "off")
 	assert.Equal(t, "", p, "off")
-	t.Setenv(coll.AutoTableEnv, "")
+	t.Setenv(autotable.AutoTableEnv, "")
 	t.Setenv("XDG_CACHE_HOME", "/cache")
-	p, err = coll.AutoTablePath()
+	p, err = autotable.AutoTablePath()
 	assert.NoError(t, err, "default")
 	assert.Equal(t, "/cache/hir/collectives.json", p, "default")
 }
@@ -55,31 +55,31 @@ func TestAutoTablePath(t *testing.T) {
 func TestLoadAutoTableFor(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "t.json")
-	t.Setenv(coll.AutoTableEnv, path)
-	tb, dg, note := coll.LoadAutoTableFor("GPU X")
+	t.Setenv(autotable.AutoTableEnv, path)
+	tb, dg, note := autotable.LoadAutoTableFor("GPU X")
 	assert.Nil(t, tb, "no file")
 	assert.Equal(t, "none", dg, "no file")
 	assert.Contains(t, note, "hirrun bench", "no file")
 	// A table as hirrun bench saves it (cudabench builds and saves them).
-	saved, err := json.MarshalIndent(&coll.AutoTable{Version: coll.AutoTableVersion, Device: "GPU X", Entries: []coll.AutoEntry{
+	saved, err := json.MarshalIndent(&autotable.AutoTable{Version: autotable.AutoTableVersion, Device: "GPU X", Entries: []autotable.AutoEntry{
 		{Op: "all_reduce", World: 2, Class: "16bit", Bytes: 8 << 10, Ranked: []string{"one_shot", "nccl"}},
 	}}, "", " ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, append(saved, '\n'), 0o600))
-	tb, dg, note = coll.LoadAutoTableFor("GPU X")
+	tb, dg, note = autotable.LoadAutoTableFor("GPU X")
 	assert.NotNil(t, tb, "same device")
 	assert.Len(t, dg, 16, "same device")
 	assert.Contains(t, note, path, "same device")
-	tb, dg, note = coll.LoadAutoTableFor("GPU Y")
+	tb, dg, note = autotable.LoadAutoTableFor("GPU Y")
 	assert.Nil(t, tb, "other device")
 	assert.Equal(t, "none", dg, "other device")
 	assert.Contains(t, note, "measured on GPU X", "other device")
 	os.WriteFile(path, []byte("{"), 0o600)
-	tb, _, note = coll.LoadAutoTableFor("GPU X")
+	tb, _, note = autotable.LoadAutoTableFor("GPU X")
 	assert.Nil(t, tb, "corrupt")
 	assert.Contains(t, note, "auto table", "corrupt")
-	t.Setenv(coll.AutoTableEnv, "off")
-	tb, _, note = coll.LoadAutoTableFor("GPU X")
+	t.Setenv(autotable.AutoTableEnv, "off")
+	tb, _, note = autotable.LoadAutoTableFor("GPU X")
 	assert.Nil(t, tb, "off")
 	assert.Contains(t, note, "turned off", "off")
 }
@@ -92,10 +92,10 @@ func TestAutoFollowsTable(t *testing.T) {
 	sym2 := fakeBuf(d, 64<<20, ir.Symmetric)
 	glob := fakeBuf(d, 64<<20, ir.Global)
 	glob2 := fakeBuf(d, 64<<20, ir.Global)
-	entry := func(op string, bytes int64, ranked ...string) coll.AutoEntry {
-		return coll.AutoEntry{Op: op, World: 2, Class: "16bit", Bytes: bytes, Ranked: ranked}
+	entry := func(op string, bytes int64, ranked ...string) autotable.AutoEntry {
+		return autotable.AutoEntry{Op: op, World: 2, Class: "16bit", Bytes: bytes, Ranked: ranked}
 	}
-	d.State.Table = &coll.AutoTable{Version: coll.AutoTableVersion, Entries: []coll.AutoEntry{
+	d.State.Table = &autotable.AutoTable{Version: autotable.AutoTableVersion, Entries: []autotable.AutoEntry{
 		entry("all_reduce", 8<<10, "two_shot", "ring", "one_shot"),
 		entry("all_reduce", 1<<20, "one_shot"),
 		entry("all_gather", 1<<20, "copy_engine", "one_shot"),
@@ -134,7 +134,7 @@ func TestAutoFollowsTable(t *testing.T) {
 		assert.Equal(t, c.want, plan(c.op, c.in, c.out, c.nIn, nOut), c.name)
 	}
 	// A call captured into a graph follows the graph ranking.
-	d.State.Table.Entries = append(d.State.Table.Entries, coll.AutoEntry{Op: "all_to_all", World: 2, Class: "16bit", Bytes: 8 << 10,
+	d.State.Table.Entries = append(d.State.Table.Entries, autotable.AutoEntry{Op: "all_to_all", World: 2, Class: "16bit", Bytes: 8 << 10,
 		Ranked: []string{"one_shot", "ll"}, RankedGraph: []string{"ll", "one_shot"}})
 	a2a := func(graph bool) string {
 		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoAuto, Axis: 1,
@@ -158,15 +158,15 @@ func TestBenchCallShapes(t *testing.T) {
 	d := fakeDevice(0, 4)
 	in, out := fakeBuf(d, 1<<20, ir.Symmetric), fakeBuf(d, 1<<20, ir.Symmetric)
 	for _, op := range []ir.Opcode{ir.OpAllReduce, ir.OpAllGather, ir.OpReduceScatter, ir.OpAllToAll} {
-		c, ok := coll.BenchCall(op, ir.BF16, 4096, 4, in, out)
+		c, ok := autotable.BenchCall(op, ir.BF16, 4096, 4, in, out)
 		require.True(t, ok, "%s: no call", op)
 		for _, algo := range ir.Algorithms(op) {
 			c.Algo = algo
 			_, err := d.PlanCollective(&c, false)
 			assert.NoError(t, err, "%s algo=%s", op, algo)
 		}
-		assert.Equal(t, int64(8192), coll.BenchBytes(op, c.In, c.Out), "%s: files under the wrong size", op)
+		assert.Equal(t, int64(8192), autotable.BenchBytes(op, c.In, c.Out), "%s: files under the wrong size", op)
 	}
-	_, ok := coll.BenchCall(ir.OpAllGather, ir.BF16, 3, 4, in, out)
+	_, ok := autotable.BenchCall(ir.OpAllGather, ir.BF16, 3, 4, in, out)
 	assert.False(t, ok, "a size smaller than the world made a call")
 }

@@ -3,6 +3,7 @@ package cuda
 import (
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/autotable"
 	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 )
 
@@ -13,14 +14,14 @@ import (
 
 // AutoTableEnv names the variable that overrides where the table lives:
 // a file path, or "off" (also "0", "none", "false") for no table.
-const AutoTableEnv = coll.AutoTableEnv
+const AutoTableEnv = autotable.AutoTableEnv
 
 // AutoTableVersion is the format version a table file carries.
-const AutoTableVersion = coll.AutoTableVersion
+const AutoTableVersion = autotable.AutoTableVersion
 
 type (
-	AutoTable = coll.AutoTable
-	AutoEntry = coll.AutoEntry
+	AutoTable = autotable.AutoTable
+	AutoEntry = autotable.AutoEntry
 	Tuning    = coll.Tuning
 )
 
@@ -29,26 +30,26 @@ type (
 var ErrCollectiveTimeout = coll.ErrCollectiveTimeout
 
 // DTypeClass is the class a dtype's figures are filed under: its element
-// width (coll.DTypeClass).
-func DTypeClass(dt ir.DType) string { return coll.DTypeClass(dt) }
+// width (autotable.DTypeClass).
+func DTypeClass(dt ir.DType) string { return autotable.DTypeClass(dt) }
 
 // AutoTablePath is where the table is read and saved: $HIR_COLL_TABLE,
 // else os.UserCacheDir()/hir/collectives.json. It is "" when the table is
 // turned off.
-func AutoTablePath() (string, error) { return coll.AutoTablePath() }
+func AutoTablePath() (string, error) { return autotable.AutoTablePath() }
 
 // ParseAutoTable reads a table, dropping entries it cannot use (an unknown
 // collective, algorithms the collective does not have).
-func ParseAutoTable(data []byte) (*AutoTable, error) { return coll.ParseAutoTable(data) }
+func ParseAutoTable(data []byte) (*AutoTable, error) { return autotable.ParseAutoTable(data) }
 
 // LoadAutoTable reads the table at path; a missing file is (nil, nil).
-func LoadAutoTable(path string) (*AutoTable, error) { return coll.LoadAutoTable(path) }
+func LoadAutoTable(path string) (*AutoTable, error) { return autotable.LoadAutoTable(path) }
 
 // BenchCall is the collective call that benchmarks op on n elements of dt
-// over D ranks (coll.BenchCall); false where op is not benchmarked or n is
+// over D ranks (autotable.BenchCall); false where op is not benchmarked or n is
 // smaller than the world.
 func BenchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buffer) (runtime.CollectiveCall, bool) {
-	return coll.BenchCall(op, dt, n, D, inB, outB)
+	return autotable.BenchCall(op, dt, n, D, inB, outB)
 }
 
 // NCCLVersion is the version of the NCCL this process loaded, or an error

@@ -2,8 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/coll"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -16,6 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime/cuda/internal/autotable"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 )
 
 // BenchmarkCollectives times our kernels and NCCL side by side on 2 GPUs
@@ -142,7 +143,7 @@ func collBenchScenario() error {
 		measure := func(row benchRow, label string) error {
 			// The shapes hirrun bench gives each collective (ir's
 			// Layout.BenchShapes, through BenchCall).
-			call, ok := coll.BenchCall(row.op, ir.BF16, elems, D, inB, outB)
+			call, ok := autotable.BenchCall(row.op, ir.BF16, elems, D, inB, outB)
 			if !ok {
 				return fmt.Errorf("%s: no benchmark call at %s", row.op, sizeName(size))
 			}
@@ -447,7 +448,7 @@ func collLatencyScenario() error {
 		{ir.OpAllReduce, ir.AlgoOneShot, 1 << 20}, {ir.OpAllReduce, ir.AlgoTwoShot, 1 << 20},
 		{ir.OpAllGather, ir.AlgoOneShot, 8 << 10}, {ir.OpReduceScatter, ir.AlgoOneShot, 8 << 10}, {ir.OpAllToAll, ir.AlgoOneShot, 8 << 10},
 	} {
-		call, _ := coll.BenchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
+		call, _ := autotable.BenchCall(c.op, ir.BF16, c.bytes/2, 2, inB, outB)
 		call.Algo = c.algo
 		for i := 0; i < 200; i++ {
 			if err := d.Collective(&call, s); err != nil {
@@ -488,7 +489,7 @@ func collLatencyScenario() error {
 		fmt.Printf("LATENCY %s %s %d host %.2f gpu %.2f µs/call\n", c.op, c.algo, c.bytes, float64(host.Nanoseconds())/1e3/n, float64(ms)*1e3/n)
 	}
 	if dir := os.Getenv("HIR_COLL_PPROF"); dir != "" {
-		call, _ := coll.BenchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
+		call, _ := autotable.BenchCall(ir.OpAllReduce, ir.BF16, 4096, 2, inB, outB)
 		call.Algo = ir.AlgoOneShot
 		var f *os.File
 		if rank == 0 {

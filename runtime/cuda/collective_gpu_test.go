@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"math"
 	"os"
 	"strconv"
@@ -16,6 +15,8 @@ import (
 	"github.com/hirlab/hir/host"
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/autotable"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	_ "github.com/hirlab/hir/runtime/sim"
 )
 
@@ -85,7 +86,7 @@ func openColl(timeout time.Duration) (*Runtime, *Device, error) {
 	// bit one_shot's results; a measured table (hirrun bench) may pick
 	// ring or NCCL, whose float sums round otherwise. Its choosing is
 	// tested on the CPU (autotable_test.go).
-	os.Setenv(coll.AutoTableEnv, "off")
+	os.Setenv(autotable.AutoTableEnv, "off")
 	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
 	rt, err := runtime.Open("cuda", runtime.Config{WorldSize: world, Rank: -1, Timeout: timeout})
 	if err != nil {
@@ -264,6 +265,25 @@ func collCases(D int) []collCase {
 		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceAvg, dt: ir.F16, in: []int64{524288}, out: []int64{524288}, iters: 10},
 		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.Bool, axis: 1, in: []int64{5, 3}, out: []int64{5, 3 * d}, iters: 20},
 		collCase{op: ir.OpAllToAll, algo: ir.AlgoLL, dt: ir.BF16, axis: 1, cat: 0, in: []int64{5, 3 * d}, out: []int64{5 * d, 3}, iters: 20})
+	// ll in LL128 lines (pieces between Tuning.LL128Min and LLBulkMin;
+	// HIR_COLL_LL128_MIN=0 sends every LL-lines case above so too) at
+	// odd sizes (tails inside a line and inside a lane's 16 bytes),
+	// strided blocks and in place; the all_reduces of more than 200 KiB
+	// go in two hops on more than two ranks.
+	cs = append(cs,
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.BF16, in: []int64{70_001 * d}, out: []int64{70_001}, iters: 6, alias: true},
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceAvg, dt: ir.F32, axis: 1, in: []int64{3, 10_003 * d}, out: []int64{3, 10_003}, iters: 6},
+		collCase{op: ir.OpReduceScatter, algo: ir.AlgoLL, red: ir.ReduceMin, dt: ir.F64, in: []int64{12_345 * d}, out: []int64{12_345}, iters: 6},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.BF16, in: []int64{40_003}, out: []int64{40_003}, iters: 6},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceAvg, dt: ir.F32, in: []int64{30_001}, out: []int64{30_001}, iters: 6, alias: true},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceMax, dt: ir.F64, in: []int64{20_000}, out: []int64{20_000}, iters: 6},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoLL, red: ir.ReduceSum, dt: ir.I64, in: []int64{100_003}, out: []int64{100_003}, iters: 6, alias: true},
+		collCase{op: ir.OpAllReduce, algo: ir.AlgoOneShot, red: ir.ReduceSum, dt: ir.BF16, in: []int64{100_001}, out: []int64{100_001}, iters: 6},
+		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.F32, in: []int64{30_001}, out: []int64{30_001 * d}, iters: 6},
+		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.BF16, axis: 1, in: []int64{3, 20_003}, out: []int64{3, 20_003 * d}, iters: 6},
+		collCase{op: ir.OpAllGather, algo: ir.AlgoLL, dt: ir.Bool, in: []int64{70_001}, out: []int64{70_001 * d}, iters: 6},
+		collCase{op: ir.OpAllToAll, algo: ir.AlgoLL, dt: ir.BF16, axis: 0, cat: 1, in: []int64{20_003 * d, 3}, out: []int64{20_003, 3 * d}, iters: 6},
+		collCase{op: ir.OpBroadcast, algo: ir.AlgoLL, dt: ir.BF16, root: D - 1, in: []int64{50_001}, out: []int64{50_001}, iters: 6})
 	// ll in bulk (pieces above Tuning.LLBulkMin; HIR_COLL_LL_BULK_MIN=-1
 	// sends every case above in bulk too) at odd sizes, strided blocks and
 	// in place; two_shot's first hop in bulk (TwoShotBulk).

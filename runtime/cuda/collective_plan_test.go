@@ -1,8 +1,6 @@
 package cuda
 
 import (
-	"github.com/hirlab/hir/runtime/cuda/internal/coll"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"testing"
 	"time"
 
@@ -11,6 +9,8 @@ import (
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 )
 
 // Planning needs no GPU: these tests run everywhere, on a Device with
@@ -99,16 +99,19 @@ func TestPlanAuto(t *testing.T) {
 		{2, ir.OpAllReduce, true, true, 64 << 10, "ll", "two ranks, 128 KiB: ll", ""},
 		{2, ir.OpAllReduce, true, true, 1 << 20, "ll", "two ranks, 2 MiB: ll", ""},
 		{2, ir.OpAllReduce, true, true, 2 << 20, "one_shot", "two ranks, 4 MiB: one_shot (past arLLMax2)", ""},
+		{4, ir.OpAllReduce, true, true, 1 << 20, "ll", "more ranks, 2 MiB: ll in two hops of LL128 lines", ""},
+		{4, ir.OpAllReduce, true, true, 2 << 20, "two_shot", "more ranks, 4 MiB: ll's two hops would go in bulk", ""},
 		{4, ir.OpAllReduce, true, true, 4 << 20, "two_shot", "more ranks, below AutoRingMin", ""},
 		{4, ir.OpAllReduce, true, true, 40 << 20, "ring", "more ranks, from AutoRingMin", ""},
 		{2, ir.OpReduceScatter, true, false, 8 << 20, "one_shot", "reduce_scatter on two ranks", ""},
 		{4, ir.OpReduceScatter, true, false, 40 << 20, "ring", "reduce_scatter on more ranks", ""},
 		{2, ir.OpReduceScatter, false, false, 8 << 20, "ring", "reduce_scatter of a global input", ""},
 		{2, ir.OpAllGather, true, true, 64 << 10, "ll", "all_gather, 128 KiB a peer: ll lines", ""},
-		{2, ir.OpAllGather, true, true, 256 << 10, "ring", "all_gather on two ranks in bulk, 1 MiB out: the ring", ""},
+		{2, ir.OpAllGather, true, true, 256 << 10, "ll", "all_gather on two ranks, 512 KiB a peer: LL128 lines", ""},
 		{2, ir.OpAllGather, true, true, 1 << 20, "ring", "all_gather on two ranks, 4 MiB out: the ring", ""},
 		{2, ir.OpAllGather, true, true, 2 << 20, "one_shot", "all_gather on two ranks in bulk, 8 MiB out: one_shot", ""},
-		{4, ir.OpAllGather, true, true, 256 << 10, "one_shot", "all_gather on more ranks in bulk: one_shot", ""},
+		{4, ir.OpAllGather, true, true, 256 << 10, "ll", "all_gather on more ranks, 512 KiB a peer: LL128 lines", ""},
+		{4, ir.OpAllGather, true, true, 512 << 10, "one_shot", "all_gather on more ranks in bulk: one_shot", ""},
 		{2, ir.OpAllGather, true, true, 64 << 20, "copy_engine", "all_gather, 256 MiB out: the copy engines", ""},
 	} {
 		d := fakeDevice(0, c.world)

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/coll"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 )
 
 func TestCollArgsLayout(t *testing.T) {
@@ -110,7 +111,7 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 	index, err := coll.CommKernels()
 	require.NoError(t, err)
 	want := map[string]string{"hir_barrier": "hir_comm_move", "hir_copy_v16": "hir_comm_move", "hir_ag_ring_v16": "hir_comm_move",
-		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move", "hir_ll_copy": "hir_comm_move", "hir_bulk_copy": "hir_comm_move"}
+		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move", "hir_ll_copy": "hir_comm_move", "hir_ll128_copy": "hir_comm_move", "hir_bulk_copy": "hir_comm_move"}
 	for _, es := range []int{1, 2, 4, 8} {
 		want[fmt.Sprintf("hir_copy_s%d", es)] = "hir_comm_move"
 		want[fmt.Sprintf("hir_ag_ring_s%d", es)] = "hir_comm_move"
@@ -121,7 +122,7 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 				continue
 			}
 			mod := "hir_comm_reduce_" + dt.String()
-			for _, name := range []string{coll.ReduceKernelName(dt, op, true), coll.ReduceKernelName(dt, op, false), coll.RingKernelName(dt, op), coll.LlKernelName(dt, op), coll.Ll2KernelName(dt, op), coll.BulkKernelName(dt, op), coll.Bulk2KernelName(dt, op)} {
+			for _, name := range []string{kernels.ReduceKernelName(dt, op, true), kernels.ReduceKernelName(dt, op, false), kernels.RingKernelName(dt, op), kernels.LlKernelName(dt, op), kernels.Ll2KernelName(dt, op), kernels.Ll128KernelName(dt, op), kernels.Ll128x2KernelName(dt, op), kernels.BulkKernelName(dt, op), kernels.Bulk2KernelName(dt, op)} {
 				want[name] = mod
 			}
 		}

@@ -53,6 +53,14 @@ func llReplaysScenario() error {
 		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceMax}, pair{[]int64{k}, []int64{k}}},
 		// two hops on more than two ranks (Tuning.LLTwoShotMin)
 		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{150001}, []int64{150001}}},
+		// in LL128 lines (pieces above Tuning.LL128Min; the all_reduce of
+		// 800 KB in two hops of 200 KB chunks on four ranks, in bulk on two)
+		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, pair{[]int64{60001}, []int64{60001 * D}}},
+		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{60001 * D}, []int64{60001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{60001}, []int64{60001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{400001}, []int64{400001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, pair{[]int64{3, 20001 * D}, []int64{3 * D, 20001}}},
+		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: 1}, pair{[]int64{60001}, []int64{60001}}},
 		// in bulk (pieces above Tuning.LLBulkMin), between LL lines on the
 		// same staging slots' count
 		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, pair{[]int64{300001}, []int64{300001 * D}}},

@@ -455,6 +455,158 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_const
   }
 }
 
+// ---- LL128: the LL protocol's mode for mid-size pieces ----
+// A line is 128 bytes: 120 bytes of data and, in its last 8, the flag
+// (the launch's 32-bit flag twice). The 8 lanes of a quarter warp store a
+// line with one instruction, 16 bytes each, and the receiver loads it the
+// same way; NVLink carries an aligned 128-byte warp store as one packet
+// and the load sees it whole (NCCL's LL128 rests on the same), so a line
+// whose flag is this launch's carries this launch's data: 120 of every
+// 128 bytes are data, where LL lines carry 8 of 16. Lane j of a line's
+// quarter warp holds data bytes [16j, 16j+16) (the last lane [112, 120)
+// and the flag): the 8-byte units 15l+2j and 15l+2j+1 of the piece, as
+// ll_load counts them. LL128 has its own staging (same geometry as LL's:
+// LL lines' data could read as LL128 flags, and the other way round); its
+// slots alternate on the count LL lines and bulk launches take too, so
+// the LL section's argument holds across the three. Loops run whole
+// warps (four lines per warp and step) so every lane meets the warp-wide
+// votes and syncs.
+#define LL128_DATA 120
+__device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync %0;" :: "r"(0xffffffffu) : "memory"); }
+__device__ __forceinline__ bool warp_all(bool p) {
+  unsigned r;
+  asm volatile("{ .reg .pred p, q; setp.ne.u32 p, %1, 0; vote.sync.all.pred q, p, %2; selp.u32 %0, 1, 0, q; }" : "=r"(r) : "r"((unsigned)p), "r"(0xffffffffu));
+  return r != 0;
+}
+__device__ __forceinline__ bool warp_any(bool p) {
+  unsigned r;
+  asm volatile("{ .reg .pred p, q; setp.ne.u32 p, %1, 0; vote.sync.any.pred q, p, %2; selp.u32 %0, 1, 0, q; }" : "=r"(r) : "r"((unsigned)p), "r"(0xffffffffu));
+  return r != 0;
+}
+__device__ __forceinline__ void st_ll128(u64 p, u64 w0, u64 w1) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" :: "l"(p), "l"(w0), "l"(w1) : "memory");
+}
+__device__ __forceinline__ void ld_ll128(u64 p, u64* w0, u64* w1) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*w0), "=l"(*w1) : "l"(p) : "memory");
+}
+// ll128_flag is the flag word of a launch whose 32-bit flag is f.
+__device__ __forceinline__ u64 ll128_flag(unsigned f) { return (u64)f | ((u64)f << 32); }
+
+// Ll128Lanes is where the calling lane stands: its quarter warp's line
+// among the warp's four (q), its 16 bytes in the line (j), the warp and
+// the grid's warps.
+struct Ll128Lanes {
+  int j;
+  i64 q, warp, warps;
+};
+__device__ __forceinline__ Ll128Lanes ll128_lanes() {
+  Ll128Lanes w;
+  w.j = threadIdx.x & 7;
+  w.q = (threadIdx.x >> 3) & 3;
+  w.warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  w.warps = ((i64)gridDim.x * blockDim.x) >> 5;
+  return w;
+}
+
+// ll128_send stores the calling lane's 16 bytes (w0, w1; the flag lane's
+// w1 is replaced by the flag) of a line at p (the line plus 16j), where
+// on: the warp first reconverges, so a line's 8 lanes store together.
+__device__ __forceinline__ void ll128_send(u64 p, bool on, int j, u64 w0, u64 w1, u64 flag) {
+  warp_sync();
+  if (on) st_ll128(p, w0, j == 7 ? flag : w1);
+}
+
+// ll128_wait: every lane of the warp loads its 16 bytes of its line (at
+// p, where on) until every line's flag lane sees flag; false for the
+// whole warp on a timeout (each waiting lane reports) or once another
+// wait of this rank has failed.
+__device__ bool ll128_wait(const CollArgs& a, u64 p, bool on, u64 flag, u64 want, int peer, u64* w0, u64* w1) {
+  const bool flag_lane = (threadIdx.x & 7) == 7;
+  u64 t0 = 0, tcheck = 0;
+  for (unsigned spin = 0;; spin++) {
+    bool ok = true;
+    if (on) {
+      ld_ll128(p, w0, w1);
+      ok = !flag_lane || *w1 == flag;
+    }
+    if (warp_all(ok)) return true;
+    if (spin == 0) {
+      t0 = tcheck = gtimer();
+    } else if ((spin & 127) == 0) {
+      u64 now = gtimer();
+      if (warp_any(now - t0 > a.timeout_ns)) {
+        if (!ok) report(a, a.channel, PL_DATA, peer, want);
+        return false;
+      }
+      bool failed = false;
+      if ((threadIdx.x & 31) == 0 && now - tcheck > 2000000) {
+        tcheck = now;
+        failed = *(volatile u64*)a.status != 0;
+      }
+      if (warp_any(failed)) return false;
+    }
+  }
+}
+
+// hir_ll128_copy: hir_ll_copy through LL128 lines. chunk[p] counts
+// LL128 lines (sent to p low, received from p high); the rest as there.
+extern "C" __global__ void __launch_bounds__(256) hir_ll128_copy(const __grid_constant__ CollArgs a) { pdl_begin();
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
+  const u64 flag = ll128_flag((unsigned)(base + 1));
+  const int D = a.world, r = a.rank;
+  const Ll128Lanes w = ll128_lanes();
+  const int j = w.j;
+  const i64 bytes = a.tail_end;
+  const bool fs = (a.xtra & LL_FAST_SRC) != 0, fd = (a.xtra & LL_FAST_DST) != 0;
+  i64 smax = 1, rmax = 1;
+  for (int q = 0; q < D; q++) {
+    if (q == r) continue;
+    i64 sn = a.chunk[q] & 0xffffffffll, rn = a.chunk[q] >> 32;
+    smax = sn > smax ? sn : smax;
+    rmax = rn > rmax ? rn : rmax;
+  }
+  const i64 sends = (D - 1) * smax, recvs = (D - 1) * rmax;
+  for (i64 i0 = 4 * w.warp; i0 < sends; i0 += 4 * w.warps) {
+    const i64 i = i0 + w.q;
+    bool on = i < sends;
+    u64 w0 = 0, w1 = 0, to = 0;
+    if (on) {
+      const int p = (r + 1 + (int)(i / smax)) % D;
+      const i64 l = i % smax, u = 15 * l + 2 * j;
+      on = l < (a.chunk[p] & 0xffffffffll);
+      if (on && a.src[p]) {
+        w0 = ll_load(a.src[p], a.ls, u, bytes, fs);
+        if (j < 7) w1 = ll_load(a.src[p], a.ls, u + 1, bytes, fs);
+      }
+      to = a.stage[p] + (slot + r) * (u64)a.seg + 128 * (u64)l + 16 * j;
+    }
+    ll128_send(to, on, j, w0, w1, flag);
+  }
+  if (a.src[r] && a.dst[r] && a.src[r] != a.dst[r]) {
+    const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    for (i64 l = tid; 8 * l < bytes; l += nthr) ll_store(a.dst[r], a.ld, l, bytes, fd, ll_load(a.src[r], a.ls, l, bytes, fs));
+  }
+  for (i64 i0 = 4 * w.warp; i0 < recvs; i0 += 4 * w.warps) {
+    const i64 i = i0 + w.q;
+    bool on = i < recvs;
+    int q = r;
+    i64 l = 0;
+    if (on) {
+      q = (r + 2 * D - 1 - (int)(i / rmax)) % D;
+      l = i % rmax;
+      on = l < (a.chunk[q] >> 32);
+    }
+    u64 w0, w1;
+    if (!ll128_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 128 * (u64)l + 16 * j, on, flag, base + 1, q, &w0, &w1)) return;
+    if (on && a.dst[q]) {
+      const i64 u = 15 * l + 2 * j;
+      ll_store(a.dst[q], a.ld, u, bytes, fd, w0);
+      if (j < 7) ll_store(a.dst[q], a.ld, u + 1, bytes, fd, w1);
+    }
+  }
+}
+
 // ---- bulk: the LL protocol's mode for large pieces ----
 // A piece too large for LL lines moves as plain data into the peer's bulk
 // staging (per channel and rank: [2 slots][world senders][seg bytes]):

@@ -366,6 +366,146 @@ __device__ void ll2_kernel(const CollArgs& a) {
   }
 }
 
+// ---- LL128 (collective.cu): ll_kernel and ll2_kernel in 128-byte lines ----
+// A lane holds 16 bytes of a line (the flag lane 8): 8-byte units u and
+// u+1, u = 15l + 2j, as ll_piece and ll_put_line count them; its
+// elements are reduced two units at a time.
+template <typename T>
+union Ll128Part {
+  u64 u[2];
+  T e[16 / sizeof(T)];
+};
+
+// ll128_piece is the calling lane's part of line l of the piece at src.
+template <typename T, typename CT, int OP>
+__device__ __forceinline__ Ll128Part<T> ll128_piece(const CollArgs& a, u64 src, i64 u, int j, bool fast) {
+  Ll128Part<T> v;
+  v.u[0] = ll_piece<T, CT, OP>(a, src, u, fast);
+  v.u[1] = j < 7 ? ll_piece<T, CT, OP>(a, src, u + 1, fast) : 0;
+  return v;
+}
+
+// ll128_fold folds v into acc (the first rank's part starts it).
+template <typename T, typename CT, int OP>
+__device__ __forceinline__ void ll128_fold(CT* acc, const Ll128Part<T>& v, bool first) {
+#pragma unroll
+  for (int k = 0; k < 16 / (int)sizeof(T); k++) acc[k] = first ? (CT)load_c(v.e[k]) : Combine<OP>::f(acc[k], (CT)load_c(v.e[k]));
+}
+
+template <typename T, typename CT, int OP>
+__device__ __forceinline__ Ll128Part<T> ll128_finish(const CT* acc, int D) {
+  Ll128Part<T> o;
+#pragma unroll
+  for (int k = 0; k < 16 / (int)sizeof(T); k++) o.e[k] = Store<T>::st(finish<OP>(acc[k], D));
+  return o;
+}
+
+template <typename T>
+__device__ __forceinline__ void ll128_put(const CollArgs& a, i64 u, int j, const Ll128Part<T>& o, bool fast) {
+  ll_put_line<T>(a, u, o.u[0], fast);
+  if (j < 7) ll_put_line<T>(a, u + 1, o.u[1], fast);
+}
+
+// ll128_kernel (hir_ll128_*): ll_kernel's one hop through LL128 lines
+// (a.n lines). A line's quarter warp sends it to every peer, then
+// reduces it: the lane that reads a part of the input writes that part
+// of the output, so the output may be the input itself.
+template <typename T, typename CT, int OP>
+__device__ void ll128_kernel(const CollArgs& a) {
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
+  const u64 flag = ll128_flag((unsigned)(base + 1));
+  const int D = a.world, r = a.rank;
+  const Ll128Lanes w = ll128_lanes();
+  const int j = w.j;
+  const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
+  for (i64 l0 = 4 * w.warp; l0 < a.n; l0 += 4 * w.warps) {
+    const i64 l = l0 + w.q, u = 15 * l + 2 * j;
+    const bool on = l < a.n;
+    const u64 at = 128 * (u64)l + 16 * j;
+    for (int k = 1; k < D; k++) {
+      const int p = (r + k) % D;
+      Ll128Part<T> v = {{0, 0}};
+      if (on) v = ll128_piece<T, CT, OP>(a, a.src[p], u, j, fast);
+      ll128_send(a.stage[p] + (slot + r) * (u64)a.seg + at, on, j, v.u[0], v.u[1], flag);
+    }
+    CT acc[16 / sizeof(T)];
+    for (int q = 0; q < D; q++) {
+      Ll128Part<T> v = {{0, 0}};
+      if (q == r) {
+        if (on) v = ll128_piece<T, CT, OP>(a, a.src[r], u, j, fast);
+      } else if (!ll128_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + at, on, flag, base + 1, q, &v.u[0], &v.u[1])) {
+        return;
+      }
+      ll128_fold<T, CT, OP>(acc, v, q == 0);
+    }
+    if (on) ll128_put<T>(a, u, j, ll128_finish<T, CT, OP>(acc, D), out_fast);
+  }
+}
+
+// ll128x2_kernel (hir_ll128x2_*): ll2_kernel's two hops through LL128
+// lines: chunk c is lines [chunk[c], chunk[c+1]); hop one in the first
+// half of each staging region, hop two in the second. Line l of chunk c
+// is handled by the same lane in hop one and in hop two's receipt (the
+// loops count lines from the chunk's start alike), so the output may be
+// the input itself.
+template <typename T, typename CT, int OP>
+__device__ void ll128x2_kernel(const CollArgs& a) {
+  u64 slot;
+  const u64 base = take_epoch_slot(a, 1, &slot);
+  const u64 flag = ll128_flag((unsigned)(base + 1));
+  const int D = a.world, r = a.rank;
+  const Ll128Lanes w = ll128_lanes();
+  const int j = w.j;
+  const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
+  const u64 half = (u64)a.seg / 2;
+  for (int k = 1; k < D; k++) {
+    const int p = (r + k) % D;
+    const u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
+    const i64 len = a.chunk[p + 1] - a.chunk[p];
+    for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
+      const i64 i = i0 + w.q, u = 15 * (a.chunk[p] + i) + 2 * j;
+      const bool on = i < len;
+      Ll128Part<T> v = {{0, 0}};
+      if (on) v = ll128_piece<T, CT, OP>(a, a.src[0], u, j, fast);
+      ll128_send(to + 128 * (u64)i + 16 * j, on, j, v.u[0], v.u[1], flag);
+    }
+  }
+  {
+    const i64 len = a.chunk[r + 1] - a.chunk[r];
+    for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
+      const i64 i = i0 + w.q, u = 15 * (a.chunk[r] + i) + 2 * j;
+      const bool on = i < len;
+      const u64 at = 128 * (u64)i + 16 * j;
+      CT acc[16 / sizeof(T)];
+      for (int q = 0; q < D; q++) {
+        Ll128Part<T> v = {{0, 0}};
+        if (q == r) {
+          if (on) v = ll128_piece<T, CT, OP>(a, a.src[0], u, j, fast);
+        } else if (!ll128_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + at, on, flag, base + 1, q, &v.u[0], &v.u[1])) {
+          return;
+        }
+        ll128_fold<T, CT, OP>(acc, v, q == 0);
+      }
+      const Ll128Part<T> o = ll128_finish<T, CT, OP>(acc, D);
+      for (int k = 1; k < D; k++) ll128_send(a.stage[(r + k) % D] + (slot + r) * (u64)a.seg + half + at, on, j, o.u[0], o.u[1], flag);
+      if (on) ll128_put<T>(a, u, j, o, out_fast);
+    }
+  }
+  for (int k = 1; k < D; k++) {
+    const int q = (r + D - k) % D;
+    const u64 from = a.stage[r] + (slot + q) * (u64)a.seg + half;
+    const i64 len = a.chunk[q + 1] - a.chunk[q];
+    for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
+      const i64 i = i0 + w.q, u = 15 * (a.chunk[q] + i) + 2 * j;
+      const bool on = i < len;
+      Ll128Part<T> v = {{0, 0}};
+      if (!ll128_wait(a, from + 128 * (u64)i + 16 * j, on, flag, base + 1, q, &v.u[0], &v.u[1])) return;
+      if (on) ll128_put<T>(a, u, j, v, out_fast);
+    }
+  }
+}
+
 // ---- bulk: the LL protocol's large-piece mode (collective.cu) ----
 #define BULK_VEC 0x10000 // xtra: every reduce target allows 16-byte vectors
 #define MODE_DIRECT 32   // bulk2: hop two stores into the peers' outputs

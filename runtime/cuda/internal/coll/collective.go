@@ -2,13 +2,14 @@ package coll
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	goruntime "runtime"
 	"sync"
 	"unsafe"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 )
 
 // Running a collective: Device.collective plans it (collective_plan.go),
@@ -171,7 +172,7 @@ func (d *Comm) preloadKernels(cs *CommState, p *CollPlan) error {
 		return nil
 	}
 	dt := p.dt
-	_, err := d.commFunction(&cs.mods, ReduceKernelName(dt, p.reduce, false))
+	_, err := d.commFunction(&cs.mods, kernels.ReduceKernelName(dt, p.reduce, false))
 	return err
 }
 
@@ -241,7 +242,7 @@ func (d *Comm) launchArgs(f *gpu.Function, grid, block uint32, s *gpu.Stream, a 
 
 func (d *Comm) launchReduce(cs *CommState, p *CollPlan, vec bool, grid uint32, a *CollArgs, s *gpu.Stream) error {
 	dt := p.dt
-	return d.launchColl(cs, ReduceKernelName(dt, p.reduce, vec), grid, a, s)
+	return d.launchColl(cs, kernels.ReduceKernelName(dt, p.reduce, vec), grid, a, s)
 }
 
 // overlaps reports whether two tensors share bytes.

@@ -2,14 +2,14 @@ package coll
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
-	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"regexp"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 )
 
 // The collective kernels: CUDA C compiled with NVRTC on first use, one
@@ -94,11 +94,17 @@ const ringSlotPad = 128
 // Larger pieces, up to ir.LLMaxBytes, go in bulk (plain data, a flag per
 // block and peer) through the bulk staging: 2 slots × world senders ×
 // bulkSeg bytes.
+//
+// LL128 lines (pieces past Tuning.LL128Min) have a staging of their own
+// with the same geometry; each 128-byte line carries 120 bytes of data
+// and a flag.
 const (
-	LlCapBytes   = 1 << 20        // the most data LL lines carry to one peer
-	llSeg        = 2 * LlCapBytes // staging bytes per (slot, sender)
-	bulkSeg      = ir.LLMaxBytes  // bulk staging bytes per (slot, sender)
-	oneShotLLMax = 256 << 10      // Tuning.LLMax's default
+	LlCapBytes   = 1 << 20                 // the most data LL lines carry to one peer
+	ll128Cap     = llSeg / 128 * ll128Data // the most data LL128 lines carry to one peer
+	ll128Data    = 120                     // data bytes per 128-byte LL128 line
+	llSeg        = 2 * LlCapBytes          // staging bytes per (slot, sender)
+	bulkSeg      = ir.LLMaxBytes           // bulk staging bytes per (slot, sender)
+	oneShotLLMax = 256 << 10               // Tuning.LLMax's default
 	llThreads    = 256
 )
 
@@ -180,35 +186,6 @@ func ReduceModuleSource(dt ir.DType) (string, error) {
 		return "", err
 	}
 	return b.String(), nil
-}
-
-// Kernel names are built by concatenation, not fmt: they are made on
-// every launch. They spell what kernels/reduce_entries.cu.tmpl names.
-func ReduceKernelName(dt ir.DType, op ir.ReduceOp, vec bool) string {
-	if vec {
-		return "hir_reduce_" + dt.String() + "_" + op.String() + "_v"
-	}
-	return "hir_reduce_" + dt.String() + "_" + op.String() + "_s"
-}
-
-func RingKernelName(dt ir.DType, op ir.ReduceOp) string {
-	return "hir_ring_" + dt.String() + "_" + op.String()
-}
-
-func LlKernelName(dt ir.DType, op ir.ReduceOp) string {
-	return "hir_ll_" + dt.String() + "_" + op.String()
-}
-
-func Ll2KernelName(dt ir.DType, op ir.ReduceOp) string {
-	return "hir_ll2_" + dt.String() + "_" + op.String()
-}
-
-func BulkKernelName(dt ir.DType, op ir.ReduceOp) string {
-	return "hir_bulk_" + dt.String() + "_" + op.String()
-}
-
-func Bulk2KernelName(dt ir.DType, op ir.ReduceOp) string {
-	return "hir_bulk2_" + dt.String() + "_" + op.String()
 }
 
 // moveModuleSource is the data-movement module's source.

@@ -2,10 +2,11 @@ package coll
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 )
 
 // algo=ll: the low-latency protocol (kernels/collective.cu, "LL"): every
@@ -21,6 +22,10 @@ import (
 // that needs it).
 func (d *Comm) llStage(ch *CommChannel) ([maxRanks]uint64, error) {
 	return d.channelStage(&ch.ll, &ch.llPtrs, int64(2*d.Opts.WorldSize*llSeg), "LL staging")
+}
+
+func (d *Comm) ll128Stage(ch *CommChannel) ([maxRanks]uint64, error) {
+	return d.channelStage(&ch.ll128, &ch.ll128Ptrs, int64(2*d.Opts.WorldSize*llSeg), "LL128 staging")
 }
 
 func (d *Comm) bulkStage(ch *CommChannel) ([maxRanks]uint64, error) {
@@ -69,12 +74,18 @@ func (d *Comm) runLL(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream)
 }
 
 // launchLL launches p's LL kernel reading the input at in: LL lines for
-// small pieces, bulk for large ones (llBulk).
+// small pieces, LL128 lines for mid-size ones, bulk for large ones
+// (llProtocol).
 func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, s *gpu.Stream) error {
-	if d.llBulk(p) {
+	proto := d.llProtocol(p)
+	if proto == protoBulk {
 		return d.launchBulk(cs, ch, p, in, s)
 	}
+	wide := proto == protoLL128
 	stage, err := d.llStage(ch)
+	if wide {
+		stage, err = d.ll128Stage(ch)
+	}
 	if err != nil {
 		return err
 	}
@@ -83,16 +94,22 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 	a := d.baseArgs(cs, ch, 0)
 	a.Stage = stage
 	a.Seg = llSeg
+	// A line carries lineData bytes; an LL thread moves a line, an LL128
+	// quarter warp (8 threads) does.
+	lineData, lineThreads := int64(8), int64(1)
+	if wide {
+		lineData, lineThreads = ll128Data, 8
+	}
 	var name string
 	var lines int64
 	switch p.op {
 	case ir.OpAllReduce, ir.OpReduceScatter:
-		// Each peer gets E elements per line; block p of the input for
-		// reduce_scatter (layout ls in elements), the whole input for
-		// all_reduce.
+		// Each peer gets lineData/es elements per line; block p of the
+		// input for reduce_scatter (layout ls in elements), the whole
+		// input for all_reduce.
 		n := p.out.NumElements()
-		perLine := 8 / es
-		lines = (n + perLine - 1) / perLine
+		perLine := 8 / es // elements per 8-byte unit: the fast path's alignment
+		lines = (n*es + lineData - 1) / lineData
 		fast := true
 		if p.op == ir.OpReduceScatter {
 			run, l := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis])
@@ -114,8 +131,10 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 		}
 		a.Dst[0] = p.outPtr
 		a.N, a.TailEnd = lines, n
-		name = LlKernelName(p.dt, p.reduce)
-		if p.op == ir.OpReduceScatter && lines <= llSpreadMaxLines {
+		name = kernels.LlKernelName(p.dt, p.reduce)
+		if wide {
+			name = kernels.Ll128KernelName(p.dt, p.reduce)
+		} else if p.op == ir.OpReduceScatter && lines <= llSpreadMaxLines {
 			// Its sends are shared out over (peer, line) pairs, as
 			// hir_ll_copy's: a block per peer for a small piece.
 			a.Xtra |= llSpread
@@ -126,7 +145,10 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 			for c := 0; c <= D; c++ {
 				a.Chunk[c] = lines * int64(c) / int64(D)
 			}
-			name = Ll2KernelName(p.dt, p.reduce)
+			name = kernels.Ll2KernelName(p.dt, p.reduce)
+			if wide {
+				name = kernels.Ll128x2KernelName(p.dt, p.reduce)
+			}
 			lines = (lines + int64(D) - 1) / int64(D) // the widest chunk sizes the grid
 		}
 	default:
@@ -137,7 +159,7 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 		if err != nil {
 			return err
 		}
-		lines = (bytes + 7) / 8
+		lines = (bytes + lineData - 1) / lineData
 		for q := 0; q < D; q++ {
 			send, recv := lines, lines
 			if p.op == ir.OpBroadcast {
@@ -164,11 +186,15 @@ func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, 
 		}
 		a.TailEnd = bytes
 		name = "hir_ll_copy"
+		if wide {
+			name = "hir_ll128_copy"
+		}
 		lines *= int64(D - 1) // its threads share out (peer, line) pairs
 	}
 	// The grid depends only on what every rank agrees on (the lines of a
 	// piece), never on this rank's alignment.
-	grid := uint32(max(1, min((lines+llThreads-1)/llThreads, int64(max(cs.Blocks, 1)))))
+	threads := lines * lineThreads
+	grid := uint32(max(1, min((threads+llThreads-1)/llThreads, int64(max(cs.Blocks, 1)))))
 	f, err := d.commFunction(&cs.mods, name)
 	if err != nil {
 		return err
@@ -192,17 +218,65 @@ func (d *Comm) llTwoShot(n int64) bool {
 	return d.Opts.WorldSize > 2 && d.Tune.LLTwoShotMin >= 0 && n > d.Tune.LLTwoShotMin
 }
 
-// llBulk says whether p's LL launch moves its pieces in bulk: where a
-// piece (a chunk, for the two-hop all_reduce) passes Tuning.LLBulkMin or
-// what LL lines can stage.
-func (d *Comm) llBulk(p *CollPlan) bool {
-	D := d.Opts.WorldSize
-	piece, lines := ir.LLPieceBytes(p.op, p.in.Bytes(), p.out.Bytes(), D), int64(LlCapBytes)
+// llProto is how an ll launch moves its pieces (kernels/collective.cu).
+type llProto int8
+
+const (
+	protoLines llProto = iota // LL lines: 8 bytes of data and two flags in 16
+	protoLL128                // LL128 lines: 120 bytes of data and a flag in 128
+	protoBulk                 // plain data, a flag per block and peer
+)
+
+// llProtocol is p's ll protocol by the size of a piece (a chunk, for the
+// two-hop all_reduce): LL lines up to Tuning.LL128Min, LL128 lines up to
+// Tuning.LLBulkMin, bulk past it or past what the lines can stage.
+func (d *Comm) llProtocol(p *CollPlan) llProto {
+	D := int64(d.Opts.WorldSize)
+	piece := ir.LLPieceBytes(p.op, p.in.Bytes(), p.out.Bytes(), int(D))
+	// Lines of either kind a piece may take, per (slot, sender) region.
+	capLines, cap128 := int64(LlCapBytes)/8, int64(ll128Cap)/ll128Data
+	lines, lines128 := (piece+7)/8, (piece+ll128Data-1)/ll128Data
 	if p.op == ir.OpAllReduce && d.llTwoShot(p.in.Bytes()) {
-		piece, lines = (piece+int64(D)-1)/int64(D), LlCapBytes/2
+		// The widest chunk of lines; a hop takes half a region.
+		lines, lines128 = (lines+D-1)/D, (lines128+D-1)/D
+		capLines, cap128 = capLines/2, cap128/2
+		piece = (piece + D - 1) / D
 	}
-	return piece > lines || piece > d.Tune.LLBulkMin
+	bulkMin := d.Tune.LLBulkMin
+	if bulkMin == 0 {
+		bulkMin = llBulkMinByWorld(int(D))
+	}
+	switch {
+	case piece > bulkMin:
+		return protoBulk
+	case d.Tune.LL128Min >= 0 && piece > d.Tune.LL128Min:
+		if lines128 > cap128 {
+			return protoBulk
+		}
+		return protoLL128
+	case lines > capLines:
+		return protoBulk
+	}
+	return protoLines
 }
+
+// llBulkMinByWorld is Tuning.LLBulkMin's default: LL128 lines carry
+// pieces up to 1 MiB on two ranks, 512 KiB on more, bulk the larger ones.
+// Measured on 2 and 4 H200s in a graph (docs/bench/h200-ll128-ab.txt):
+// on two ranks 1 MiB pieces moved faster as LL128 lines than in bulk
+// (all_gather of 2 MiB 8.67 against 10.52-11.21 µs, all_to_all 8.43
+// against 10.39-10.92), on four within bulk's spread or slower
+// (all_to_all of 4 MiB 22.14 against 19.24-19.41), where 512 KiB pieces
+// still gained (all_gather of 2 MiB 12.87 against 14.82).
+func llBulkMinByWorld(world int) int64 {
+	if world <= 2 {
+		return 1 << 20
+	}
+	return 512 << 10
+}
+
+// llBulk says whether p's LL launch moves its pieces in bulk.
+func (d *Comm) llBulk(p *CollPlan) bool { return d.llProtocol(p) == protoBulk }
 
 // unitWidth is the widest access (16, 8, 4, 2 or 1 bytes) that base and
 // layout l (in bytes) allow.
@@ -270,7 +344,7 @@ func (d *Comm) launchBulk(cs *CommState, ch *CommChannel, p *CollPlan, in uint64
 		if p.outPtr%16 == 0 {
 			a.Xtra = bulkVec
 		}
-		name = BulkKernelName(p.dt, p.reduce)
+		name = kernels.BulkKernelName(p.dt, p.reduce)
 	default:
 		// The same pieces as LL lines' (launchLL), in bytes.
 		if piece, err = copyPieces(p, D, r, in, &a); err != nil {
@@ -341,7 +415,7 @@ func (d *Comm) launchBulk2(cs *CommState, ch *CommChannel, p *CollPlan, in uint6
 	if vec {
 		a.Xtra |= bulkVec
 	}
-	return d.launchBulkArgs(cs, ch, p, Bulk2KernelName(p.dt, p.reduce), d.bulkGrid(cs, min(widest, perRound)), uint64(2*a.NSeg), &a, s)
+	return d.launchBulkArgs(cs, ch, p, kernels.Bulk2KernelName(p.dt, p.reduce), d.bulkGrid(cs, min(widest, perRound)), uint64(2*a.NSeg), &a, s)
 }
 
 // launchBulkArgs takes the launch's nsig signal values (bulk2 raises two

@@ -2,10 +2,11 @@ package coll
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 
 	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 )
 
 // ring: all_reduce and reduce_scatter through the neighbours' staging
@@ -185,7 +186,7 @@ func (d *Comm) runRing(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Strea
 		cs.Mu.Lock()
 		ch.take(&a, transfers+1, p.what)
 		cs.Mu.Unlock()
-		return d.launchColl(cs, RingKernelName(dt, p.reduce), grid, &a, s)
+		return d.launchColl(cs, kernels.RingKernelName(dt, p.reduce), grid, &a, s)
 	}
 	if p.op == ir.OpAllReduce {
 		// Each element is read from the input before the output's is

@@ -35,10 +35,16 @@ type Tuning struct {
 	// (HIR_COLL_LL_TWO_SHOT_MIN).
 	LLTwoShotMin int64
 	// LLBulkMin is the largest piece (bytes one rank sends one peer; a
-	// chunk for the two-hop all_reduce) algo=ll sends as LL lines; larger
-	// pieces go in bulk: plain data, a flag per block and peer
-	// (HIR_COLL_LL_BULK_MIN; negative: always bulk).
+	// chunk for the two-hop all_reduce) algo=ll sends as LL or LL128
+	// lines; larger pieces go in bulk: plain data, a flag per block and
+	// peer (HIR_COLL_LL_BULK_MIN; negative: always bulk; 0: by the world,
+	// llBulkMinByWorld).
 	LLBulkMin int64
+	// LL128Min is the largest piece algo=ll sends as LL lines (16 bytes
+	// carry 8); larger pieces, up to LLBulkMin, go as LL128 lines (128
+	// bytes carry 120; kernels/collective.cu, "LL128")
+	// (HIR_COLL_LL128_MIN; negative: never LL128).
+	LL128Min int64
 	// TwoShotBulk: two_shot all_reduce runs its first hop in bulk through
 	// the LL bulk staging (pushes, no barrier) where a chunk fits it,
 	// rather than reading the peers' inputs between barriers
@@ -124,7 +130,8 @@ func DefaultTuning() Tuning {
 		AutoRingMin:    64 << 20,
 		LLMax:          oneShotLLMax,
 		LLTwoShotMin:   256 << 10,
-		LLBulkMin:      256 << 10,
+		LLBulkMin:      0,
+		LL128Min:       64 << 10,
 		TwoShotBulk:    true,
 		BulkPortion:    8 << 10,
 		CEPush:         true,
@@ -157,6 +164,9 @@ func TuningFromEnv() Tuning {
 	}
 	if v, ok := envInt("HIR_COLL_LL_BULK_MIN"); ok {
 		t.LLBulkMin = v
+	}
+	if v, ok := envInt("HIR_COLL_LL128_MIN"); ok {
+		t.LL128Min = v
 	}
 	t.TwoShotBulk = os.Getenv("HIR_COLL_TWO_SHOT_BULK") != "0"
 	if v, ok := envInt("HIR_COLL_BULK_PORTION"); ok && v >= 1<<10 {

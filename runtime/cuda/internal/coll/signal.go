@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/hirlab/hir/ir"
+	"github.com/hirlab/hir/runtime/cuda/internal/autotable"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"github.com/hirlab/hir/runtime/nccl"
 	"github.com/hirlab/hir/runtime/store"
 )
@@ -53,7 +54,7 @@ type CommState struct {
 	// table where every rank loaded the same one (else nil: compiled-in
 	// choices), tableNote what became of it.
 	Blocks    int
-	Table     *AutoTable
+	Table     *autotable.AutoTable
 	tableNote string
 
 	fault atomic.Pointer[error] // sticky: a collective timed out or failed
@@ -88,6 +89,8 @@ type CommChannel struct {
 	llPtrs    []uint64
 	bulk      *gpu.Buffer // LL bulk staging, symmetric, made on the channel's first bulk launch
 	bulkPtrs  []uint64
+	ll128     *gpu.Buffer // LL128 staging, symmetric, made on the channel's first LL128 launch
+	ll128Ptrs []uint64
 
 	// copy_engine: a second stream for the local copy, and the events
 	// that fork it from and join it to the collective's stream.
@@ -167,7 +170,7 @@ func (d *Comm) commReady() (*CommState, error) {
 // same one). Called with c.mu held, at the first collective.
 func (d *Comm) commSetup(c *CommState) error {
 	blocks := collBlocks(d.Props.Multiprocessors, d.Tune.Blocks)
-	table, digest, note := LoadAutoTableFor(d.Props.Name)
+	table, digest, note := autotable.LoadAutoTableFor(d.Props.Name)
 	if w := d.Opts.WorldSize; w > 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), d.Opts.Timeout)
 		defer cancel()
@@ -444,7 +447,7 @@ func (d *Comm) releaseComm(collective bool) error {
 		if ch.stage != nil {
 			errs = append(errs, free(ch.stage))
 		}
-		for _, b := range []*gpu.Buffer{ch.ll, ch.bulk} {
+		for _, b := range []*gpu.Buffer{ch.ll, ch.bulk, ch.ll128} {
 			if b != nil {
 				errs = append(errs, free(b))
 			}
@@ -477,4 +480,15 @@ func (d *Comm) releaseComm(collective bool) error {
 	c.mods = commModules{}
 	c.fault.Store(nil)
 	return errors.Join(errs...)
+}
+
+// AutoTableNote says which auto table this device's collectives follow
+// (after its first collective), or why none.
+func (d *Comm) AutoTableNote() string {
+	d.State.Mu.Lock()
+	defer d.State.Mu.Unlock()
+	if !d.State.ready {
+		return "not loaded yet (at the first collective)"
+	}
+	return d.State.tableNote
 }

@@ -1,4 +1,6 @@
-package coll
+// Package autotable is the auto table: what `hirrun bench` measured on a
+// machine, which algo=auto follows (package coll reads it).
+package autotable
 
 import (
 	"crypto/sha256"
@@ -19,10 +21,10 @@ import (
 // then follows. For each collective, world size, dtype class and size
 // bucket it ranks the algorithms that ran, fastest first; auto takes the
 // first whose symmetric-heap needs the call's operands meet (and NCCL
-// only where it loads), and the compiled-in choice (defaultAlgo) when the
+// only where it loads), and the compiled-in choice (coll.Comm.DefaultAlgo) when the
 // table has nothing that fits, has no entry for the call, or does not
 // exist. The ranks of a job use a table only when every rank loaded the
-// same bytes (commSetup), so they always pick alike.
+// same bytes (coll's commSetup), so they always pick alike.
 
 // AutoTableVersion is the format version a table file carries.
 const AutoTableVersion = 1
@@ -242,15 +244,4 @@ func BenchCall(op ir.Opcode, dt ir.DType, n int64, D int, inB, outB runtime.Buff
 		c.ReduceOp = ir.ReduceUnset
 	}
 	return c, true
-}
-
-// AutoTableNote says which auto table this device's collectives follow
-// (after its first collective), or why none.
-func (d *Comm) AutoTableNote() string {
-	d.State.Mu.Lock()
-	defer d.State.Mu.Unlock()
-	if !d.State.ready {
-		return "not loaded yet (at the first collective)"
-	}
-	return d.State.tableNote
 }
