@@ -61,8 +61,10 @@ func llReplaysScenario() error {
 		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{400001}, []int64{400001}}},
 		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, pair{[]int64{3, 20001 * D}, []int64{3 * D, 20001}}},
 		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: 1}, pair{[]int64{60001}, []int64{60001}}},
-		// in bulk (pieces above Tuning.LLBulkMin), between LL lines on the
-		// same staging slots' count
+		// past 512 KiB a piece (the all_gather, reduce_scatter and
+		// broadcast) in bulk on four ranks, as LL128 lines on two; the
+		// all_reduce of 1.4 MB in bulk on two, in LL128 chunks on four:
+		// every protocol on the same staging slots' count
 		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, pair{[]int64{300001}, []int64{300001 * D}}},
 		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{300001 * D}, []int64{300001}}},
 		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{700001}, []int64{700001}}},
