@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -323,4 +324,79 @@ func TestPlanSpeaksTheSharedContract(t *testing.T) {
 		_, err := d.PlanCollective(&c, false)
 		assert.EqualError(t, err, "cuda: rank 1: "+want.Error())
 	}
+}
+
+// The ll protocol by the size of a piece (kernels/collective.cu): LL lines
+// up to Tuning.LL128Min, LL128 lines up to the world's bulk limit (1 MiB
+// a piece on two ranks, 512 KiB on more) and what the LL128 staging holds,
+// bulk past it; the all_reduce of more than two ranks past
+// Tuning.LLTwoShotMin by the size of its chunks (a piece over the world).
+func TestPlanLLProtocol(t *testing.T) {
+	for _, c := range []struct {
+		world int
+		op    ir.Opcode
+		n     int64 // bf16 elements of the input
+		want  string
+	}{
+		{2, ir.OpAllGather, 32 << 10, "ll"},         // 64 KiB a peer
+		{2, ir.OpAllGather, 32<<10 + 1, "ll128"},    // past LL128Min
+		{2, ir.OpAllGather, 512 << 10, "ll128"},     // 1 MiB a peer on two ranks
+		{2, ir.OpAllGather, 512<<10 + 8, "bulk"},    // past it
+		{4, ir.OpAllGather, 256 << 10, "ll128"},     // 512 KiB a peer on four
+		{4, ir.OpAllGather, 256<<10 + 8, "bulk"},    // past it
+		{4, ir.OpReduceScatter, 4 << 10, "ll"},      // 2 KiB a block
+		{4, ir.OpReduceScatter, 512 << 10, "ll128"}, // 256 KiB a block
+		{4, ir.OpReduceScatter, 2 << 20, "bulk"},    // 1 MiB a block
+		{4, ir.OpAllToAll, 4 * 128 * 256, "ll"},     // [512, 256]: 64 KiB a peer
+		{4, ir.OpAllToAll, 4 * 129 * 256, "ll128"},  // [516, 256]: 512 bytes past it
+		{2, ir.OpAllReduce, 256 << 10, "ll128"},     // one hop, 512 KiB
+		{2, ir.OpAllReduce, 1 << 20, "bulk"},        // one hop, 2 MiB
+		{4, ir.OpAllReduce, 64 << 10, "ll128"},      // one hop, 128 KiB
+		{4, ir.OpAllReduce, 512 << 10, "ll128"},     // two hops of 256 KiB chunks
+		{4, ir.OpAllReduce, 2 << 20, "bulk"},        // two hops of 1 MiB chunks
+	} {
+		d := fakeDevice(0, c.world)
+		in, out := fakeBuf(d, 64<<20, ir.Global), fakeBuf(d, 64<<20, ir.Global)
+		nOut := c.n
+		switch c.op {
+		case ir.OpReduceScatter:
+			nOut = c.n / int64(c.world)
+		case ir.OpAllGather:
+			nOut = c.n * int64(c.world)
+		}
+		call := runtime.CollectiveCall{Op: c.op, Algo: ir.AlgoLL, In: tensor(in, ir.BF16, c.n), Out: tensor(out, ir.BF16, nOut)}
+		if c.op.Info().Reduces {
+			call.ReduceOp = ir.ReduceSum
+		}
+		if c.op == ir.OpAllToAll { // [D*rows, 256] split by rows, gathered along columns
+			rows := c.n / 256
+			call.In = tensor(in, ir.BF16, rows, 256)
+			call.Out = tensor(out, ir.BF16, rows/int64(c.world), 256*int64(c.world))
+			call.ConcatAxis = 1
+		}
+		p, err := d.PlanCollective(&call, false)
+		require.NoError(t, err, "%s on %d ranks, bf16[%d]", c.op, c.world, c.n)
+		got := "ll"
+		switch {
+		case strings.Contains(p.Desc, "proto=ll128"):
+			got = "ll128"
+		case strings.Contains(p.Desc, "proto=bulk"):
+			got = "bulk"
+		}
+		assert.Equal(t, c.want, got, "%s on %d ranks, bf16[%d]: %s", c.op, c.world, c.n, p.Desc)
+	}
+	// The knobs: LL128 off, and a bulk limit of one's own.
+	proto := func(world int, n int64) string {
+		d := fakeDevice(0, world)
+		in, out := fakeBuf(d, 64<<20, ir.Global), fakeBuf(d, 64<<20, ir.Global)
+		p, err := d.PlanCollective(&runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL, In: tensor(in, ir.BF16, n), Out: tensor(out, ir.BF16, n*int64(world))}, false)
+		require.NoError(t, err)
+		return p.Desc
+	}
+	t.Setenv("HIR_COLL_LL128_MIN", "-1")
+	assert.NotContains(t, proto(2, 256<<10), "proto=", "LL128 off: 512 KiB a peer as LL lines")
+	t.Setenv("HIR_COLL_LL128_MIN", "")
+	t.Setenv("HIR_COLL_LL_BULK_MIN", "131072")
+	assert.Contains(t, proto(2, 64<<10), "proto=ll128", "128 KiB a peer, bulk past 128 KiB")
+	assert.Contains(t, proto(2, 64<<10+8), "proto=bulk", "past 128 KiB a peer, bulk")
 }
