@@ -265,6 +265,7 @@ if [ $have_hirrun = 1 ]; then
       t0=$(date +%s.%N)
       HIR_CUDA_SHARE_GPUS=$share timeout 60 "$bin/hirrun" run --backend cuda --nproc "$mesh" "${args[@]}" "$f" >"$log.out" 2>"$log.err"
       rc=$?
+      echo "$rc" >"$log.rc" # the tolerance step below compares this run's output
       secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
       section "$golden" stdout >"$log.want"
       section "$golden" stderr >"$log.wanterr"
@@ -346,10 +347,13 @@ row "tensor too large for the device" "$large_status"
 
 # Every testdata program on CUDA against its CPU golden within the dtype's
 # tolerance (TestGoldenOnBackend; up to 4 ranks, sharing GPUs where the
-# machine has fewer). One line per program in $out/golden-cuda.log.
+# machine has fewer), from the exact step's saved runs (HIR_GOLDEN_OUTPUTS:
+# each program runs once per call; those that step did not reach, or
+# timed out, run here). One line per program in $out/golden-cuda.log.
 golden_status="not built"
 if [ -x "$bin/hirrun.test" ] && [ $have_hirrun = 1 ]; then
-  (cd cmd/hirrun && HIR_GOLDEN_BACKEND=cuda HIRRUN="../../$bin/hirrun" HIR_GOLDEN_MAX_RANKS=4 HIR_GOLDEN_GPUS="$gpus" HIR_CUDA_SHARE_GPUS=1 \
+  saved="$(cd "$out" && pwd)/programs"
+  (cd cmd/hirrun && HIR_GOLDEN_OUTPUTS="$saved" HIR_GOLDEN_BACKEND=cuda HIRRUN="../../$bin/hirrun" HIR_GOLDEN_MAX_RANKS=4 HIR_GOLDEN_GPUS="$gpus" HIR_CUDA_SHARE_GPUS=1 \
     timeout "${HIR_GOLDEN_SECS:-150}" "../../$bin/hirrun.test" -test.run='^TestGoldenOnBackend$' -test.v -test.count=1 -test.timeout="$(( ${HIR_GOLDEN_SECS:-150} - 5 ))s") \
     >"$out/golden-cuda.log" 2>&1
   rc=$?
