@@ -17,6 +17,7 @@ typedef long long i64;
 #define LL_FAST_SRC 1
 #define LL_FAST_DST 2
 #define LL_SPREAD 4
+#define LL128_UNITS 15 // 8-byte units of data in an LL128 line (120 bytes of 128)
 
 struct Lay { i64 run, pitch; };
 
@@ -471,7 +472,6 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll_copy(const __grid_const
 // the LL section's argument holds across the three. Loops run whole
 // warps (four lines per warp and step) so every lane meets the warp-wide
 // votes and syncs.
-#define LL128_DATA 120
 __device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync %0;" :: "r"(0xffffffffu) : "memory"); }
 __device__ __forceinline__ bool warp_all(bool p) {
   unsigned r;
@@ -573,7 +573,7 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll128_copy(const __grid_co
     u64 w0 = 0, w1 = 0, to = 0;
     if (on) {
       const int p = (r + 1 + (int)(i / smax)) % D;
-      const i64 l = i % smax, u = 15 * l + 2 * j;
+      const i64 l = i % smax, u = LL128_UNITS * l + 2 * j;
       on = l < (a.chunk[p] & 0xffffffffll);
       if (on && a.src[p]) {
         w0 = ll_load(a.src[p], a.ls, u, bytes, fs);
@@ -600,7 +600,7 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll128_copy(const __grid_co
     u64 w0, w1;
     if (!ll128_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 128 * (u64)l + 16 * j, on, flag, base + 1, q, &w0, &w1)) return;
     if (on && a.dst[q]) {
-      const i64 u = 15 * l + 2 * j;
+      const i64 u = LL128_UNITS * l + 2 * j;
       ll_store(a.dst[q], a.ld, u, bytes, fd, w0);
       if (j < 7) ll_store(a.dst[q], a.ld, u + 1, bytes, fd, w1);
     }

@@ -420,7 +420,7 @@ __device__ void ll128_kernel(const CollArgs& a) {
   const int j = w.j;
   const bool fast = (a.xtra & LL_FAST_SRC) != 0, out_fast = (a.dst[0] & 7) == 0;
   for (i64 l0 = 4 * w.warp; l0 < a.n; l0 += 4 * w.warps) {
-    const i64 l = l0 + w.q, u = 15 * l + 2 * j;
+    const i64 l = l0 + w.q, u = LL128_UNITS * l + 2 * j;
     const bool on = l < a.n;
     const u64 at = 128 * (u64)l + 16 * j;
     for (int k = 1; k < D; k++) {
@@ -464,7 +464,7 @@ __device__ void ll128x2_kernel(const CollArgs& a) {
     const u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
     const i64 len = a.chunk[p + 1] - a.chunk[p];
     for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
-      const i64 i = i0 + w.q, u = 15 * (a.chunk[p] + i) + 2 * j;
+      const i64 i = i0 + w.q, u = LL128_UNITS * (a.chunk[p] + i) + 2 * j;
       const bool on = i < len;
       Ll128Part<T> v = {{0, 0}};
       if (on) v = ll128_piece<T, CT, OP>(a, a.src[0], u, j, fast);
@@ -474,7 +474,7 @@ __device__ void ll128x2_kernel(const CollArgs& a) {
   {
     const i64 len = a.chunk[r + 1] - a.chunk[r];
     for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
-      const i64 i = i0 + w.q, u = 15 * (a.chunk[r] + i) + 2 * j;
+      const i64 i = i0 + w.q, u = LL128_UNITS * (a.chunk[r] + i) + 2 * j;
       const bool on = i < len;
       const u64 at = 128 * (u64)i + 16 * j;
       CT acc[16 / sizeof(T)];
@@ -497,7 +497,7 @@ __device__ void ll128x2_kernel(const CollArgs& a) {
     const u64 from = a.stage[r] + (slot + q) * (u64)a.seg + half;
     const i64 len = a.chunk[q + 1] - a.chunk[q];
     for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
-      const i64 i = i0 + w.q, u = 15 * (a.chunk[q] + i) + 2 * j;
+      const i64 i = i0 + w.q, u = LL128_UNITS * (a.chunk[q] + i) + 2 * j;
       const bool on = i < len;
       Ll128Part<T> v = {{0, 0}};
       if (!ll128_wait(a, from + 128 * (u64)i + 16 * j, on, flag, base + 1, q, &v.u[0], &v.u[1])) return;

@@ -198,6 +198,7 @@ func commonSource() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "static_assert(sizeof(CollArgs) == %d, \"CollArgs size\");\n", unsafe.Sizeof(a))
 	fmt.Fprintf(&b, "static_assert(MAXB == %d && MAXR == %d, \"pad geometry\");\n", MaxBlocks, maxRanks)
+	fmt.Fprintf(&b, "static_assert(LL128_UNITS * 8 == %d, \"LL128 line data\");\n", ll128Data)
 	// Only the size is asserted in the source: NVRTC has no offsetof (nor
 	// __builtin_offsetof), so the field offsets are checked against the Go
 	// struct by the tests that compile the source with clang.
