@@ -210,9 +210,9 @@ const arLLMax2 = 2 << 20
 // defaultAlgo is the compiled-in choice, where no measured table has
 // the call (graph: the call is being captured): ll where it fits (each
 // rank sends each peer at most ir.LLMaxBytes; but one_shot for the
-// copying collectives in bulk, and for all_reduce on more than two ranks
+// copying collectives in bulk, for all_reduce on more than two ranks
 // from llOneShotAbove, or any size in a graph, to where ll goes two
-// hops); past
+// hops, and two_shot where ll's two hops would go in bulk); past
 // it, what the sweeps on 2 and 4 H200s (docs/bench/h200-x2.json, -x4.json)
 // found fastest, wherever the operands allow it:
 //   - all_reduce: on two ranks one_shot up to Tuning.AutoOneShotMax
