@@ -75,13 +75,12 @@ func (d *Comm) runLL(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream)
 
 // launchLL launches p's LL kernel reading the input at in: LL lines for
 // small pieces, LL128 lines for mid-size ones, bulk for large ones
-// (llProtocol).
+// (p.proto, llProtocol's).
 func (d *Comm) launchLL(cs *CommState, ch *CommChannel, p *CollPlan, in uint64, s *gpu.Stream) error {
-	proto := d.llProtocol(p)
-	if proto == protoBulk {
+	if p.proto == protoBulk {
 		return d.launchBulk(cs, ch, p, in, s)
 	}
-	wide := proto == protoLL128
+	wide := p.proto == protoLL128
 	stage, err := d.llStage(ch)
 	if wide {
 		stage, err = d.ll128Stage(ch)
@@ -274,9 +273,6 @@ func llBulkMinByWorld(world int) int64 {
 	}
 	return 512 << 10
 }
-
-// llBulk says whether p's LL launch moves its pieces in bulk.
-func (d *Comm) llBulk(p *CollPlan) bool { return d.llProtocol(p) == protoBulk }
 
 // unitWidth is the widest access (16, 8, 4, 2 or 1 bytes) that base and
 // layout l (in bytes) allow.

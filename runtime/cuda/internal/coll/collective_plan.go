@@ -32,6 +32,7 @@ type CollPlan struct {
 	outPtr       uint64
 	access       ir.RemoteAccess // of impl
 	ll           bool            // all_reduce one_shot through the LL kernel (small tensors)
+	proto        llProto         // how an LL launch of this call moves its pieces (llProtocol), by its sizes alone
 	cePush       bool            // copy_engine pushes into peers' (symmetric) outputs rather than pulls
 	twoShotCE    bool            // two_shot's all-gather half through the copy engines
 	twoShotBulk  bool            // two_shot's first hop in bulk (launchBulk2), no barriers
@@ -91,6 +92,7 @@ func (d *Comm) PlanCollective(c *runtime.CollectiveCall, graph bool) (*CollPlan,
 		return nil, fmt.Errorf("cuda: rank %d: %w", d.Opts.Rank, err)
 	}
 	p.reduce, p.root, p.axis, p.concat = rc.ReduceOp, rc.Root, rc.Axis, rc.ConcatAxis
+	p.proto = d.llProtocol(p)
 	p.Impl = d.resolveAlgo(p, graph)
 	if err := ir.AlgoFits(c.Op, p.Impl, c.In.Bytes(), c.Out.Bytes(), D); err != nil {
 		return fail("%v", err)
@@ -122,10 +124,11 @@ func (d *Comm) PlanCollective(c *runtime.CollectiveCall, graph bool) (*CollPlan,
 	if p.twoShotCE {
 		p.Desc += " gather=ce"
 	}
-	if (p.Impl == ir.AlgoLL || p.ll) && d.llProtocol(p) == protoLL128 {
+	runsLL := p.Impl == ir.AlgoLL || p.ll
+	if runsLL && p.proto == protoLL128 {
 		p.Desc += " proto=ll128"
 	}
-	if p.twoShotBulk || (p.Impl == ir.AlgoLL || p.ll) && d.llBulk(p) {
+	if p.twoShotBulk || runsLL && p.proto == protoBulk {
 		p.Desc += fmt.Sprintf(" proto=bulk/%d", d.Tune.BulkPortion)
 		if c.Op == ir.OpAllReduce && bulkDirect(p) {
 			p.Desc += fmt.Sprintf(" hop2@sym#%d+%d", p.outB.Sym.Seq, c.Out.Offset)
@@ -244,7 +247,7 @@ func (d *Comm) DefaultAlgo(p *CollPlan, graph bool) ir.Algo {
 		// bulk (chunks past LL128's): two_shot, the same hops with the
 		// second straight into the peers' outputs (4 × H200, 4 MiB in a
 		// graph: 29.6-29.7 against 32.9 µs; eager 31.5 each).
-		if p.op == ir.OpAllReduce && D > 2 && d.llTwoShot(n) && d.llBulk(p) && d.Fits(p, ir.AlgoTwoShot) {
+		if p.op == ir.OpAllReduce && D > 2 && d.llTwoShot(n) && p.proto == protoBulk && d.Fits(p, ir.AlgoTwoShot) {
 			return ir.AlgoTwoShot
 		}
 		// On two ranks, an all_reduce past 2 MiB: one_shot (2 × H200, 4
@@ -258,7 +261,7 @@ func (d *Comm) DefaultAlgo(p *CollPlan, graph bool) ir.Algo {
 		// twice (into the peer's staging, then out of it): one_shot's
 		// stores straight into the peers' outputs beat them where
 		// one_shot can run (measured on 2 × H200, docs/COLLECTIVES.md).
-		if !p.op.Info().Reduces && d.llBulk(p) && d.Fits(p, ir.AlgoOneShot) {
+		if !p.op.Info().Reduces && p.proto == protoBulk && d.Fits(p, ir.AlgoOneShot) {
 			// An all_gather on two ranks up to 4 MiB of output: the ring
 			// (2 × H200, docs/bench/h200-x2.json, graph: 1 MiB 8.15
 			// against 8.42 µs, 2 MiB 9.81 against 10.86, 4 MiB 13.87
