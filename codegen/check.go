@@ -22,8 +22,8 @@ func CheckKernel(op *ir.Op, meshSize int) error {
 		return err
 	}
 	if op.Code == ir.OpMatmul {
-		if len(ins) != 2 || len(outs) != 1 {
-			errs.Add(op.Pos, "matmul takes two tensors and gives one")
+		if len(ins) != 2+btoi(op.ReadsDestination()) || len(outs) != 1 {
+			errs.Add(op.Pos, "matmul takes two tensors (and the destination it accumulates into) and gives one")
 			return errs.Err()
 		}
 		if _, err := matmulCheck(ins[0], ins[1], outs[0]); err != nil {
@@ -59,9 +59,8 @@ func LocalShapes(op *ir.Op, meshSize int) (ins, outs []Shape, err error) {
 		return Shape{}, false
 	}
 	ins, outs = []Shape{}, []Shape{}
-	dest := op.Code.Info().Destination(len(op.Operands)) // the output, not an input
-	for i, v := range op.Operands {
-		if v == nil || v.Lit != nil || i == dest {
+	for i, v := range op.Operands { // the inputs: not a destination it only writes
+		if v == nil || v.Lit != nil || !op.InputOperand(i) {
 			continue
 		}
 		if s, ok := local(v, "operand"); ok {

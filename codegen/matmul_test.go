@@ -18,20 +18,27 @@ func TestMatmulGolden(t *testing.T) {
 		name    string
 		a, b, c Shape
 		tiles   int64
+		acc     bool // MatmulAccumulate
 	}{
-		{"matmul_f32", sh(ir.F32, 100, 70), sh(ir.F32, 70, 130), sh(ir.F32, 100, 130), 2 * 3},
-		{"matmul_bf16_batched", sh(ir.BF16, 3, 65, 17), sh(ir.BF16, 3, 17, 64), sh(ir.BF16, 3, 65, 64), 3 * 2 * 1},
-		{"matmul_f16_shared_b", sh(ir.F16, 2, 2, 8, 8), sh(ir.F16, 8, 8), sh(ir.F16, 2, 2, 8, 8), 4},
-		{"matmul_f64_empty_k", sh(ir.F64, 5, 0), sh(ir.F64, 0, 3), sh(ir.F64, 5, 3), 1},
-		{"matmul_f32_empty_m", sh(ir.F32, 0, 4), sh(ir.F32, 4, 3), sh(ir.F32, 0, 3), 0},
+		{"matmul_f32", sh(ir.F32, 100, 70), sh(ir.F32, 70, 130), sh(ir.F32, 100, 130), 2 * 3, false},
+		{"matmul_bf16_batched", sh(ir.BF16, 3, 65, 17), sh(ir.BF16, 3, 17, 64), sh(ir.BF16, 3, 65, 64), 3 * 2 * 1, false},
+		{"matmul_f16_shared_b", sh(ir.F16, 2, 2, 8, 8), sh(ir.F16, 8, 8), sh(ir.F16, 2, 2, 8, 8), 4, false},
+		{"matmul_f64_empty_k", sh(ir.F64, 5, 0), sh(ir.F64, 0, 3), sh(ir.F64, 5, 3), 1, false},
+		{"matmul_f32_empty_m", sh(ir.F32, 0, 4), sh(ir.F32, 4, 3), sh(ir.F32, 0, 3), 0, false},
+		{"matmul_bf16_accumulate", sh(ir.BF16, 2, 65, 17), sh(ir.BF16, 17, 64), sh(ir.BF16, 2, 65, 64), 2 * 2 * 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := Matmul(tc.a, tc.b, tc.c)
+			gen := Matmul
+			if tc.acc {
+				gen = MatmulAccumulate
+			}
+			k, err := gen(tc.a, tc.b, tc.c)
 			require.NoError(t, err)
 			assert.Equal(t, MatmulTiled, k.Strategy, "strategy %s", k.Strategy)
 			assert.Equal(t, tc.tiles, k.Work, "work")
-			assert.Equal(t, 2, k.NumInputs, "inputs")
+			assert.Equal(t, 2+btoi(tc.acc), k.NumInputs, "inputs")
+			assert.Len(t, k.Params, k.NumInputs+1, "parameters")
 			assert.Equal(t, 1, k.NumOutputs, "outputs")
 			g, _ := k.Launch(132)
 			assert.Equal(t, max(1, min(tc.tiles, 132*16)), int64(g[0]), "grid %v for %d tiles", g, tc.tiles)

@@ -300,9 +300,9 @@ func (r *rank) compute(f *frame, p *opPlan) error {
 	args := r.args[:0]
 	defer func() { clear(args); r.args = args[:0] }()
 	nIn := 0
-	dest := op.Code.Info().Destination(len(op.Operands)) // matmul's: the output, not an input
+	dest := op.Code.Info().Destination(len(op.Operands)) // matmul's: the output (an input too when it accumulates)
 	for i, v := range op.Operands {
-		if v.Lit != nil || i == dest {
+		if v.Lit != nil || !op.InputOperand(i) {
 			continue
 		}
 		t, err := r.tensor(f, p.args[i])

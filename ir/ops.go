@@ -191,6 +191,10 @@ type OpInfo struct {
 	// than the current one: a device loop's body (DeviceLoopBlocker) is
 	// one stream's work captured once.
 	OffStream string
+	// ReadsDestIf names a bool attribute that, when true, makes the
+	// destination an input too: the op adds into it (matmul's accumulate).
+	// Op.ReadsDestination asks it.
+	ReadsDestIf string
 	// PeersWrite: the op exposes its first operand's storage to the peers,
 	// who may write it (register, for transfers with dir=write).
 	PeersWrite bool
@@ -339,8 +343,10 @@ var opInfos = [numOpcodes]OpInfo{
 	OpReduceMax: reduction("max"), // spelled max with one operand
 
 	// matmul %a, %b[, %dst]: with a destination the product is written
-	// into it (a view of a larger tensor: no copy afterwards).
-	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 3, Results: 1, Aliases: AliasDest, Kernel: true},
+	// into it (a view of a larger tensor: no copy afterwards); with
+	// accumulate=true it is added to what the destination holds.
+	OpMatmul: {Name: "matmul", Class: ClassMatmul, MinOperands: 2, MaxOperands: 3, Results: 1, Aliases: AliasDest, Kernel: true,
+		Attrs: []AttrSpec{{Key: "accumulate", Kind: KindBool}}, ReadsDestIf: "accumulate"},
 
 	// collectives: the layout, the algorithms (auto first) with what each
 	// touches remotely (the symmetric-heap table, remote.go), the attributes

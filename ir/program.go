@@ -327,6 +327,21 @@ func (op *Op) Uninit() bool { return op.Code == OpAlloc && op.BoolAttr("uninit")
 // Async reports whether the collective or transfer completes at a later wait.
 func (op *Op) Async() bool { return op.BoolAttr("async") }
 
+// ReadsDestination reports whether op is given a destination and reads
+// it as well as writing it (matmul accumulate=true adds into it): the
+// destination is then an input too, the last one.
+func (op *Op) ReadsDestination() bool {
+	info := op.Code.Info()
+	return info.ReadsDestIf != "" && info.Destination(len(op.Operands)) >= 0 && op.BoolAttr(info.ReadsDestIf)
+}
+
+// InputOperand reports whether operand i is one of op's inputs: any
+// operand but its destination, and that too when the op reads it
+// (ReadsDestination). A kernel's inputs are these, in operand order.
+func (op *Op) InputOperand(i int) bool {
+	return i != op.Code.Info().Destination(len(op.Operands)) || op.ReadsDestination()
+}
+
 // Peer resolves the op's peer attribute for rank on a mesh of size ranks.
 func (op *Op) Peer(rank, size int) int {
 	v, _ := op.Attr("peer")

@@ -52,3 +52,26 @@ func TestWrongAnnotationDoesNotCascade(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// TestMatmulAccumulateNeedsDestination: accumulate=true adds into a
+// destination; without one it is an error at the matmul, and an
+// accumulating matmul into one is accepted.
+func TestMatmulAccumulateNeedsDestination(t *testing.T) {
+	src := "mesh 1\ninput %x : f32[4, 8]\ninput %w : f32[8, 3]\n%y = matmul %x, %w accumulate=true\noutput %y\n"
+	p, err := parser.Parse("acc.hir", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Check(p, &Context{})
+	want := "acc.hir:4:6: matmul: accumulate=true adds the product into a destination, and none is given: matmul %x, %w, %dst accumulate=true"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	src = "mesh 1\ninput %x : f32[4, 8]\ninput %w : f32[8, 3]\n%d = alloc : f32[4, 3]\n%y = matmul %x, %w, %d accumulate=true\noutput %y\n"
+	if p, err = parser.Parse("acc.hir", []byte(src)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(p, &Context{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -270,6 +270,9 @@ func (c *checker) matmul(op *ir.Op) ([]inferred, bool) {
 	}
 	dims := append(append(c.scratchDims(a.Rank()), a.Dims[:a.Rank()-1]...), ir.Dim{Extent: b.Dims[b.Rank()-1].Extent})
 	if len(op.Operands) < 3 {
+		if op.BoolAttr("accumulate") {
+			return fail("accumulate=true adds the product into a destination, and none is given: matmul %s, %s, %%dst accumulate=true", x, y)
+		}
 		return c.built(a.DType, dims), true
 	}
 	dst := op.Operands[2]

@@ -225,6 +225,71 @@ func MatmulReduceScatter(b *ir.Builder, a, w *ir.Value, o Options) (*ir.Value, e
 		b.Op(ir.OpStreamBarrier)
 		sum := b.Op(ir.OpSum, slots).Ints("axes", 1).Value()
 		return reshape(b, sum, m, n), nil
+	case RingAccumulate:
+		if mesh == 1 {
+			return b.Op(ir.OpMatmul, a, w).Value(), nil
+		}
+		c, err := o.chunks(pattern, rows)
+		if err != nil {
+			return nil, err
+		}
+		ch := rows / c
+		// slots[rank][q]: the partial this rank adds into at step q+1,
+		// pushed by the rank before it
+		slots := b.AllocUninit(tensor(dt, ir.Symmetric, mesh, mesh-1, rows, n).Sharded(0))
+		view := b.Op(ir.OpSymmetricContiguousView, slots).Value()
+		own, next := sel(b, view, ir.Int(0), 0, true), sel(b, view, ir.Int(1), 0, true)
+		piece := func(blocks *ir.Value, q int64) []*ir.Value { // slot q's pieces of rows
+			return split(b, sel(b, blocks, ir.Int(q), 0, false), c, ch, n)
+		}
+		a3 := reshape(b, a, mesh, rows, k)
+		// this rank's rows for the owner s+1 ranks behind it, in pieces
+		rowsFor := func(s int64) []*ir.Value {
+			return split(b, sel(b, a3, ir.Int(mesh-1-s), 0, true), c, ch, k)
+		}
+		np := o.Streams
+		if np == 0 {
+			np = int(c) // one per piece: a piece's accumulation waits for its own push only
+		}
+		push := make([]*ir.Value, np)
+		for i := range push {
+			push[i] = b.Op(ir.OpStream).Value()
+		}
+		send := func(j int64, from, to *ir.Value) {
+			b.Op(ir.OpSetStream, push[j%int64(len(push))])
+			b.Op(ir.OpCopy, from, to)
+			b.Op(ir.OpSetStream)
+		}
+		// No rank still reads the Run before's slots before anyone writes.
+		b.Op(ir.OpStreamBarrier)
+		// step 0: each piece's product starts its chain
+		xs, to := rowsFor(0), piece(next, 0)
+		for j := range c {
+			send(j, b.Op(ir.OpMatmul, xs[j], w).Value(), to[j])
+		}
+		for s := int64(1); s < mesh; s++ {
+			xs, mine := rowsFor(s), piece(own, s-1)
+			var to []*ir.Value
+			if s < mesh-1 {
+				to = piece(next, s)
+			}
+			for j := range c {
+				// every rank's push of this piece at step s-1 has landed
+				b.Op(ir.OpWaitStream, push[j%int64(len(push))])
+				b.Op(ir.OpStreamBarrier)
+				// the push reads the matmul's result (not the slot's view),
+				// so it waits for the matmul on its stream
+				sum := b.Op(ir.OpMatmul, xs[j], w, mine[j]).Bool("accumulate", true).Value()
+				if to != nil {
+					send(j, sum, to[j])
+				}
+			}
+		}
+		for _, st := range push {
+			b.Op(ir.OpWaitStream, st)
+		}
+		last := sel(b, slots, ir.Int(mesh-2), 1, false) // [mesh/DIDx, rows, n]
+		return reshape(b, last, m, n), nil
 	}
 	if !o.Decomposition.Has(MatmulRS) {
 		return nil, fmt.Errorf("tp.%s: %s is all_gather + matmul's (the peers' rows fetched while this rank's own are multiplied); matmul + reduce_scatter has no %s", pattern, o.Decomposition, o.Decomposition)

@@ -33,6 +33,18 @@
 //     ranks meet on the device (stream_barrier), and each sums its slots.
 //     Chunks cuts each push into pieces of rows, Streams deals them round
 //     that many push streams (several copy engines at once).
+//   - RingAccumulate (matmul + reduce_scatter): the partial sum for each
+//     owner travels round the ring and every rank adds its product to it
+//     as it passes (matmul accumulate=true: cuBLAS's beta = 1), so no
+//     rank sums slots at the end. At step s a rank adds its product for
+//     the owner s+1 ranks behind it into the partial the rank before it
+//     pushed, then pushes that on to the rank after it (the copy
+//     engines); the last step's owner is the rank itself, and its partial
+//     is the result. Chunks cuts each block into pieces of rows (0 means
+//     2), each a chain of its own: a piece's push moves while the next
+//     piece is multiplied. Before each accumulation the ranks meet on the
+//     device (stream_barrier), so the partial it adds into has landed.
+//     Streams is how many push streams (0 means one per piece).
 //   - ChunkedAsync: Chunked's pieces, with every collective async
 //     (`async=true`): they run one after another on the communication
 //     stream while the matmuls run on the current one, each waiting
@@ -62,9 +74,10 @@ const (
 	ChunkedAsync
 	LocalFirst
 	PeersFirst
+	RingAccumulate
 )
 
-var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring", "chunked_async", "local_first", "peers_first"}
+var decompositionNames = [...]string{"unpipelined", "chunked", "peer_ring", "chunked_async", "local_first", "peers_first", "ring_accumulate"}
 
 func (d Decomposition) String() string {
 	if d >= 0 && int(d) < len(decompositionNames) {
@@ -75,7 +88,7 @@ func (d Decomposition) String() string {
 
 // Decompositions lists them all, in order.
 func Decompositions() []Decomposition {
-	return []Decomposition{Unpipelined, Chunked, PeerRing, ChunkedAsync, LocalFirst, PeersFirst}
+	return []Decomposition{Unpipelined, Chunked, PeerRing, ChunkedAsync, LocalFirst, PeersFirst, RingAccumulate}
 }
 
 // Pattern names one of the two tensor-parallel patterns.
@@ -96,12 +109,13 @@ func (p Pattern) String() string {
 }
 
 // Has says whether pattern p has decomposition d: LocalFirst is
-// all_gather + matmul's only, PeersFirst matmul + reduce_scatter's.
+// all_gather + matmul's only, PeersFirst and RingAccumulate matmul +
+// reduce_scatter's.
 func (d Decomposition) Has(p Pattern) bool {
 	switch d {
 	case LocalFirst:
 		return p == AGMatmul
-	case PeersFirst:
+	case PeersFirst, RingAccumulate:
 		return p == MatmulRS
 	}
 	return true

@@ -681,6 +681,17 @@ var references = map[string]reference{
 		y := matmul(c.in["x"], c.in["w"])
 		return c.each(func(int) map[string]tens { return map[string]tens{"chunked": y, "diff": zeros(y)} })
 	},
+	// two halves of the contraction, the second accumulated onto the
+	// first in a strided slot; a bf16 product accumulated twice
+	"matmul_accumulate": func(c *refCtx) []map[string]tens {
+		y := matmul(c.in["x"], c.in["w"])
+		col := y
+		col.shape = []int64{4, 1, 3}
+		out := concat(1, zeros(col), col)
+		hv := matmul(c.in["h"], c.in["v"])
+		twice := pw(ir.BF16, func(v ...float64) float64 { return 2 * v[0] }, hv)
+		return c.each(func(int) map[string]tens { return map[string]tens{"out": out, "diff": zeros(y), "y2": twice} })
+	},
 	"tp_matmul_reduce_scatter": func(c *refCtx) []map[string]tens {
 		p := matmul(c.in["a"], c.in["w"]) // the same on every rank: a and w are not sharded
 		total := overRanks([]tens{p, p, p, p}, add)

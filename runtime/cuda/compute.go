@@ -53,6 +53,9 @@ type computeKernel struct {
 	mm   struct {
 		batch, m, k, n int64
 		bBatched       bool
+		// accumulate: matmul accumulate=true; its inputs are a, b and
+		// the destination, which cuBLAS reads in place (beta = 1)
+		accumulate bool
 	}
 }
 
@@ -111,7 +114,7 @@ func (d *Device) Compile(spec *runtime.KernelSpec) (runtime.Kernel, error) {
 	k := &computeKernel{code: op.Code, pos: op.Pos, inputs: cloneShapes(spec.Inputs), outputs: cloneShapes(spec.Outputs)}
 	ins, outs := codegenShapes(spec.Inputs), codegenShapes(spec.Outputs)
 	if op.Code == ir.OpMatmul {
-		return d.compileMatmul(k, ins, outs)
+		return d.compileMatmul(k, ins, outs, op.ReadsDestination())
 	}
 	gen, err := codegen.FusionTuned(op, ins, outs, codegen.Tuning{Unroll: d.Tune.CodegenUnroll, BlocksPerSM: d.Tune.CodegenBlocksPerSM, ScalarColumns: d.Tune.CodegenScalarColumns, ScalarRows: d.Tune.CodegenScalarRows, Capped: d.Tune.CodegenCapped})
 	if err != nil {
@@ -135,22 +138,29 @@ func (d *Device) finishGenerated(k *computeKernel, gen *codegen.Kernel, impl str
 
 // compileMatmul picks cuBLAS, or the tiled kernel when cuBLAS is not
 // loadable, cannot take the problem, or HIR_CUDA_MATMUL=tiled.
-func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (runtime.Kernel, error) {
+func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape, accumulate bool) (runtime.Kernel, error) {
 	fail := func(err error) (runtime.Kernel, error) {
 		return nil, fmt.Errorf("cuda: rank %d: compile matmul at %s: %w", d.Opts.Rank, k.pos, err)
 	}
-	if len(ins) != 2 || len(outs) != 1 {
-		return fail(fmt.Errorf("matmul takes 2 inputs and 1 output, got %d and %d", len(ins), len(outs)))
+	nIn, generate, suffix := 2, codegen.Matmul, ""
+	if accumulate {
+		nIn, generate, suffix = 3, codegen.MatmulAccumulate, "_acc"
+	}
+	if len(ins) != nIn || len(outs) != 1 {
+		return fail(fmt.Errorf("matmul takes %d inputs and 1 output, got %d and %d", nIn, len(ins), len(outs)))
+	}
+	if accumulate && (ins[2].DType != outs[0].DType || !slices.Equal(ins[2].Shape, outs[0].Shape)) {
+		return fail(fmt.Errorf("accumulate=true: the destination read is %s, written %s", ins[2], outs[0]))
 	}
 	batch, m, kk, n, bBatched, err := codegen.MatmulDims(ins[0], ins[1])
 	if err != nil {
 		return fail(err)
 	}
-	gen, err := codegen.Matmul(ins[0], ins[1], outs[0]) // checks the output too
+	gen, err := generate(ins[0], ins[1], outs[0]) // checks the output too
 	if err != nil {
 		return fail(err)
 	}
-	k.mm.batch, k.mm.m, k.mm.k, k.mm.n, k.mm.bBatched = batch, m, kk, n, bBatched
+	k.mm.batch, k.mm.m, k.mm.k, k.mm.n, k.mm.bBatched, k.mm.accumulate = batch, m, kk, n, bBatched, accumulate
 	mode := d.Tune.Matmul
 	if mode == "tiled" {
 		k.note = coll.EnvMatmul + "=tiled"
@@ -162,7 +172,7 @@ func (d *Device) compileMatmul(k *computeKernel, ins, outs []codegen.Shape) (run
 		case !blasFits(batch, m, kk, n, bBatched):
 			k.note = "the problem exceeds cuBLAS's int dimensions"
 		default:
-			k.blas, k.impl, k.name = bh, ImplCUBLAS, "cublasGemmEx_"+ins[0].DType.String()
+			k.blas, k.impl, k.name = bh, ImplCUBLAS, "cublasGemmEx_"+ins[0].DType.String()+suffix
 			return k, nil
 		}
 		if mode == "cublas" {
@@ -249,9 +259,16 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			}
 		}
 	}
+	// cuBLAS accumulating reads the destination where it writes it (C is
+	// D, beta = 1): that input is not staged, nor does it stage the output.
+	inPlace := -1
+	if k.impl == ImplCUBLAS && k.mm.accumulate {
+		inPlace = nIn - 1
+		la[inPlace].stage = false
+	}
 	for o := nIn; o < len(la); o++ {
 		for i := 0; i < nIn; i++ {
-			if la[o].lo < la[i].hi && la[i].lo < la[o].hi {
+			if i != inPlace && la[o].lo < la[i].hi && la[i].lo < la[o].hi {
 				la[o].stage = true
 			}
 		}
@@ -300,6 +317,12 @@ func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *gpu.
 				}
 			}
 		}
+		if out := &la[nIn]; out.stage && k.impl == ImplCUBLAS && k.mm.accumulate {
+			// cuBLAS adds into its output: the temporary starts as the destination
+			if err := d.StridedCopy(out.addr, runtime.ContiguousStrides(out.t.Shape), out.ptr, out.t.EffectiveStrides(), out.t, s); err != nil {
+				return err
+			}
+		}
 		if err := d.launchCompute(k, la, s); err != nil {
 			return err
 		}
@@ -323,14 +346,16 @@ func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *gpu.
 func (d *Device) launchCompute(k *computeKernel, la []launchArg, s *gpu.Stream) error {
 	if k.impl == ImplCUBLAS {
 		mm := k.mm
-		out := la[2]
+		out := la[len(la)-1]
 		switch {
 		case mm.batch == 0 || mm.m == 0 || mm.n == 0:
+			return nil
+		case mm.k == 0 && mm.accumulate: // adds a sum of nothing
 			return nil
 		case mm.k == 0: // a sum of nothing: zeros
 			return d.Drv.MemsetD8Async.Call4(uintptr(out.addr), 0, uintptr(out.t.Bytes()), s.H)
 		}
-		return k.blas.gemm(s, k.inputs[0].DType, la[0].blas(), la[1].blas(), out.blas(), mm.batch, mm.m, mm.k, mm.n, mm.bBatched)
+		return k.blas.gemm(s, k.inputs[0].DType, la[0].blas(), la[1].blas(), out.blas(), mm.batch, mm.m, mm.k, mm.n, mm.bBatched, mm.accumulate)
 	}
 	kp := k.params
 	kp.mu.Lock()

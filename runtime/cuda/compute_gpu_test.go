@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
@@ -21,6 +21,7 @@ import (
 	"github.com/hirlab/hir/parser"
 	"github.com/hirlab/hir/passes"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"github.com/hirlab/hir/runtime/sim"
 )
 
@@ -638,4 +639,86 @@ func TestComputeCasesOnCPU(t *testing.T) {
 		ran++
 	}
 	t.Logf("%d cases, %d small enough to run here", len(cases), ran)
+}
+
+// TestMatmulAccumulate: matmul accumulate=true adds a[2, 3, 5] × w[5, 4]
+// into what its destination holds, on cuBLAS (beta = 1, in place) and on
+// the tiled kernel, for a contiguous destination, one chunk of a larger
+// tensor (strided, as cuBLAS takes it) and a transposed view (staged:
+// cuBLAS's temporary must start as the destination). Small integers: every
+// sum is exact, so the result must equal the host's.
+func TestMatmulAccumulate(t *testing.T) {
+	d := openSingle(t)
+	f32 := func(s ...int64) runtime.TensorShape { return runtime.TensorShape{DType: ir.F32, Shape: s} }
+	upload := func(vals []float32) runtime.Tensor {
+		buf, err := d.Alloc(int64(4*len(vals)), ir.Global)
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Free(buf) })
+		raw := make([]byte, 4*len(vals))
+		for i, v := range vals {
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
+		}
+		whole := runtime.Tensor{Buf: buf, DType: ir.F32, Shape: []int64{int64(len(vals))}}
+		require.NoError(t, d.CopyFromHost(whole, raw, nil))
+		return whole
+	}
+	av, wv := make([]float32, 2*3*5), make([]float32, 5*4)
+	for i := range av {
+		av[i] = float32(i%7 - 3)
+	}
+	for i := range wv {
+		wv[i] = float32(i%5 - 2)
+	}
+	for _, mode := range []string{"cublas", "tiled"} {
+		for _, layout := range []string{"contiguous", "chunk", "transposed"} {
+			t.Run(mode+"/"+layout, func(t *testing.T) {
+				saved := d.Tune.Matmul
+				d.Tune.Matmul = mode
+				t.Cleanup(func() { d.Tune.Matmul = saved })
+				b := ir.NewBuilder(ir.LinearMesh(1))
+				a := codegentest.In(b, "a", ir.F32, 2, 3, 5)
+				w := codegentest.In(b, "w", ir.F32, 5, 4)
+				dst := codegentest.In(b, "dst", ir.F32, 2, 3, 4)
+				op := b.Op(ir.OpMatmul, a, w, dst).Bool("accumulate", true).Op()
+				k, err := d.Compile(&runtime.KernelSpec{Op: op, Inputs: []runtime.TensorShape{f32(2, 3, 5), f32(5, 4), f32(2, 3, 4)}, Outputs: []runtime.TensorShape{f32(2, 3, 4)}})
+				require.NoError(t, err)
+				impl, _, note := KernelImpl(k)
+				if mode == "cublas" && impl != ImplCUBLAS {
+					t.Skipf("no cuBLAS here: %s", note)
+				}
+				// the destination's elements at [r, i, j] within a buffer of 2*3*4*3
+				base := make([]float32, 2*3*4*3)
+				for i := range base {
+					base[i] = float32(i%9 - 4)
+				}
+				buf := upload(base)
+				ov := runtime.Tensor{Buf: buf.Buf, DType: ir.F32, Shape: []int64{2, 3, 4}}
+				at := func(r, i, j int) int { return (r*3+i)*4 + j }
+				switch layout {
+				case "chunk": // [2, 3(chunks), 3, 4], chunk 1
+					ov.Offset, ov.Strides = 4*3*4, []int64{36, 4, 1}
+					at = func(r, i, j int) int { return 12 + r*36 + i*4 + j }
+				case "transposed": // rows and columns swapped in memory: [2, 4, 3] read as [2, 3, 4]
+					ov.Strides = []int64{12, 1, 3}
+					at = func(r, i, j int) int { return r*12 + j*3 + i }
+				}
+				args := []runtime.Tensor{{Buf: upload(av).Buf, DType: ir.F32, Shape: []int64{2, 3, 5}}, {Buf: upload(wv).Buf, DType: ir.F32, Shape: []int64{5, 4}}, ov, ov}
+				require.NoError(t, d.Launch(k, args, nil))
+				got := toHost(t, d, buf)
+				want := slices.Clone(base)
+				for r := range 2 {
+					for i := range 3 {
+						for j := range 4 {
+							for l := range 5 {
+								want[at(r, i, j)] += av[(r*3+i)*5+l] * wv[l*4+j]
+							}
+						}
+					}
+				}
+				for e := range want {
+					require.Equal(t, want[e], math.Float32frombits(uint32(got[e])), "%s on %s: element %d", layout, impl, e)
+				}
+			})
+		}
+	}
 }

@@ -332,11 +332,12 @@ func blasLayout(t runtime.Tensor) (ld, batch int64, ok bool) {
 }
 
 // gemm runs one matmul problem on stream s (under withCtx): out[batch][m][n]
-// = a[batch][m][k] × b[(batch)][k][n], row-major, through cuBLAS's
-// column-major interface as out^T = b^T × a^T. An unbatched b folds the
-// batch into m when a's and out's matrices lie back to back, so that is
-// one GEMM; otherwise b is shared through a matrix stride of 0.
-func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out blasMatrix, batch, m, k, n int64, bBatched bool) error {
+// = a[batch][m][k] × b[(batch)][k][n] (+ out, accumulating), row-major,
+// through cuBLAS's column-major interface as out^T = b^T × a^T. An
+// unbatched b folds the batch into m when a's and out's matrices lie back
+// to back, so that is one GEMM; otherwise b is shared through a matrix
+// stride of 0.
+func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out blasMatrix, batch, m, k, n int64, bBatched, accumulate bool) error {
 	typ, _ := blasType(dt)
 	compute := uintptr(cublasCompute32F)
 	// alpha and beta live on the host (the default pointer mode) and are
@@ -344,6 +345,9 @@ func (bh *blasHandle) gemm(s *gpu.Stream, dt ir.DType, a, b, out blasMatrix, bat
 	// the call itself, which keeps them alive and in place.
 	alpha32, beta32 := float32(1), float32(0)
 	alpha64, beta64 := float64(1), float64(0)
+	if accumulate { // beta = 1: the product is added to what out holds
+		beta32, beta64 = 1, 1
+	}
 	alpha, beta := unsafe.Pointer(&alpha32), unsafe.Pointer(&beta32)
 	if dt == ir.F64 {
 		compute = cublasCompute64F

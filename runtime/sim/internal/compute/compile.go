@@ -88,9 +88,8 @@ func Compile(spec *runtime.KernelSpec, fits func(n int64, what string) error) (*
 	c := &compiler{check: fits, k: &Kernel{name: op.Code.String(), Inputs: cloneShapes(spec.Inputs), Outputs: cloneShapes(spec.Outputs)},
 		byPtr: map[*ir.Value]int{}, byName: map[string]int{}}
 	var tensors []*ir.Value
-	dest := op.Code.Info().Destination(len(op.Operands)) // the output, not an input
-	for i, v := range op.Operands {
-		if v.Lit == nil && i != dest {
+	for i, v := range op.Operands { // the inputs: not a destination it only writes
+		if v.Lit == nil && op.InputOperand(i) {
 			tensors = append(tensors, v)
 		}
 	}
@@ -468,5 +467,15 @@ func (c *compiler) matmul(op *ir.Op) (step, error) {
 	st.args = []operand{{slot: sa}, {slot: sb}}
 	st.inDT, st.dt = a.dt, a.dt
 	st.shape = append(append([]int64(nil), batchDims...), st.m, st.n)
+	if op.ReadsDestination() { // accumulate=true: the product is added to the destination
+		sc, d, err := c.tensorOperand(op.Operands[2])
+		if err != nil {
+			return st, err
+		}
+		if d.dt != a.dt || !slices.Equal(d.shape, st.shape) {
+			return st, fmt.Errorf("accumulates into %s%v, want the product's %s%v", d.dt, d.shape, a.dt, st.shape)
+		}
+		st.args = append(st.args, operand{slot: sc})
+	}
 	return st, nil
 }

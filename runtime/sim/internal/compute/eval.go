@@ -357,6 +357,10 @@ func (st *step) reduce(vals []array, n int64, a *Arena) array {
 // their rows over goroutines.
 func (st *step) matmul(vals []array, n int64, ar *Arena) array {
 	a, b := vals[st.args[0].slot].f, vals[st.args[1].slot].f
+	var c []float64 // accumulate=true: what the destination held
+	if len(st.args) == 3 {
+		c = vals[st.args[2].slot].f
+	}
 	out := array{f: ar.floats(n)} // zeroed: every sum starts at 0
 	m, kk, nn := st.m, st.kk, st.n
 	rows := func(r0, r1 int64) {
@@ -378,6 +382,15 @@ func (st *step) matmul(vals []array, n int64, ar *Arena) array {
 				}
 				for j, bkj := range bRow {
 					acc[j] = float64(float32(acc[j] + float64(float32(aik*bkj))))
+				}
+			}
+			if c != nil { // accumulate: the destination is added once the sum is done, as cuBLAS's beta = 1
+				for j, cj := range c[r*nn : (r+1)*nn] {
+					if st.dt == ir.F64 {
+						acc[j] += cj
+					} else {
+						acc[j] = float64(float32(acc[j] + cj))
+					}
 				}
 			}
 		}
