@@ -39,6 +39,11 @@ type opPlan struct {
 	collAccess ir.RemoteAccess
 	// uninit: an alloc with uninit=true (no zero-fill), read once
 	uninit bool
+	// dest is the value id of the destination the op writes into (copy,
+	// matmul, a collective or recv given one), or -1: the op becomes that
+	// value's producer too (rank.block), so a later use of it on another
+	// stream waits for the write.
+	dest int
 }
 
 // localType is a tensor value's local (per-rank) shape and size, worked out
@@ -104,6 +109,10 @@ func newPlan(prog *ir.Program, mesh int, trace bool) *plan {
 				o.res = append(o.res, id(v))
 			}
 			o.uninit = op.Uninit()
+			o.dest = -1
+			if i := op.Code.Info().Destination(len(op.Operands)); i >= 0 && op.Operands[i].Lit == nil {
+				o.dest = o.args[i]
+			}
 			if op.Code.IsCollective() {
 				o.coll = runtime.CollectiveCall{Op: op.Code, Algo: op.Algo(), ReduceOp: op.ReduceOp(), Root: op.Root()}
 				if in, out := op.Operands[0].Tensor(), op.Result().Tensor(); in != nil && out != nil {

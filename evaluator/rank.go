@@ -415,6 +415,9 @@ func (r *rank) block(f *frame, ops []*opPlan) error {
 		err := r.op(f, p)
 		if err == nil && r.job.multiStream {
 			err = r.markProduced(f, p.res)
+			if err == nil && p.dest >= 0 {
+				r.rewrote(f, p)
+			}
 		}
 		if err == nil && gpu {
 			err = r.gpuAfter(f.current)
@@ -625,6 +628,22 @@ func (r *rank) close() error {
 	clear(r.inputs)
 	r.handles = map[handleKey]runtime.Buffer{}
 	return errors.Join(errs...)
+}
+
+// rewrote makes an op that wrote into its destination that value's
+// producer as well as its result's: the value names storage the op just
+// changed, so a use of it on another stream must wait for the write, not
+// only for whatever made the value (a select, an alloc). An async op's
+// result is ready at its wait, not here: its destination is left as it was.
+func (r *rank) rewrote(f *frame, p *opPlan) {
+	res := &f.vals[p.res[0]]
+	if res.ready == nil || res.on != f.current {
+		return
+	}
+	d := &f.vals[p.dest]
+	if d.live {
+		d.on, d.ready = res.on, res.ready
+	}
 }
 
 // markProduced records, for each tensor result that is ready now, the
