@@ -1,8 +1,8 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"os"
 	"os/exec"
 	"regexp"
@@ -23,6 +23,7 @@ import (
 	"github.com/hirlab/hir/parser"
 	"github.com/hirlab/hir/passes"
 	"github.com/hirlab/hir/runtime"
+	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
 	"github.com/hirlab/hir/runtime/sim"
 )
 
@@ -517,5 +518,69 @@ func BenchmarkMatmulEnqueue(b *testing.B) {
 		impl, _, _ := KernelImpl(k)
 		b.ReportMetric(float64(best.Nanoseconds())/1e3/burst, "us/enqueue_"+impl+"-"+c.name)
 		b.ReportMetric(timeEvents(b, d, launch)*1e6, "us/gpu_"+impl+"-"+c.name)
+	}
+}
+
+// BenchmarkMatmulWaves: GPU time (events around 10 in a row) of bf16
+// matmuls at the overlap benchmark's pieces, whole and with K split in
+// two halves run at once on two streams (each half's product into its
+// own output: the sum of the two is not timed). A product with fewer
+// output tiles than the GPU has SMs takes a whole wave of tiles however
+// few there are; two half-K products side by side fill twice the SMs, each
+// tile half as long. HIR_MATMUL_SHAPES="MxKxN,..." overrides the shapes.
+func BenchmarkMatmulWaves(b *testing.B) {
+	needGPU(b)
+	d := openSingleRuntime(b).dev
+	shapes := [][3]int64{{4096, 8192, 1024}, {2048, 8192, 1024}, {1024, 8192, 1024}, {2048, 8192, 2048}, {1024, 2048, 1024}, {4096, 2048, 1024}, {2048, 2048, 4096}}
+	if env := os.Getenv("HIR_MATMUL_SHAPES"); env != "" {
+		shapes = nil
+		for _, f := range strings.Split(env, ",") {
+			var s [3]int64
+			if _, err := fmt.Sscanf(f, "%dx%dx%d", &s[0], &s[1], &s[2]); err != nil {
+				b.Fatalf("HIR_MATMUL_SHAPES: %q: %v", f, err)
+			}
+			shapes = append(shapes, s)
+		}
+	}
+	sh := func(s ...int64) runtime.TensorShape { return runtime.TensorShape{DType: ir.BF16, Shape: s} }
+	compile := func(m, k, n int64) (runtime.Kernel, []runtime.Tensor) {
+		bld := ir.NewBuilder(ir.LinearMesh(1))
+		op := bld.Op(ir.OpMatmul, codegentest.In(bld, "x", ir.BF16, m, k), codegentest.In(bld, "w", ir.BF16, k, n)).Op()
+		kern, err := d.Compile(&runtime.KernelSpec{Op: op, Inputs: []runtime.TensorShape{sh(m, k), sh(k, n)}, Outputs: []runtime.TensorShape{sh(m, n)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var args []runtime.Tensor
+		for _, s := range [][]int64{{m, k}, {k, n}, {m, n}} {
+			buf, err := d.Alloc(2*s[0]*s[1], ir.Global)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { d.Free(buf) })
+			args = append(args, runtime.Tensor{Buf: buf, DType: ir.BF16, Shape: s})
+		}
+		return kern, args
+	}
+	def := d.DefaultStream()
+	side, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer side.Close()
+	fork, _ := d.NewEvent()
+	join, _ := d.NewEvent()
+	defer fork.Close()
+	defer join.Close()
+	for _, s := range shapes {
+		m, k, n := s[0], s[1], s[2]
+		whole, wargs := compile(m, k, n)
+		half, h1 := compile(m, k/2, n)
+		_, h2 := compile(m, k/2, n)
+		name := fmt.Sprintf("%dx%dx%d", m, k, n)
+		b.ReportMetric(timeEvents(b, d, func() error { return d.Launch(whole, wargs, nil) })*1e6, "us/whole-"+name)
+		b.ReportMetric(timeEvents(b, d, func() error { return d.Launch(half, h1, nil) })*1e6, "us/halfK-"+name)
+		b.ReportMetric(timeEvents(b, d, func() error {
+			return errors.Join(def.Record(fork), side.WaitEvent(fork), d.Launch(half, h1, def), d.Launch(half, h2, side), side.Record(join), def.WaitEvent(join))
+		})*1e6, "us/halvesK2streams-"+name)
 	}
 }
