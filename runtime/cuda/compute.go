@@ -259,12 +259,19 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			}
 		}
 	}
-	// cuBLAS accumulating reads the destination where it writes it (C is
-	// D, beta = 1): that input is not staged, nor does it stage the output.
-	inPlace := -1
+	// cuBLAS accumulating reads C where it writes D (beta = 1): the
+	// destination read (the last input) is never staged; where it is the
+	// output itself (the evaluator's case) it does not stage the output
+	// either, and where it is not, D starts as a copy of it (prefill).
+	inPlace, prefill := -1, false
 	if k.impl == ImplCUBLAS && k.mm.accumulate {
-		inPlace = nIn - 1
-		la[inPlace].stage = false
+		c, out := &la[nIn-1], &la[nIn]
+		c.stage = false
+		if c.ptr == out.ptr && slices.Equal(c.t.EffectiveStrides(), out.t.EffectiveStrides()) {
+			inPlace = nIn - 1
+		} else {
+			prefill = true
+		}
 	}
 	for o := nIn; o < len(la); o++ {
 		for i := 0; i < nIn; i++ {
@@ -273,7 +280,7 @@ func (d *Device) Launch(rk runtime.Kernel, args []runtime.Tensor, rs runtime.Str
 			}
 		}
 	}
-	staged := slices.ContainsFunc(la, func(a launchArg) bool { return a.stage })
+	staged := prefill || slices.ContainsFunc(la, func(a launchArg) bool { return a.stage })
 	// The context is made current inline, not through withCtx: a closure
 	// over la would move it to the heap.
 	goruntime.LockOSThread()
@@ -317,9 +324,13 @@ func (d *Device) launchStaged(k *computeKernel, la []launchArg, nIn int, s *gpu.
 				}
 			}
 		}
-		if out := &la[nIn]; out.stage && k.impl == ImplCUBLAS && k.mm.accumulate {
-			// cuBLAS adds into its output: the temporary starts as the destination
-			if err := d.StridedCopy(out.addr, runtime.ContiguousStrides(out.t.Shape), out.ptr, out.t.EffectiveStrides(), out.t, s); err != nil {
+		if c, out := &la[nIn-1], &la[nIn]; k.impl == ImplCUBLAS && k.mm.accumulate && (out.stage || out.addr != c.ptr) {
+			// cuBLAS adds into its output: D (or its temporary) starts as C
+			strides := out.t.EffectiveStrides()
+			if out.stage {
+				strides = runtime.ContiguousStrides(out.t.Shape)
+			}
+			if err := d.StridedCopy(out.addr, strides, c.ptr, c.t.EffectiveStrides(), c.t, s); err != nil {
 				return err
 			}
 		}
