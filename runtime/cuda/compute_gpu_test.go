@@ -536,18 +536,7 @@ func TestMatmulOnStridedViews(t *testing.T) {
 	require.NoError(t, err)
 	impl, _, note := KernelImpl(k)
 	t.Logf("matmul runs on %s %s", impl, note)
-	upload := func(vals []float32) runtime.Tensor {
-		buf, err := d.Alloc(int64(4*len(vals)), ir.Global)
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Free(buf) })
-		raw := make([]byte, 4*len(vals))
-		for i, v := range vals {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
-		}
-		whole := runtime.Tensor{Buf: buf, DType: ir.F32, Shape: []int64{int64(len(vals))}}
-		require.NoError(t, d.CopyFromHost(whole, raw, nil))
-		return whole
-	}
+	upload := func(vals []float32) runtime.Tensor { return uploadF32(t, d, vals) }
 	src := make([]float32, 2*4*3*5) // [2, 4, 3, 5]
 	for i := range src {
 		src[i] = float32(i%7 - 3)
@@ -641,6 +630,21 @@ func TestComputeCasesOnCPU(t *testing.T) {
 	t.Logf("%d cases, %d small enough to run here", len(cases), ran)
 }
 
+// uploadF32 puts vals on d as a flat f32 tensor, freed when t ends.
+func uploadF32(t *testing.T, d *Device, vals []float32) runtime.Tensor {
+	t.Helper()
+	buf, err := d.Alloc(int64(4*len(vals)), ir.Global)
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Free(buf) })
+	raw := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
+	}
+	whole := runtime.Tensor{Buf: buf, DType: ir.F32, Shape: []int64{int64(len(vals))}}
+	require.NoError(t, d.CopyFromHost(whole, raw, nil))
+	return whole
+}
+
 // TestMatmulAccumulate: matmul accumulate=true adds a[2, 3, 5] × w[5, 4]
 // into what its destination holds, on cuBLAS (beta = 1, in place) and on
 // the tiled kernel, for a contiguous destination, one chunk of a larger
@@ -650,18 +654,7 @@ func TestComputeCasesOnCPU(t *testing.T) {
 func TestMatmulAccumulate(t *testing.T) {
 	d := openSingle(t)
 	f32 := func(s ...int64) runtime.TensorShape { return runtime.TensorShape{DType: ir.F32, Shape: s} }
-	upload := func(vals []float32) runtime.Tensor {
-		buf, err := d.Alloc(int64(4*len(vals)), ir.Global)
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Free(buf) })
-		raw := make([]byte, 4*len(vals))
-		for i, v := range vals {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
-		}
-		whole := runtime.Tensor{Buf: buf, DType: ir.F32, Shape: []int64{int64(len(vals))}}
-		require.NoError(t, d.CopyFromHost(whole, raw, nil))
-		return whole
-	}
+	upload := func(vals []float32) runtime.Tensor { return uploadF32(t, d, vals) }
 	av, wv := make([]float32, 2*3*5), make([]float32, 5*4)
 	for i := range av {
 		av[i] = float32(i%7 - 3)
