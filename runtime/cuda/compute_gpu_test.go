@@ -654,7 +654,6 @@ func uploadF32(t *testing.T, d *Device, vals []float32) runtime.Tensor {
 func TestMatmulAccumulate(t *testing.T) {
 	d := openSingle(t)
 	f32 := func(s ...int64) runtime.TensorShape { return runtime.TensorShape{DType: ir.F32, Shape: s} }
-	upload := func(vals []float32) runtime.Tensor { return uploadF32(t, d, vals) }
 	av, wv := make([]float32, 2*3*5), make([]float32, 5*4)
 	for i := range av {
 		av[i] = float32(i%7 - 3)
@@ -684,7 +683,7 @@ func TestMatmulAccumulate(t *testing.T) {
 				for i := range base {
 					base[i] = float32(i%9 - 4)
 				}
-				buf := upload(base)
+				buf := uploadF32(t, d, base)
 				ov := runtime.Tensor{Buf: buf.Buf, DType: ir.F32, Shape: []int64{2, 3, 4}}
 				at := func(r, i, j int) int { return (r*3+i)*4 + j }
 				switch layout {
@@ -695,7 +694,7 @@ func TestMatmulAccumulate(t *testing.T) {
 					ov.Strides = []int64{12, 1, 3}
 					at = func(r, i, j int) int { return r*12 + j*3 + i }
 				}
-				args := []runtime.Tensor{{Buf: upload(av).Buf, DType: ir.F32, Shape: []int64{2, 3, 5}}, {Buf: upload(wv).Buf, DType: ir.F32, Shape: []int64{5, 4}}, ov, ov}
+				args := []runtime.Tensor{{Buf: uploadF32(t, d, av).Buf, DType: ir.F32, Shape: []int64{2, 3, 5}}, {Buf: uploadF32(t, d, wv).Buf, DType: ir.F32, Shape: []int64{5, 4}}, ov, ov}
 				require.NoError(t, d.Launch(k, args, nil))
 				got := toHost(t, d, buf)
 				want := slices.Clone(base)
