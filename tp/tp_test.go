@@ -200,3 +200,60 @@ func TestLocalFirstOneRank(t *testing.T) {
 	out := res.Ranks[0].Outputs
 	require.Equal(t, out[tp.Unpipelined.String()].Data, out[tp.LocalFirst.String()].Data)
 }
+
+// TestLocalFirstSplitK: LocalFirst with the peers' products split over
+// slices of K (2 and 3 of them, whole and in 2 pieces) gives the
+// unpipelined result within float rounding (the slices are added after
+// their sums), on 2 and 4 ranks, eagerly and in graph mode, and SplitK is
+// refused where it does not divide K or belongs to no decomposition.
+func TestLocalFirstSplitK(t *testing.T) {
+	for _, mesh := range []int{2, 4} {
+		for _, sk := range []int{2, 3} {
+			for _, chunks := range []int{0, 2} {
+				for _, graph := range []bool{false, true} {
+					t.Run(fmt.Sprintf("mesh%d/splitk%d/chunks%d/graph=%v", mesh, sk, chunks, graph), func(t *testing.T) {
+						m, k, n := int64(4*mesh), int64(6), int64(5)
+						b := ir.NewBuilder(ir.LinearMesh(mesh))
+						x := b.Input("x", ir.Tensor(ir.F32, m, k).Sharded(0).In(ir.Symmetric))
+						w := b.Input("w", ir.Tensor(ir.F32, k, n))
+						for _, o := range []tp.Options{{Decomposition: tp.Unpipelined}, {Decomposition: tp.LocalFirst, Chunks: chunks, SplitK: sk}} {
+							y, err := tp.AllGatherMatmul(b, x, w, o)
+							require.NoError(t, err)
+							y.Name = o.Decomposition.String()
+							b.Output(y)
+						}
+						prog, err := b.Program()
+						require.NoError(t, err)
+						require.NoError(t, passes.Lower(prog, &passes.Context{}))
+						rt, err := sim.New(runtime.Config{WorldSize: mesh})
+						require.NoError(t, err)
+						defer rt.Close()
+						job, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: graph})
+						require.NoError(t, err)
+						defer job.Close()
+						for run := range 3 {
+							res, err := job.Run(map[string]*host.Array{
+								"x": host.Random(ir.F32, []int64{m, k}, uint64(2*run+1)),
+								"w": host.Random(ir.F32, []int64{k, n}, uint64(2*run+2)),
+							})
+							require.NoError(t, err)
+							for _, rr := range res.Ranks {
+								want, got := rr.Outputs[tp.Unpipelined.String()], rr.Outputs[tp.LocalFirst.String()]
+								for i := range want.Len() {
+									require.InDelta(t, want.At(i), got.At(i), 1e-5*math.Max(1, math.Abs(want.At(i))), "run %d rank %d element %d", run, rr.Rank, i)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+	b := ir.NewBuilder(ir.LinearMesh(2))
+	x := b.Input("x", ir.Tensor(ir.F32, 8, 6).Sharded(0).In(ir.Symmetric))
+	w := b.Input("w", ir.Tensor(ir.F32, 6, 5))
+	_, err := tp.AllGatherMatmul(b, x, w, tp.Options{Decomposition: tp.LocalFirst, SplitK: 4})
+	require.EqualError(t, err, "tp.AllGatherMatmul: SplitK 4 does not divide the contracted extent 6")
+	_, err = tp.AllGatherMatmul(b, x, w, tp.Options{Decomposition: tp.Chunked, SplitK: 2})
+	require.EqualError(t, err, "tp.AllGatherMatmul: SplitK is LocalFirst's; chunked has none")
+}
