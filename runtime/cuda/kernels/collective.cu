@@ -499,6 +499,17 @@ struct Ll128Lanes {
   int j;
   i64 q, warp, warps;
 };
+// Ll128Launch is what every LL128 kernel takes first: the launch's slot
+// of the staging and its epoch (the flags' value, twice in one word).
+struct Ll128Launch {
+  u64 slot, epoch, flag;
+};
+__device__ __forceinline__ Ll128Launch ll128_launch(const CollArgs& a) {
+  Ll128Launch e;
+  e.epoch = take_epoch_slot(a, 1, &e.slot) + 1;
+  e.flag = ll128_flag((unsigned)e.epoch);
+  return e;
+}
 __device__ __forceinline__ Ll128Lanes ll128_lanes() {
   Ll128Lanes w;
   w.j = threadIdx.x & 7;
@@ -551,9 +562,7 @@ __device__ bool ll128_wait(const CollArgs& a, u64 p, bool on, u64 flag, u64 want
 // hir_ll128_copy: hir_ll_copy through LL128 lines. chunk[p] counts
 // LL128 lines (sent to p low, received from p high); the rest as there.
 extern "C" __global__ void __launch_bounds__(256) hir_ll128_copy(const __grid_constant__ CollArgs a) { pdl_begin();
-  u64 slot;
-  const u64 base = take_epoch_slot(a, 1, &slot);
-  const u64 flag = ll128_flag((unsigned)(base + 1));
+  const Ll128Launch e = ll128_launch(a);
   const int D = a.world, r = a.rank;
   const Ll128Lanes w = ll128_lanes();
   const int j = w.j;
@@ -579,9 +588,9 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll128_copy(const __grid_co
         w0 = ll_load(a.src[p], a.ls, u, bytes, fs);
         if (j < 7) w1 = ll_load(a.src[p], a.ls, u + 1, bytes, fs);
       }
-      to = a.stage[p] + (slot + r) * (u64)a.seg + 128 * (u64)l + 16 * j;
+      to = a.stage[p] + (e.slot + r) * (u64)a.seg + 128 * (u64)l + 16 * j;
     }
-    ll128_send(to, on, j, w0, w1, flag);
+    ll128_send(to, on, j, w0, w1, e.flag);
   }
   if (a.src[r] && a.dst[r] && a.src[r] != a.dst[r]) {
     const i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -598,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(256) hir_ll128_copy(const __grid_co
       on = l < (a.chunk[q] >> 32);
     }
     u64 w0, w1;
-    if (!ll128_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + 128 * (u64)l + 16 * j, on, flag, base + 1, q, &w0, &w1)) return;
+    if (!ll128_wait(a, a.stage[r] + (e.slot + q) * (u64)a.seg + 128 * (u64)l + 16 * j, on, e.flag, e.epoch, q, &w0, &w1)) return;
     if (on && a.dst[q]) {
       const i64 u = LL128_UNITS * l + 2 * j;
       ll_store(a.dst[q], a.ld, u, bytes, fd, w0);

@@ -406,15 +406,31 @@ __device__ __forceinline__ void ll128_put(const CollArgs& a, i64 u, int j, const
   if (j < 7) ll_put_line<T>(a, u + 1, o.u[1], fast);
 }
 
+// ll128_reduce_line folds the calling lane's part (at, units u and u+1)
+// of one line of every rank's piece into acc, in rank order: this rank's
+// own read from own, each peer's waited for in this rank's staging.
+// False when a wait failed (the kernel returns: the status says why).
+template <typename T, typename CT, int OP>
+__device__ __forceinline__ bool ll128_reduce_line(const CollArgs& a, const Ll128Launch& e, u64 own, i64 u, int j, u64 at, bool on, bool fast, CT* acc) {
+  for (int q = 0; q < a.world; q++) {
+    Ll128Part<T> v = {{0, 0}};
+    if (q == a.rank) {
+      if (on) v = ll128_piece<T, CT, OP>(a, own, u, j, fast);
+    } else if (!ll128_wait(a, a.stage[a.rank] + (e.slot + q) * (u64)a.seg + at, on, e.flag, e.epoch, q, &v.u[0], &v.u[1])) {
+      return false;
+    }
+    ll128_fold<T, CT, OP>(acc, v, q == 0);
+  }
+  return true;
+}
+
 // ll128_kernel (hir_ll128_*): ll_kernel's one hop through LL128 lines
 // (a.n lines). A line's quarter warp sends it to every peer, then
 // reduces it: the lane that reads a part of the input writes that part
 // of the output, so the output may be the input itself.
 template <typename T, typename CT, int OP>
 __device__ void ll128_kernel(const CollArgs& a) {
-  u64 slot;
-  const u64 base = take_epoch_slot(a, 1, &slot);
-  const u64 flag = ll128_flag((unsigned)(base + 1));
+  const Ll128Launch e = ll128_launch(a);
   const int D = a.world, r = a.rank;
   const Ll128Lanes w = ll128_lanes();
   const int j = w.j;
@@ -427,18 +443,10 @@ __device__ void ll128_kernel(const CollArgs& a) {
       const int p = (r + k) % D;
       Ll128Part<T> v = {{0, 0}};
       if (on) v = ll128_piece<T, CT, OP>(a, a.src[p], u, j, fast);
-      ll128_send(a.stage[p] + (slot + r) * (u64)a.seg + at, on, j, v.u[0], v.u[1], flag);
+      ll128_send(a.stage[p] + (e.slot + r) * (u64)a.seg + at, on, j, v.u[0], v.u[1], e.flag);
     }
     CT acc[16 / sizeof(T)];
-    for (int q = 0; q < D; q++) {
-      Ll128Part<T> v = {{0, 0}};
-      if (q == r) {
-        if (on) v = ll128_piece<T, CT, OP>(a, a.src[r], u, j, fast);
-      } else if (!ll128_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + at, on, flag, base + 1, q, &v.u[0], &v.u[1])) {
-        return;
-      }
-      ll128_fold<T, CT, OP>(acc, v, q == 0);
-    }
+    if (!ll128_reduce_line<T, CT, OP>(a, e, a.src[r], u, j, at, on, fast, acc)) return;
     if (on) ll128_put<T>(a, u, j, ll128_finish<T, CT, OP>(acc, D), out_fast);
   }
 }
@@ -451,9 +459,7 @@ __device__ void ll128_kernel(const CollArgs& a) {
 // the input itself.
 template <typename T, typename CT, int OP>
 __device__ void ll128x2_kernel(const CollArgs& a) {
-  u64 slot;
-  const u64 base = take_epoch_slot(a, 1, &slot);
-  const u64 flag = ll128_flag((unsigned)(base + 1));
+  const Ll128Launch e = ll128_launch(a);
   const int D = a.world, r = a.rank;
   const Ll128Lanes w = ll128_lanes();
   const int j = w.j;
@@ -461,14 +467,14 @@ __device__ void ll128x2_kernel(const CollArgs& a) {
   const u64 half = (u64)a.seg / 2;
   for (int k = 1; k < D; k++) {
     const int p = (r + k) % D;
-    const u64 to = a.stage[p] + (slot + r) * (u64)a.seg;
+    const u64 to = a.stage[p] + (e.slot + r) * (u64)a.seg;
     const i64 len = a.chunk[p + 1] - a.chunk[p];
     for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
       const i64 i = i0 + w.q, u = LL128_UNITS * (a.chunk[p] + i) + 2 * j;
       const bool on = i < len;
       Ll128Part<T> v = {{0, 0}};
       if (on) v = ll128_piece<T, CT, OP>(a, a.src[0], u, j, fast);
-      ll128_send(to + 128 * (u64)i + 16 * j, on, j, v.u[0], v.u[1], flag);
+      ll128_send(to + 128 * (u64)i + 16 * j, on, j, v.u[0], v.u[1], e.flag);
     }
   }
   {
@@ -478,29 +484,21 @@ __device__ void ll128x2_kernel(const CollArgs& a) {
       const bool on = i < len;
       const u64 at = 128 * (u64)i + 16 * j;
       CT acc[16 / sizeof(T)];
-      for (int q = 0; q < D; q++) {
-        Ll128Part<T> v = {{0, 0}};
-        if (q == r) {
-          if (on) v = ll128_piece<T, CT, OP>(a, a.src[0], u, j, fast);
-        } else if (!ll128_wait(a, a.stage[r] + (slot + q) * (u64)a.seg + at, on, flag, base + 1, q, &v.u[0], &v.u[1])) {
-          return;
-        }
-        ll128_fold<T, CT, OP>(acc, v, q == 0);
-      }
+      if (!ll128_reduce_line<T, CT, OP>(a, e, a.src[0], u, j, at, on, fast, acc)) return;
       const Ll128Part<T> o = ll128_finish<T, CT, OP>(acc, D);
-      for (int k = 1; k < D; k++) ll128_send(a.stage[(r + k) % D] + (slot + r) * (u64)a.seg + half + at, on, j, o.u[0], o.u[1], flag);
+      for (int k = 1; k < D; k++) ll128_send(a.stage[(r + k) % D] + (e.slot + r) * (u64)a.seg + half + at, on, j, o.u[0], o.u[1], e.flag);
       if (on) ll128_put<T>(a, u, j, o, out_fast);
     }
   }
   for (int k = 1; k < D; k++) {
     const int q = (r + D - k) % D;
-    const u64 from = a.stage[r] + (slot + q) * (u64)a.seg + half;
+    const u64 from = a.stage[r] + (e.slot + q) * (u64)a.seg + half;
     const i64 len = a.chunk[q + 1] - a.chunk[q];
     for (i64 i0 = 4 * w.warp; i0 < len; i0 += 4 * w.warps) {
       const i64 i = i0 + w.q, u = LL128_UNITS * (a.chunk[q] + i) + 2 * j;
       const bool on = i < len;
       Ll128Part<T> v = {{0, 0}};
-      if (!ll128_wait(a, from + 128 * (u64)i + 16 * j, on, flag, base + 1, q, &v.u[0], &v.u[1])) return;
+      if (!ll128_wait(a, from + 128 * (u64)i + 16 * j, on, e.flag, e.epoch, q, &v.u[0], &v.u[1])) return;
       if (on) ll128_put<T>(a, u, j, v, out_fast);
     }
   }
