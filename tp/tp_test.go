@@ -57,6 +57,20 @@ func build(t *testing.T, p pattern, mesh int, m, k, n int64, chunks, streams int
 	return prog
 }
 
+// simJob lowers prog and makes its job on the CPU runtime with mesh
+// ranks, closed (with the runtime) when t ends.
+func simJob(t *testing.T, prog *ir.Program, mesh int, graph bool) *evaluator.Job {
+	t.Helper()
+	require.NoError(t, passes.Lower(prog, &passes.Context{}))
+	rt, err := sim.New(runtime.Config{WorldSize: mesh})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close() })
+	job, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: graph})
+	require.NoError(t, err)
+	t.Cleanup(func() { job.Close() })
+	return job
+}
+
 // TestDecompositionsAgree: every decomposition of both patterns gives the
 // unpipelined result (all_gather+matmul bit for bit; matmul+reduce_scatter
 // within float rounding, as it adds the ranks' products in another order),
@@ -73,13 +87,7 @@ func TestDecompositionsAgree(t *testing.T) {
 					t.Run(name, func(t *testing.T) {
 						m, k, n := int64(4*mesh), int64(3), int64(5)
 						prog := build(t, p, mesh, m, k, n, chunks, streams)
-						require.NoError(t, passes.Lower(prog, &passes.Context{}))
-						rt, err := sim.New(runtime.Config{WorldSize: mesh})
-						require.NoError(t, err)
-						defer rt.Close()
-						job, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: graph})
-						require.NoError(t, err)
-						defer job.Close()
+						job := simJob(t, prog, mesh, graph)
 						for run := range 4 {
 							in := map[string]*host.Array{
 								"x": host.Random(ir.F32, prog.Inputs[0].Tensor().Shape(), uint64(run*2+1)),
@@ -224,13 +232,7 @@ func TestLocalFirstSplitK(t *testing.T) {
 						}
 						prog, err := b.Program()
 						require.NoError(t, err)
-						require.NoError(t, passes.Lower(prog, &passes.Context{}))
-						rt, err := sim.New(runtime.Config{WorldSize: mesh})
-						require.NoError(t, err)
-						defer rt.Close()
-						job, err := evaluator.NewJob(prog, rt, evaluator.Options{Graph: graph})
-						require.NoError(t, err)
-						defer job.Close()
+						job := simJob(t, prog, mesh, graph)
 						for run := range 3 {
 							res, err := job.Run(map[string]*host.Array{
 								"x": host.Random(ir.F32, []int64{m, k}, uint64(2*run+1)),
