@@ -1,0 +1,264 @@
+package passes
+
+import (
+	"fmt"
+
+	"github.com/hirlab/hir/ir"
+)
+
+// streamReads is the pass that rejects a read, on one stream, of storage
+// another stream wrote with nothing ordering the two. A use of a value on
+// another stream waits for the value's producer (the op that made it, or
+// the last op that wrote into it as its destination: SEMANTICS.md,
+// "Streams"), and `wait_stream` and the host's waits order whole
+// streams; a read of the same storage through another name — the tensor
+// a view was taken of, or another view of the same part made before the
+// write — waits for none of these, so it reads the storage as it was,
+// as it is being written, or after, depending on timing. Every rank runs
+// the same program, so this rank's streams are enough: the pass plays the
+// program's ops in order (loops unrolled, up to raceCheckLimit ops; a
+// larger program is left unchecked) with a vector clock per stream, and
+// reports the first read whose storage overlaps an unordered write.
+// Async collectives and transfers keep their own rules (a result is read
+// after its `wait`; checkTransferRaces) and are not played here.
+func streamReads(p *ir.Program, _ *Context) error {
+	if !hasOp(p.Body, ir.OpStream) {
+		return nil // one stream: program order is the order
+	}
+	s := &readPlay{streams: map[*ir.Value]int{}, prod: map[*ir.Value]stamp{}, index: map[*ir.Value]int64{}, names: []string{"the default stream"}, values: []*ir.Value{nil}}
+	s.clocks = [][]int{{0}}
+	if !s.block(p.Body) {
+		return nil
+	}
+	return s.errs.Err()
+}
+
+// stamp is a point of one stream: after its n-th op, with what that op
+// had seen of every stream (its vector clock).
+type stamp struct {
+	stream int
+	clock  []int
+}
+
+// write is one write into storage: where, and when on which stream.
+type write struct {
+	op   *ir.Op
+	path []concreteStep
+	at   stamp
+}
+
+// concreteStep is a view step with its select index resolved (-1: not
+// known while playing, a value computed at run time).
+type concreteStep struct {
+	code  ir.Opcode
+	axis  int64
+	index int64
+	shift string
+	shape []int64
+}
+
+type readPlay struct {
+	streams map[*ir.Value]int // stream value -> stream number (0: default)
+	names   []string          // by stream number, for messages
+	values  []*ir.Value       // by stream number: the `stream` op's result (nil for the default)
+	clocks  [][]int           // by stream: how many ops of each stream it has seen
+	current int
+	prod    map[*ir.Value]stamp // a value's producer (or last writer)
+	writes  map[*ir.Value][]write
+	index   map[*ir.Value]int64 // loop indexes while unrolled
+	played  int
+	errs    ir.ErrorList
+	failed  bool
+}
+
+// block plays b's ops; false when the program is too long to play.
+func (s *readPlay) block(b *ir.Block) bool {
+	for _, op := range b.Ops {
+		if s.failed {
+			return true
+		}
+		if op.Code == ir.OpFor {
+			from, step := op.IntAttr("from", 0), op.IntAttr("step", 1)
+			trips := ir.LoopTrips(from, op.IntAttr("to", 0), step)
+			for k, i := uint64(0), from; k < trips; k, i = k+1, i+step {
+				s.index[op.Body.Args[0]] = i
+				if !s.block(op.Body) {
+					return false
+				}
+			}
+			continue
+		}
+		if s.played++; s.played > raceCheckLimit {
+			return false
+		}
+		s.op(op)
+	}
+	return true
+}
+
+func (s *readPlay) op(op *ir.Op) {
+	switch op.Code {
+	case ir.OpStream:
+		if _, ok := s.streams[op.Result()]; !ok {
+			s.streams[op.Result()] = len(s.clocks)
+			s.names = append(s.names, fmt.Sprintf("the stream %s", op.Result()))
+			s.values = append(s.values, op.Result())
+			s.clocks = append(s.clocks, make([]int, len(s.clocks)+1))
+			for i := range s.clocks {
+				s.clocks[i] = grow(s.clocks[i], len(s.clocks))
+			}
+		}
+		return
+	case ir.OpSetStream:
+		s.current = 0
+		if len(op.Operands) == 1 {
+			s.current = s.streams[op.Operands[0]]
+		}
+		return
+	case ir.OpPickStream:
+		n := len(op.Operands) - 1
+		i := s.index[op.Operands[n]]
+		if x := op.Operands[n]; x.Lit != nil {
+			i = x.Lit.Int
+		}
+		if k := op.PickedStream(i, n); k >= 0 && k < n {
+			s.streams[op.Result()] = s.streams[op.Operands[k]]
+		}
+		return
+	case ir.OpWaitStream:
+		if len(op.Operands) == 0 { // the default stream's work so far
+			s.merge(s.current, append([]int(nil), s.clocks[0]...))
+		}
+		for _, x := range op.Operands {
+			s.merge(s.current, append([]int(nil), s.clocks[s.streams[x]]...))
+		}
+		return
+	}
+	if op.Code.Info().HostWait != "" {
+		// the host waits for a stream (sync_stream, barrier, register,
+		// deregister): what it issues next comes after that stream's work
+		st := s.current
+		if op.Code == ir.OpSyncStream && len(op.Operands) == 1 {
+			st = s.streams[op.Operands[0]]
+		}
+		seen := append([]int(nil), s.clocks[st]...)
+		for k := range s.clocks {
+			s.merge(k, seen)
+		}
+	}
+	if op.Async() || op.Code == ir.OpTransfer || op.Code == ir.OpWait || op.Code == ir.OpFree {
+		return
+	}
+	cur := s.current
+	// uses wait for their producers (as the evaluator's events do)
+	for _, x := range op.Operands {
+		if p, ok := s.prod[x]; ok && p.stream != cur {
+			s.merge(cur, p.clock)
+		}
+	}
+	dest := op.Code.Info().Destination(len(op.Operands))
+	if op.Code.Class() != ir.ClassView {
+		for i, x := range op.Operands {
+			if x.Lit != nil || x.Tensor() == nil || !op.InputOperand(i) {
+				continue
+			}
+			s.checkRead(op, x, cur)
+		}
+	}
+	s.clocks[cur][cur]++
+	at := stamp{stream: cur, clock: append([]int(nil), s.clocks[cur]...)}
+	for _, r := range op.Results {
+		s.prod[r] = at
+	}
+	if dest >= 0 && op.Operands[dest].Lit == nil {
+		d := op.Operands[dest]
+		s.prod[d] = at // the evaluator makes the writer the destination's producer
+		root, path := s.pathTo(d)
+		if s.writes == nil {
+			s.writes = map[*ir.Value][]write{}
+		}
+		s.writes[root] = append(s.writes[root], write{op: op, path: path, at: at})
+	}
+}
+
+// checkRead reports op's read of x on stream cur when a write into x's
+// storage on another stream is not ordered before it.
+func (s *readPlay) checkRead(op *ir.Op, x *ir.Value, cur int) {
+	root, path := s.pathTo(x)
+	ws := s.writes[root]
+	for i := len(ws) - 1; i >= 0; i-- {
+		w := ws[i]
+		if w.at.stream == cur || s.clocks[cur][w.at.stream] >= w.at.clock[w.at.stream] || !overlap(path, w.path) {
+			continue
+		}
+		wait := "`wait_stream` (no operand: the default stream's work)"
+		if w.at.stream != 0 {
+			wait = "`wait_stream " + s.values[w.at.stream].String() + "`"
+		}
+		s.errs.Add(op.Pos, "%s reads %s on %s, but %s at %s wrote that storage on %s and nothing orders the read after it (a use waits only for its value's producer): read %s's result %s, or put %s on %s before the read",
+			op.Code, x, s.names[cur], w.op.Code, w.op.Pos, s.names[w.at.stream], w.op.Code, w.op.Result(), wait, s.names[cur])
+		s.failed = true
+		return
+	}
+}
+
+// pathTo is pathTo (streamrace.go) with the select indexes resolved.
+func (s *readPlay) pathTo(x *ir.Value) (*ir.Value, []concreteStep) {
+	root, steps := pathTo(x)
+	out := make([]concreteStep, len(steps))
+	for i, st := range steps {
+		c := concreteStep{code: st.code, axis: st.axis, shift: st.shift, shape: st.shape, index: -1}
+		if st.index != nil {
+			if st.index.Lit != nil {
+				c.index = st.index.Lit.Int
+			} else if v, ok := s.index[st.index]; ok {
+				c.index = v
+			}
+		}
+		out[i] = c
+	}
+	return root, out
+}
+
+// overlap reports whether two view paths from one storage may touch a
+// common element: they do unless, at some step both take alike so far,
+// they select different known indexes of the same axis.
+func overlap(a, b []concreteStep) bool {
+	for k := 0; k < len(a) && k < len(b); k++ {
+		sa, sb := a[k], b[k]
+		if sa.code != sb.code {
+			return true
+		}
+		switch sa.code {
+		case ir.OpReshape:
+			if !equalInts(sa.shape, sb.shape) {
+				return true
+			}
+		case ir.OpSelect:
+			if sa.axis != sb.axis || sa.shift != sb.shift || sa.index < 0 || sb.index < 0 {
+				return true
+			}
+			if sa.index != sb.index {
+				return false
+			}
+		}
+	}
+	return true // one lies within the other
+}
+
+// merge makes stream k have seen what clock has.
+func (s *readPlay) merge(k int, clock []int) {
+	c := s.clocks[k]
+	for i, v := range clock {
+		if i < len(c) && v > c[i] {
+			c[i] = v
+		}
+	}
+}
+
+func grow(c []int, n int) []int {
+	for len(c) < n {
+		c = append(c, 0)
+	}
+	return c
+}

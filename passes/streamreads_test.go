@@ -1,0 +1,46 @@
+package passes
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hirlab/hir/parser"
+)
+
+// TestStreamReads: a read on one stream of storage another stream wrote
+// through another name is rejected at the read, naming the write and the
+// fix; reading the write's result or its destination, a part the write
+// did not touch, or reading after a wait is accepted.
+func TestStreamReads(t *testing.T) {
+	const head = "mesh 1\ninput %a : f32[4, 8]\ninput %w : f32[8, 4]\n%s = stream\n%t = stream\n%buf = alloc : f32[2, 4, 4]\n%row = select %buf, 1\n%slot = select %buf, 1\n%other = select %buf, 0\n"
+	for _, tc := range []struct {
+		name, body, want string // want: "" accepted, else the error's start
+	}{
+		{"another view, before the write", "%p = matmul %a, %w, %slot\nset_stream %s\n%c = copy %row\nset_stream\noutput %c\n",
+			"r.hir:12:6: copy reads %row on the stream %s, but matmul at r.hir:10:6 wrote that storage on the default stream and nothing orders the read after it (a use waits only for its value's producer): read matmul's result %p, or put `wait_stream` (no operand: the default stream's work) on the stream %s before the read"},
+		{"the whole tensor", "%p = matmul %a, %w, %slot\nset_stream %s\n%c = copy %buf\nset_stream\noutput %c\n", "r.hir:12:6: copy reads %buf"},
+		{"a write on a side stream, read on the default", "set_stream %t\n%p = matmul %a, %w, %slot\nset_stream\n%c = copy %row\noutput %c\n",
+			"r.hir:13:6: copy reads %row on the default stream, but matmul at r.hir:11:6 wrote that storage on the stream %t and nothing orders the read after it (a use waits only for its value's producer): read matmul's result %p, or put `wait_stream %t` on the default stream before the read"},
+		{"the result", "%p = matmul %a, %w, %slot\nset_stream %s\n%c = copy %p\nset_stream\noutput %c\n", ""},
+		{"the destination", "%p = matmul %a, %w, %slot\nset_stream %s\n%c = copy %slot\nset_stream\noutput %c\n", ""},
+		{"another part", "%p = matmul %a, %w, %slot\nset_stream %s\n%c = copy %other\nset_stream\noutput %c\n", ""},
+		{"after wait_stream", "%p = matmul %a, %w, %slot\nset_stream %s\nwait_stream\n%c = copy %row\nset_stream\noutput %c\n", ""},
+		{"after sync_stream", "%p = matmul %a, %w, %slot\nsync_stream\nset_stream %s\n%c = copy %row\nset_stream\noutput %c\n", ""},
+		{"waiting through a third stream", "set_stream %t\n%p = matmul %a, %w, %slot\nset_stream\nwait_stream %t\nset_stream %s\nwait_stream\n%c = copy %row\nset_stream\noutput %c\n", ""},
+		{"one stream", "%p = matmul %a, %w, %slot\n%c = copy %row\noutput %c\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := parser.Parse("r.hir", []byte(head+tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = Check(p, &Context{})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("got %v\nwant %s…", err, tc.want)
+			}
+		})
+	}
+}
