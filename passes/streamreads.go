@@ -25,6 +25,9 @@ func streamReads(p *ir.Program, _ *Context) error {
 	if !hasOp(p.Body, ir.OpStream) {
 		return nil // one stream: program order is the order
 	}
+	if _, ok := flatLen(p.Body, raceCheckLimit); !ok {
+		return nil // too long to play: left unchecked
+	}
 	s := &readPlay{streams: map[*ir.Value]int{}, prod: map[*ir.Value]stamp{}, index: map[*ir.Value]int64{}, names: []string{"the default stream"}, values: []*ir.Value{nil}}
 	s.clocks = [][]int{{0}}
 	if !s.block(p.Body) {
