@@ -56,7 +56,7 @@ var pipeline = []Pass{
 	{Name: "symmetric", Doc: "apply the symmetric-heap rules: import remotely read inputs, reject non-symmetric remotely written outputs", Run: symmetric, Rejects: true},
 	{Name: "stream-parallel", Doc: "run the iterations of each loop with streams on its streams in turn, with the waits its data needs; reject loop-carried dependencies that would race", Run: streamParallel, Rejects: true},
 	{Name: "deadlock", Doc: "play the program on every rank at once: reject sends, recvs, collectives and stream waits that would wait for each other forever", Run: deadlock, Rejects: true},
-	{Name: "stream-reads", Doc: "play this rank's streams: reject a read of storage another stream wrote through another name with nothing ordering the two", Run: streamReads, Rejects: true},
+	{Name: "stream-hazards", Doc: "play this rank's streams: reject a read or write of storage that another stream wrote or read, with nothing ordering the two", Run: streamHazards, Rejects: true},
 	{Name: "fuse", Doc: "group runs of pointwise ops (and one trailing reduction) into fusion ops", Run: fuse},
 	{Name: "kernels", Doc: "check that the target backend can compile every compute op (when Context.CheckKernel is set)", Run: checkKernels},
 	{Name: "insert-free", Doc: "free every freshly allocated value after its last use", Run: insertFree},
@@ -87,7 +87,7 @@ func Lookup(name string) (Pass, bool) {
 }
 
 // Check runs the passes that can reject a program (typecheck, validate,
-// symmetric, stream-parallel, deadlock, stream-reads). symmetric and stream-parallel
+// symmetric, stream-parallel, deadlock, stream-hazards). symmetric and stream-parallel
 // also rewrite the program: they insert imports and lower loops with
 // streams. Like every run of passes, it first verifies the program
 // (ir.Verify), unless the program is one parser.Parse verified and its top

@@ -19,7 +19,7 @@ func TestPipelineOrder(t *testing.T) {
 			t.Errorf("Lookup(%q) = %v, %v", p.Name, got.Name, ok)
 		}
 	}
-	want := []string{"typecheck", "validate", "symmetric", "stream-parallel", "deadlock", "stream-reads", "fuse", "kernels", "insert-free"}
+	want := []string{"typecheck", "validate", "symmetric", "stream-parallel", "deadlock", "stream-hazards", "fuse", "kernels", "insert-free"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("pipeline (-want +got):\n%s", diff)
 	}

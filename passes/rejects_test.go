@@ -8,7 +8,7 @@ func TestCheckRunsTheRejectingPasses(t *testing.T) {
 	for _, p := range checkPipeline {
 		names = append(names, p.Name)
 	}
-	want := []string{"typecheck", "validate", "symmetric", "stream-parallel", "deadlock", "stream-reads"}
+	want := []string{"typecheck", "validate", "symmetric", "stream-parallel", "deadlock", "stream-hazards"}
 	if len(names) != len(want) {
 		t.Fatalf("Check runs %v, want %v", names, want)
 	}

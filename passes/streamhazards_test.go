@@ -7,11 +7,11 @@ import (
 	"github.com/hirlab/hir/parser"
 )
 
-// TestStreamReads: a read on one stream of storage another stream wrote
+// TestStreamHazardReads: a read on one stream of storage another stream wrote
 // through another name is rejected at the read, naming the write and the
 // fix; reading the write's result or its destination, a part the write
 // did not touch, or reading after a wait is accepted.
-func TestStreamReads(t *testing.T) {
+func TestStreamHazardReads(t *testing.T) {
 	const head = "mesh 1\ninput %a : f32[4, 8]\ninput %w : f32[8, 4]\n%s = stream\n%t = stream\n%buf = alloc : f32[2, 4, 4]\n%row = select %buf, 1\n%slot = select %buf, 1\n%other = select %buf, 0\n"
 	for _, tc := range []struct {
 		name, body, want string // want: "" accepted, else the error's start
@@ -28,6 +28,37 @@ func TestStreamReads(t *testing.T) {
 		{"after sync_stream", "%p = matmul %a, %w, %slot\nsync_stream\nset_stream %s\n%c = copy %row\nset_stream\noutput %c\n", ""},
 		{"waiting through a third stream", "set_stream %t\n%p = matmul %a, %w, %slot\nset_stream\nwait_stream %t\nset_stream %s\nwait_stream\n%c = copy %row\nset_stream\noutput %c\n", ""},
 		{"one stream", "%p = matmul %a, %w, %slot\n%c = copy %row\noutput %c\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := parser.Parse("r.hir", []byte(head+tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = Check(p, &Context{})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("got %v\nwant %s…", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestStreamHazardWrites: a write on one stream into storage another stream
+// read or wrote, with nothing ordering the two, is rejected too; after a
+// wait it is accepted, as is a write into a part the other did not touch.
+func TestStreamHazardWrites(t *testing.T) {
+	const head = "mesh 1\ninput %a : f32[4, 8]\ninput %w : f32[8, 4]\n%s = stream\n%buf = alloc : f32[2, 4, 4]\n%row = select %buf, 1\n%slot = select %buf, 1\n%other = select %buf, 0\n"
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"a write after a read", "set_stream %s\n%c = copy %row\nset_stream\n%p = matmul %a, %w, %slot\noutput %c, %p\n",
+			"r.hir:12:6: matmul writes %slot on the default stream while copy at r.hir:10:6 may still be reading that storage (%row) on the stream %s: nothing orders the write after the read; put `wait_stream %s` on the default stream before the write"},
+		{"two writes", "set_stream %s\n%p = matmul %a, %w, %slot\nset_stream\n%q = matmul %a, %w, %row\noutput %q\n",
+			"r.hir:12:6: matmul writes %row on the default stream, but matmul at r.hir:10:6 wrote that storage on the stream %s and nothing orders the two"},
+		{"a write after a waited read", "set_stream %s\n%c = copy %row\nset_stream\nwait_stream %s\n%p = matmul %a, %w, %slot\noutput %c, %p\n", ""},
+		{"a write into another part", "set_stream %s\n%c = copy %row\nset_stream\n%p = matmul %a, %w, %other\noutput %c, %p\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := parser.Parse("r.hir", []byte(head+tc.body))

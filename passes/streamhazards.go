@@ -6,29 +6,32 @@ import (
 	"github.com/hirlab/hir/ir"
 )
 
-// streamReads is the pass that rejects a read, on one stream, of storage
-// another stream wrote with nothing ordering the two. A use of a value on
-// another stream waits for the value's producer (the op that made it, or
-// the last op that wrote into it as its destination: SEMANTICS.md,
-// "Streams"), and `wait_stream` and the host's waits order whole
-// streams; a read of the same storage through another name — the tensor
-// a view was taken of, or another view of the same part made before the
-// write — waits for none of these, so it reads the storage as it was,
-// as it is being written, or after, depending on timing. Every rank runs
-// the same program, so this rank's streams are enough: the pass plays the
-// program's ops in order (loops unrolled, up to raceCheckLimit ops; a
-// larger program is left unchecked) with a vector clock per stream, and
-// reports the first read whose storage overlaps an unordered write.
-// Async collectives and transfers keep their own rules (a result is read
-// after its `wait`; checkTransferRaces) and are not played here.
-func streamReads(p *ir.Program, _ *Context) error {
+// streamHazards is the pass that rejects an access, on one stream, of
+// storage another stream wrote (or, for a write, read or wrote) with
+// nothing ordering the two. A use of a value on another stream waits for
+// the value's producer (the op that made it, or the last op that wrote
+// into it as its destination: SEMANTICS.md, "Streams"), and `wait_stream`
+// and the host's waits order whole streams; a read of the same storage
+// through another name — the tensor a view was taken of, or another view
+// of the same part made before the write — waits for none of these, so it
+// reads the storage as it was, as it is being written, or after, depending
+// on timing; nor does anything order a write after another stream's read
+// or write of the same part. Every rank runs the same program, so this
+// rank's streams are enough: the pass plays the program's ops in order
+// (loops unrolled, up to raceCheckLimit ops; a larger program is left
+// unchecked) with a vector clock per stream, and reports the first access
+// that conflicts with an unordered one. Async collectives and transfers
+// keep their own rules (a result is read after its `wait`;
+// checkTransferRaces) and are not played here.
+func streamHazards(p *ir.Program, _ *Context) error {
 	if !hasOp(p.Body, ir.OpStream) {
 		return nil // one stream: program order is the order
 	}
 	if _, ok := flatLen(p.Body, raceCheckLimit); !ok {
 		return nil // too long to play: left unchecked
 	}
-	s := &readPlay{streams: map[*ir.Value]int{}, prod: map[*ir.Value]stamp{}, index: map[*ir.Value]int64{}, names: []string{"the default stream"}, values: []*ir.Value{nil}}
+	s := &readPlay{streams: map[*ir.Value]int{}, prod: map[*ir.Value]stamp{}, index: map[*ir.Value]int64{}, accesses: map[*ir.Value][]streamAccess{},
+		names: []string{"the default stream"}, values: []*ir.Value{nil}}
 	s.clocks = [][]int{{0}}
 	if !s.block(p.Body) {
 		return nil
@@ -43,11 +46,15 @@ type stamp struct {
 	clock  []int
 }
 
-// write is one write into storage: where, and when on which stream.
-type write struct {
-	op   *ir.Op
-	path []concreteStep
-	at   stamp
+// streamAccess is one op's read or write of storage: through which value,
+// where in the storage, and when on which stream.
+type streamAccess struct {
+	op    *ir.Op
+	x     *ir.Value
+	root  *ir.Value
+	path  []concreteStep
+	at    stamp
+	write bool
 }
 
 // concreteStep is a view step with its select index resolved (-1: not
@@ -61,17 +68,17 @@ type concreteStep struct {
 }
 
 type readPlay struct {
-	streams map[*ir.Value]int // stream value -> stream number (0: default)
-	names   []string          // by stream number, for messages
-	values  []*ir.Value       // by stream number: the `stream` op's result (nil for the default)
-	clocks  [][]int           // by stream: how many ops of each stream it has seen
-	current int
-	prod    map[*ir.Value]stamp // a value's producer (or last writer)
-	writes  map[*ir.Value][]write
-	index   map[*ir.Value]int64 // loop indexes while unrolled
-	played  int
-	errs    ir.ErrorList
-	failed  bool
+	streams  map[*ir.Value]int // stream value -> stream number (0: default)
+	names    []string          // by stream number, for messages
+	values   []*ir.Value       // by stream number: the `stream` op's result (nil for the default)
+	clocks   [][]int           // by stream: how many ops of each stream it has seen
+	current  int
+	prod     map[*ir.Value]stamp          // a value's producer (or last writer)
+	accesses map[*ir.Value][]streamAccess // by storage
+	index    map[*ir.Value]int64          // loop indexes while unrolled
+	played   int
+	errs     ir.ErrorList
+	failed   bool
 }
 
 // block plays b's ops; false when the program is too long to play.
@@ -160,49 +167,74 @@ func (s *readPlay) op(op *ir.Op) {
 		}
 	}
 	dest := op.Code.Info().Destination(len(op.Operands))
+	var reads []streamAccess
 	if op.Code.Class() != ir.ClassView {
 		for i, x := range op.Operands {
 			if x.Lit != nil || x.Tensor() == nil || !op.InputOperand(i) {
 				continue
 			}
-			s.checkRead(op, x, cur)
+			root, path := s.pathTo(x)
+			if s.unordered(op, x, root, path, cur, false) {
+				return
+			}
+			reads = append(reads, streamAccess{op: op, x: x, root: root, path: path})
 		}
+	}
+	var wrote *streamAccess
+	if dest >= 0 && op.Operands[dest].Lit == nil {
+		d := op.Operands[dest]
+		root, path := s.pathTo(d)
+		if s.unordered(op, d, root, path, cur, true) {
+			return
+		}
+		wrote = &streamAccess{op: op, x: d, root: root, path: path, write: true}
 	}
 	s.clocks[cur][cur]++
 	at := stamp{stream: cur, clock: append([]int(nil), s.clocks[cur]...)}
 	for _, r := range op.Results {
 		s.prod[r] = at
 	}
-	if dest >= 0 && op.Operands[dest].Lit == nil {
-		d := op.Operands[dest]
-		s.prod[d] = at // the evaluator makes the writer the destination's producer
-		root, path := s.pathTo(d)
-		if s.writes == nil {
-			s.writes = map[*ir.Value][]write{}
-		}
-		s.writes[root] = append(s.writes[root], write{op: op, path: path, at: at})
+	for _, a := range reads {
+		a.at = at
+		s.accesses[a.root] = append(s.accesses[a.root], a)
+	}
+	if wrote != nil {
+		s.prod[wrote.x] = at // the evaluator makes the writer the destination's producer
+		wrote.at = at
+		s.accesses[wrote.root] = append(s.accesses[wrote.root], *wrote)
 	}
 }
 
-// checkRead reports op's read of x on stream cur when a write into x's
-// storage on another stream is not ordered before it.
-func (s *readPlay) checkRead(op *ir.Op, x *ir.Value, cur int) {
-	root, path := s.pathTo(x)
-	ws := s.writes[root]
-	for i := len(ws) - 1; i >= 0; i-- {
-		w := ws[i]
-		if w.at.stream == cur || s.clocks[cur][w.at.stream] >= w.at.clock[w.at.stream] || !overlap(path, w.path) {
+// unordered reports (and stops the play at) op's read (or, with write,
+// its write) of x, at path in root, on stream cur, when an access of that
+// storage on another stream that conflicts with it (a write before a
+// read; a read or a write before a write) is not ordered before it.
+func (s *readPlay) unordered(op *ir.Op, x, root *ir.Value, path []concreteStep, cur int, write bool) bool {
+	as := s.accesses[root]
+	for i := len(as) - 1; i >= 0; i-- {
+		a := as[i]
+		if !a.write && !write || a.at.stream == cur || s.clocks[cur][a.at.stream] >= a.at.clock[a.at.stream] || !overlap(path, a.path) {
 			continue
 		}
 		wait := "`wait_stream` (no operand: the default stream's work)"
-		if w.at.stream != 0 {
-			wait = "`wait_stream " + s.values[w.at.stream].String() + "`"
+		if a.at.stream != 0 {
+			wait = "`wait_stream " + s.values[a.at.stream].String() + "`"
 		}
-		s.errs.Add(op.Pos, "%s reads %s on %s, but %s at %s wrote that storage on %s and nothing orders the read after it (a use waits only for its value's producer): read %s's result %s, or put %s on %s before the read",
-			op.Code, x, s.names[cur], w.op.Code, w.op.Pos, s.names[w.at.stream], w.op.Code, w.op.Result(), wait, s.names[cur])
+		switch {
+		case !write:
+			s.errs.Add(op.Pos, "%s reads %s on %s, but %s at %s wrote that storage on %s and nothing orders the read after it (a use waits only for its value's producer): read %s's result %s, or put %s on %s before the read",
+				op.Code, x, s.names[cur], a.op.Code, a.op.Pos, s.names[a.at.stream], a.op.Code, a.op.Result(), wait, s.names[cur])
+		case a.write:
+			s.errs.Add(op.Pos, "%s writes %s on %s, but %s at %s wrote that storage on %s and nothing orders the two: which lands last depends on timing; put %s on %s before this write",
+				op.Code, x, s.names[cur], a.op.Code, a.op.Pos, s.names[a.at.stream], wait, s.names[cur])
+		default:
+			s.errs.Add(op.Pos, "%s writes %s on %s while %s at %s may still be reading that storage (%s) on %s: nothing orders the write after the read; put %s on %s before the write",
+				op.Code, x, s.names[cur], a.op.Code, a.op.Pos, a.x, s.names[a.at.stream], wait, s.names[cur])
+		}
 		s.failed = true
-		return
+		return true
 	}
+	return false
 }
 
 // pathTo is pathTo (streamrace.go) with the select indexes resolved.
