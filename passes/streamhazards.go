@@ -30,14 +30,20 @@ func streamHazards(p *ir.Program, _ *Context) error {
 	if _, ok := flatLen(p.Body, raceCheckLimit); !ok {
 		return nil // too long to play: left unchecked
 	}
-	s := &readPlay{streams: map[*ir.Value]int{}, prod: map[*ir.Value]stamp{}, index: map[*ir.Value]int64{}, accesses: map[*ir.Value][]streamAccess{},
+	s := &hazardPlay{streams: map[*ir.Value]int{}, prod: map[*ir.Value]stamp{}, index: map[*ir.Value]int64{}, accesses: map[*ir.Value][][]streamAccess{},
 		names: []string{"the default stream"}, values: []*ir.Value{nil}}
 	s.clocks = [][]int{{0}}
-	if !s.block(p.Body) {
-		return nil
+	if !s.block(p.Body) || s.compared > hazardCompareLimit {
+		return nil // too long to play: left unchecked
 	}
 	return s.errs.Err()
 }
+
+// hazardCompareLimit bounds the pairs of accesses the pass compares: many
+// unordered accesses of disjoint parts of one tensor (a long loop over
+// streams with no waits) would cost their square; past it the program is
+// left unchecked, as one too long to play is.
+const hazardCompareLimit = 1 << 22
 
 // stamp is a point of one stream: after its n-th op, with what that op
 // had seen of every stream (its vector clock).
@@ -67,22 +73,23 @@ type concreteStep struct {
 	shape []int64
 }
 
-type readPlay struct {
+type hazardPlay struct {
 	streams  map[*ir.Value]int // stream value -> stream number (0: default)
 	names    []string          // by stream number, for messages
 	values   []*ir.Value       // by stream number: the `stream` op's result (nil for the default)
 	clocks   [][]int           // by stream: how many ops of each stream it has seen
 	current  int
-	prod     map[*ir.Value]stamp          // a value's producer (or last writer)
-	accesses map[*ir.Value][]streamAccess // by storage
-	index    map[*ir.Value]int64          // loop indexes while unrolled
+	prod     map[*ir.Value]stamp            // a value's producer (or last writer)
+	accesses map[*ir.Value][][]streamAccess // by storage, then by stream, in stream order
+	compared int                            // access pairs looked at, against hazardCompareLimit
+	index    map[*ir.Value]int64            // loop indexes while unrolled
 	played   int
 	errs     ir.ErrorList
 	failed   bool
 }
 
 // block plays b's ops; false when the program is too long to play.
-func (s *readPlay) block(b *ir.Block) bool {
+func (s *hazardPlay) block(b *ir.Block) bool {
 	for _, op := range b.Ops {
 		if s.failed {
 			return true
@@ -106,7 +113,7 @@ func (s *readPlay) block(b *ir.Block) bool {
 	return true
 }
 
-func (s *readPlay) op(op *ir.Op) {
+func (s *hazardPlay) op(op *ir.Op) {
 	switch op.Code {
 	case ir.OpStream:
 		if _, ok := s.streams[op.Result()]; !ok {
@@ -195,50 +202,74 @@ func (s *readPlay) op(op *ir.Op) {
 		s.prod[r] = at
 	}
 	for _, a := range reads {
-		a.at = at
-		s.accesses[a.root] = append(s.accesses[a.root], a)
+		s.record(a, at)
 	}
 	if wrote != nil {
 		s.prod[wrote.x] = at // the evaluator makes the writer the destination's producer
-		wrote.at = at
-		s.accesses[wrote.root] = append(s.accesses[wrote.root], *wrote)
+		s.record(*wrote, at)
 	}
+}
+
+// record keeps access a, made at, for the accesses after it.
+func (s *hazardPlay) record(a streamAccess, at stamp) {
+	a.at = at
+	byStream := s.accesses[a.root]
+	for len(byStream) <= at.stream {
+		byStream = append(byStream, nil)
+	}
+	byStream[at.stream] = append(byStream[at.stream], a)
+	s.accesses[a.root] = byStream
 }
 
 // unordered reports (and stops the play at) op's read (or, with write,
 // its write) of x, at path in root, on stream cur, when an access of that
 // storage on another stream that conflicts with it (a write before a
 // read; a read or a write before a write) is not ordered before it.
-func (s *readPlay) unordered(op *ir.Op, x, root *ir.Value, path []concreteStep, cur int, write bool) bool {
-	as := s.accesses[root]
-	for i := len(as) - 1; i >= 0; i-- {
-		a := as[i]
-		if !a.write && !write || a.at.stream == cur || s.clocks[cur][a.at.stream] >= a.at.clock[a.at.stream] || !overlap(path, a.path) {
-			continue
+func (s *hazardPlay) unordered(op *ir.Op, x, root *ir.Value, path []concreteStep, cur int, write bool) bool {
+	for y, as := range s.accesses[root] {
+		if y == cur {
+			continue // one stream runs in program order
 		}
-		wait := "`wait_stream` (no operand: the default stream's work)"
-		if a.at.stream != 0 {
-			wait = "`wait_stream " + s.values[a.at.stream].String() + "`"
+		// newest first: once one is ordered before cur, so are the rest
+		for i := len(as) - 1; i >= 0 && s.clocks[cur][y] < as[i].at.clock[y]; i-- {
+			a := as[i]
+			if s.compared++; s.compared > hazardCompareLimit {
+				s.failed = true // left unchecked (streamHazards)
+				return true
+			}
+			if !a.write && !write || !overlap(path, a.path) {
+				continue
+			}
+			s.report(op, x, a, cur, write)
+			return true
 		}
-		switch {
-		case !write:
-			s.errs.Add(op.Pos, "%s reads %s on %s, but %s at %s wrote that storage on %s and nothing orders the read after it (a use waits only for its value's producer): read %s's result %s, or put %s on %s before the read",
-				op.Code, x, s.names[cur], a.op.Code, a.op.Pos, s.names[a.at.stream], a.op.Code, a.op.Result(), wait, s.names[cur])
-		case a.write:
-			s.errs.Add(op.Pos, "%s writes %s on %s, but %s at %s wrote that storage on %s and nothing orders the two: which lands last depends on timing; put %s on %s before this write",
-				op.Code, x, s.names[cur], a.op.Code, a.op.Pos, s.names[a.at.stream], wait, s.names[cur])
-		default:
-			s.errs.Add(op.Pos, "%s writes %s on %s while %s at %s may still be reading that storage (%s) on %s: nothing orders the write after the read; put %s on %s before the write",
-				op.Code, x, s.names[cur], a.op.Code, a.op.Pos, a.x, s.names[a.at.stream], wait, s.names[cur])
-		}
-		s.failed = true
-		return true
 	}
 	return false
 }
 
+// report adds the error for op's access of x on stream cur, which access
+// a on another stream conflicts with, and stops the play.
+func (s *hazardPlay) report(op *ir.Op, x *ir.Value, a streamAccess, cur int, write bool) {
+	wait := "`wait_stream` (no operand: the default stream's work)"
+	if a.at.stream != 0 {
+		wait = "`wait_stream " + s.values[a.at.stream].String() + "`"
+	}
+	switch {
+	case !write:
+		s.errs.Add(op.Pos, "%s reads %s on %s, but %s at %s wrote that storage on %s and nothing orders the read after it (a use waits only for its value's producer): read %s's result %s, or put %s on %s before the read",
+			op.Code, x, s.names[cur], a.op.Code, a.op.Pos, s.names[a.at.stream], a.op.Code, a.op.Result(), wait, s.names[cur])
+	case a.write:
+		s.errs.Add(op.Pos, "%s writes %s on %s, but %s at %s wrote that storage on %s and nothing orders the two: which lands last depends on timing; put %s on %s before this write",
+			op.Code, x, s.names[cur], a.op.Code, a.op.Pos, s.names[a.at.stream], wait, s.names[cur])
+	default:
+		s.errs.Add(op.Pos, "%s writes %s on %s while %s at %s may still be reading that storage (%s) on %s: nothing orders the write after the read; put %s on %s before the write",
+			op.Code, x, s.names[cur], a.op.Code, a.op.Pos, a.x, s.names[a.at.stream], wait, s.names[cur])
+	}
+	s.failed = true
+}
+
 // pathTo is pathTo (streamrace.go) with the select indexes resolved.
-func (s *readPlay) pathTo(x *ir.Value) (*ir.Value, []concreteStep) {
+func (s *hazardPlay) pathTo(x *ir.Value) (*ir.Value, []concreteStep) {
 	root, steps := pathTo(x)
 	out := make([]concreteStep, len(steps))
 	for i, st := range steps {
@@ -282,7 +313,7 @@ func overlap(a, b []concreteStep) bool {
 }
 
 // merge makes stream k have seen what clock has.
-func (s *readPlay) merge(k int, clock []int) {
+func (s *hazardPlay) merge(k int, clock []int) {
 	c := s.clocks[k]
 	for i, v := range clock {
 		if i < len(c) && v > c[i] {
