@@ -103,11 +103,10 @@ func AllGatherMatmul(b *ir.Builder, x, w *ir.Value, o Options) (*ir.Value, error
 		// this rank's rows where they lie (its own shard, seen through
 		// the view: no copy), in one matmul, while the peers' move
 		b.Op(ir.OpMatmul, sel(b, view, ir.Int(0), 0, true), w, sel(b, out, ir.Int(0), 0, true))
-		mul := o.splitK(b, ch, k, n, w)
 		for s := int64(1); s < mesh; s++ {
 			to := split(b, sel(b, out, ir.Int(s), 0, true), c, ch, n)
 			for j := range c {
-				mul(rowsOf[s][j], to[j])
+				b.Op(ir.OpMatmul, rowsOf[s][j], w, to[j])
 			}
 		}
 		return reshape(b, out, m, n), nil

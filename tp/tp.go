@@ -150,14 +150,6 @@ type Options struct {
 	// so several copy engines move at once. ChunkedAsync has no loop and
 	// ignores it.
 	Streams int
-	// SplitK (LocalFirst) multiplies each fetched piece of a peer's rows
-	// as SplitK products over slices of the contracted axis, run at once
-	// on streams of their own and added: a product with fewer output
-	// tiles than the GPU has SMs takes a whole wave of tiles whatever its
-	// size, and SplitK of them side by side fill SplitK times the SMs,
-	// each tile 1/SplitK as long. 0 and 1 mean one product; it must
-	// divide K.
-	SplitK int
 }
 
 // loop appends the decomposition's loop over n steps, on o.Streams
@@ -202,12 +194,6 @@ func (o Options) check(b *ir.Builder, pattern string, x, w *ir.Value, sharded bo
 	}
 	if o.Streams < 0 {
 		return 0, 0, 0, 0, fmt.Errorf("tp.%s: %d streams; give 0 (none) or more", pattern, o.Streams)
-	}
-	if o.SplitK < 0 || (o.SplitK > 1 && k%int64(o.SplitK) != 0) {
-		return 0, 0, 0, 0, fmt.Errorf("tp.%s: SplitK %d does not divide the contracted extent %d", pattern, o.SplitK, k)
-	}
-	if o.SplitK > 1 && o.Decomposition != LocalFirst {
-		return 0, 0, 0, 0, fmt.Errorf("tp.%s: SplitK is LocalFirst's; %s has none", pattern, o.Decomposition)
 	}
 	return mesh, m, k, n, nil
 }
@@ -283,38 +269,4 @@ func sel(b *ir.Builder, x, i *ir.Value, axis int64, byRank bool) *ir.Value {
 		ob.Word("shift", "rank")
 	}
 	return ob.Value()
-}
-
-// splitK returns how LocalFirst multiplies a fetched piece x [rows, k] by
-// w [k, n] into to: one matmul, or (o.SplitK > 1) one per slice of k, the
-// first into to on the current stream and each other into a temporary on
-// a stream of its own (made once here), all at once, then added into to.
-func (o Options) splitK(b *ir.Builder, rows, k, n int64, w *ir.Value) func(x, to *ir.Value) {
-	sk := int64(o.SplitK)
-	if sk <= 1 {
-		return func(x, to *ir.Value) { b.Op(ir.OpMatmul, x, w, to) }
-	}
-	side := make([]*ir.Value, sk-1)
-	for i := range side {
-		side[i] = b.Op(ir.OpStream).Value()
-	}
-	w3 := reshape(b, w, sk, k/sk, n)
-	ws := make([]*ir.Value, sk)
-	for i := range ws {
-		ws[i] = sel(b, w3, ir.Int(int64(i)), 0, false)
-	}
-	return func(x, to *ir.Value) {
-		x3 := reshape(b, x, rows, sk, k/sk)
-		parts := make([]*ir.Value, sk)
-		for i := int64(1); i < sk; i++ {
-			b.Op(ir.OpSetStream, side[i-1])
-			parts[i] = b.Op(ir.OpMatmul, sel(b, x3, ir.Int(i), 1, false), ws[i]).Value()
-		}
-		b.Op(ir.OpSetStream)
-		sum := b.Op(ir.OpMatmul, sel(b, x3, ir.Int(0), 1, false), ws[0], to).Value()
-		for _, p := range parts[1:] {
-			sum = b.Op(ir.OpAdd, sum, p).Value()
-		}
-		b.Op(ir.OpCopy, sum, to)
-	}
 }

@@ -35,12 +35,7 @@ func TestDecompositionsOnGPU4(t *testing.T) {
 
 func init() { scenarios["decompositions"] = decompositionsScenario }
 
-// splitKOutput names LocalFirst with SplitK 2 among decompositionProgram's
-// outputs.
-const splitKOutput = "local_first_splitk2"
-
-// decompositionProgram has one output per decomposition of pattern (and
-// all_gather + matmul's LocalFirst with SplitK 2).
+// decompositionProgram has one output per decomposition of pattern.
 func decompositionProgram(pattern string, mesh int, m, k, n int64, chunks, streams int) (*ir.Program, error) {
 	b := ir.NewBuilder(ir.LinearMesh(mesh))
 	var x *ir.Value
@@ -58,14 +53,6 @@ func decompositionProgram(pattern string, mesh int, m, k, n int64, chunks, strea
 			return nil, fmt.Errorf("%s %s: %w", pattern, d, err)
 		}
 		y.Name = d.String()
-		b.Output(y)
-	}
-	if pat == tp.AGMatmul { // LocalFirst with the peers' products split over K
-		y, err := build(b, x, w, tp.Options{Decomposition: tp.LocalFirst, Chunks: chunks, Streams: streams, SplitK: 2})
-		if err != nil {
-			return nil, fmt.Errorf("%s local_first SplitK 2: %w", pattern, err)
-		}
-		y.Name = splitKOutput
 		b.Output(y)
 	}
 	prog, err := b.Program()
@@ -139,15 +126,11 @@ func checkDecompositions(rt runtime.Runtime, mesh int) error {
 					}
 					for i, rr := range er.Ranks {
 						want := rr.Outputs[tp.Unpipelined.String()]
-						names := []string{splitKOutput}
 						for _, dec := range tp.Decompositions() {
-							names = append(names, dec.String())
-						}
-						for _, dec := range names {
-							if _, ok := rr.Outputs[dec]; !ok {
+							if _, ok := rr.Outputs[dec.String()]; !ok {
 								continue // not one of this pattern's
 							}
-							for mode, got := range map[string]*host.Array{"eager": rr.Outputs[dec], "graph": gr.Ranks[i].Outputs[dec]} {
+							for mode, got := range map[string]*host.Array{"eager": rr.Outputs[dec.String()], "graph": gr.Ranks[i].Outputs[dec.String()]} {
 								if err := closeArrays(want, got); err != nil {
 									return fmt.Errorf("%s rank %d %s (%s) against unpipelined eager: %w", what, rr.Rank, dec, mode, err)
 								}

@@ -88,12 +88,7 @@ func overlapVariants(pattern string) []overlapVariant {
 			// each peer's rows in 4 pieces, so the last matmul waits for
 			// a quarter of a block, on one and on two copy streams
 			overlapVariant{name: "local-first-4", build: dec(tp.LocalFirst, 4, 0, ir.AlgoAuto)},
-			overlapVariant{name: "local-first-4x2streams", build: dec(tp.LocalFirst, 4, 2, ir.AlgoAuto)},
-			// the peers' rows multiplied as two half-K products at once
-			// (a product of fewer tiles than SMs takes a whole wave)
-			overlapVariant{name: "local-first-splitk2", build: func(b *ir.Builder, x, w *ir.Value) (*ir.Value, error) {
-				return tp.AllGatherMatmul(b, x, w, tp.Options{Decomposition: tp.LocalFirst, SplitK: 2})
-			}})
+			overlapVariant{name: "local-first-4x2streams", build: dec(tp.LocalFirst, 4, 2, ir.AlgoAuto)})
 	} else {
 		// the peers' products pushed by the copy engines while the next
 		// is made, this rank's own last, meetings on the device
