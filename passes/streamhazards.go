@@ -58,19 +58,16 @@ type streamAccess struct {
 	op    *ir.Op
 	x     *ir.Value
 	root  *ir.Value
-	path  []concreteStep
+	path  viewPath
 	at    stamp
 	write bool
 }
 
-// concreteStep is a view step with its select index resolved (-1: not
-// known while playing, a value computed at run time).
-type concreteStep struct {
-	code  ir.Opcode
-	axis  int64
-	index int64
-	shift string
-	shape []int64
+// viewPath is a chain of views from a storage (pathTo) with each select's
+// index as the play knows it (-1: a value computed at run time).
+type viewPath struct {
+	steps []viewStep
+	at    []int64
 }
 
 type hazardPlay struct {
@@ -225,7 +222,7 @@ func (s *hazardPlay) record(a streamAccess, at stamp) {
 // its write) of x, at path in root, on stream cur, when an access of that
 // storage on another stream that conflicts with it (a write before a
 // read; a read or a write before a write) is not ordered before it.
-func (s *hazardPlay) unordered(op *ir.Op, x, root *ir.Value, path []concreteStep, cur int, write bool) bool {
+func (s *hazardPlay) unordered(op *ir.Op, x, root *ir.Value, path viewPath, cur int, write bool) bool {
 	for y, as := range s.accesses[root] {
 		if y == cur {
 			continue // one stream runs in program order
@@ -269,47 +266,36 @@ func (s *hazardPlay) report(op *ir.Op, x *ir.Value, a streamAccess, cur int, wri
 }
 
 // pathTo is pathTo (streamrace.go) with the select indexes resolved.
-func (s *hazardPlay) pathTo(x *ir.Value) (*ir.Value, []concreteStep) {
+func (s *hazardPlay) pathTo(x *ir.Value) (*ir.Value, viewPath) {
 	root, steps := pathTo(x)
-	out := make([]concreteStep, len(steps))
+	p := viewPath{steps: steps, at: make([]int64, len(steps))}
 	for i, st := range steps {
-		c := concreteStep{code: st.code, axis: st.axis, shift: st.shift, shape: st.shape, index: -1}
-		if st.index != nil {
-			if st.index.Lit != nil {
-				c.index = st.index.Lit.Int
-			} else if v, ok := s.index[st.index]; ok {
-				c.index = v
+		p.at[i] = -1
+		switch {
+		case st.index == nil:
+		case st.index.Lit != nil:
+			p.at[i] = st.index.Lit.Int
+		default:
+			if v, ok := s.index[st.index]; ok {
+				p.at[i] = v
 			}
 		}
-		out[i] = c
 	}
-	return root, out
+	return root, p
 }
 
 // overlap reports whether two view paths from one storage may touch a
-// common element: they do unless, at some step both take alike so far,
-// they select different known indexes of the same axis.
-func overlap(a, b []concreteStep) bool {
-	for k := 0; k < len(a) && k < len(b); k++ {
-		sa, sb := a[k], b[k]
-		if sa.code != sb.code {
-			return true
+// common element (pathsDisjoint, with indexes known while playing).
+func overlap(a, b viewPath) bool {
+	return !pathsDisjoint(a.steps, b.steps, func(k int) indexRelation {
+		switch {
+		case a.at[k] < 0 || b.at[k] < 0:
+			return indexesMayMeet
+		case a.at[k] == b.at[k]:
+			return indexesEqual
 		}
-		switch sa.code {
-		case ir.OpReshape:
-			if !equalInts(sa.shape, sb.shape) {
-				return true
-			}
-		case ir.OpSelect:
-			if sa.axis != sb.axis || sa.shift != sb.shift || sa.index < 0 || sb.index < 0 {
-				return true
-			}
-			if sa.index != sb.index {
-				return false
-			}
-		}
-	}
-	return true // one lies within the other
+		return indexesDiffer
+	})
 }
 
 // merge makes stream k have seen what clock has.

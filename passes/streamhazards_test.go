@@ -8,6 +8,22 @@ import (
 	"github.com/hirlab/hir/parser"
 )
 
+// checkHazard checks src: want "" means accepted, else the error's start.
+func checkHazard(t *testing.T, src, want string) {
+	t.Helper()
+	p, err := parser.Parse("r.hir", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Check(p, &Context{})
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("rejected: %v", err)
+	case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+		t.Fatalf("got %v\nwant %s…", err, want)
+	}
+}
+
 // TestStreamHazardReads: a read on one stream of storage another stream wrote
 // through another name is rejected at the read, naming the write and the
 // fix; reading the write's result or its destination, a part the write
@@ -30,19 +46,7 @@ func TestStreamHazardReads(t *testing.T) {
 		{"waiting through a third stream", "set_stream %t\n%p = matmul %a, %w, %slot\nset_stream\nwait_stream %t\nset_stream %s\nwait_stream\n%c = copy %row\nset_stream\noutput %c\n", ""},
 		{"one stream", "%p = matmul %a, %w, %slot\n%c = copy %row\noutput %c\n", ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := parser.Parse("r.hir", []byte(head+tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = Check(p, &Context{})
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("rejected: %v", err)
-			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
-				t.Fatalf("got %v\nwant %s…", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkHazard(t, head+tc.body, tc.want) })
 	}
 }
 
@@ -61,19 +65,7 @@ func TestStreamHazardWrites(t *testing.T) {
 		{"a write after a waited read", "set_stream %s\n%c = copy %row\nset_stream\nwait_stream %s\n%p = matmul %a, %w, %slot\noutput %c, %p\n", ""},
 		{"a write into another part", "set_stream %s\n%c = copy %row\nset_stream\n%p = matmul %a, %w, %other\noutput %c, %p\n", ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := parser.Parse("r.hir", []byte(head+tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = Check(p, &Context{})
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("rejected: %v", err)
-			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
-				t.Fatalf("got %v\nwant %s…", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkHazard(t, head+tc.body, tc.want) })
 	}
 }
 

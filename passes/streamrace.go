@@ -122,8 +122,18 @@ func (ls *loopScope) accesses(op *ir.Op, out []storageAccess) []storageAccess {
 // disjoint reports whether accesses a and b, made by two different
 // iterations of ls's loop, touch disjoint parts of their storage.
 func (ls *loopScope) disjoint(a, b storageAccess) bool {
-	for k := 0; k < len(a.path) && k < len(b.path); k++ {
-		sa, sb := a.path[k], b.path[k]
+	return pathsDisjoint(a.path, b.path, func(k int) indexRelation {
+		return ls.compareIndexes(a.path[k].index, b.path[k].index)
+	})
+}
+
+// pathsDisjoint reports whether two chains of views of one storage touch
+// disjoint parts: they do where, after the same steps so far, they select
+// on the same axis (and shift) two indexes that rel, asked about step k,
+// says differ. Anything else may meet; one path within the other does.
+func pathsDisjoint(a, b []viewStep, rel func(k int) indexRelation) bool {
+	for k := 0; k < len(a) && k < len(b); k++ {
+		sa, sb := a[k], b[k]
 		if sa.code != sb.code {
 			return false
 		}
@@ -136,7 +146,7 @@ func (ls *loopScope) disjoint(a, b storageAccess) bool {
 			if sa.axis != sb.axis || sa.shift != sb.shift {
 				return false
 			}
-			switch ls.compareIndexes(sa.index, sb.index) {
+			switch rel(k) {
 			case indexesDiffer:
 				return true
 			case indexesMayMeet:
