@@ -404,7 +404,7 @@ extern "C" __global__ void hir_spin(unsigned long long ns) {
 // spinKernel is hir_spin, which spins on the GPU for its argument's
 // nanoseconds: work queued behind it waits until the host has made it all.
 func spinKernel(d *Device) (*gpu.Function, error) {
-	sm, err := d.LoadCached(spinSource, "hir_spin.cu")
+	sm, err := d.LoadCached(spinSource, "hir_spin.cu", coll.NVRTCOptions)
 	if err != nil {
 		return nil, err
 	}

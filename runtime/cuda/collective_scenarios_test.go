@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hirlab/hir/runtime/cuda/internal/coll"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"math"
 	"strings"
 	"sync"
@@ -301,7 +302,7 @@ func collP2PScenario() error {
 func TestCollectiveModulesCompile(t *testing.T) {
 	d := openSingle(t)
 	srcs := map[string]string{"hir_comm_move": coll.MoveModuleSource()}
-	for dt := range coll.ReduceDTypes {
+	for dt := range kernels.ReduceDTypes {
 		s, err := coll.ReduceModuleSource(dt)
 		require.NoError(t, err)
 		srcs["hir_comm_reduce_"+dt.String()] = s
@@ -314,7 +315,7 @@ func TestCollectiveModulesCompile(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			m, err := d.LoadCached(src, key+".cu")
+			m, err := d.LoadCached(src, key+".cu", coll.NVRTCOptions)
 			mu.Lock()
 			defer mu.Unlock()
 			if !assert.NoError(t, err, key) { // assert, not require: off the test's goroutine

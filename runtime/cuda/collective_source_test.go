@@ -53,7 +53,7 @@ func TestCollectiveSourcesCompileWithClang(t *testing.T) {
 	shim := filepath.Join(dir, "shim.h")
 	require.NoError(t, os.WriteFile(shim, []byte(clangShim), 0o600))
 	srcs := map[string]string{"move": coll.MoveModuleSource()}
-	for dt := range coll.ReduceDTypes {
+	for dt := range kernels.ReduceDTypes {
 		s, err := coll.ReduceModuleSource(dt)
 		require.NoError(t, err)
 		srcs[dt.String()] = s
@@ -111,12 +111,13 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 	index, err := coll.CommKernels()
 	require.NoError(t, err)
 	want := map[string]string{"hir_barrier": "hir_comm_move", "hir_copy_v16": "hir_comm_move", "hir_ag_ring_v16": "hir_comm_move",
-		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move", "hir_ll_copy": "hir_comm_move", "hir_ll128_copy": "hir_comm_move", "hir_bulk_copy": "hir_comm_move"}
+		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move", "hir_ll_copy": "hir_comm_move", "hir_ll128_copy": "hir_comm_move", "hir_bulk_copy": "hir_comm_move",
+		"hir_ce_step": "hir_comm_move", "hir_ce_ack": "hir_comm_move"}
 	for _, es := range []int{1, 2, 4, 8} {
 		want[fmt.Sprintf("hir_copy_s%d", es)] = "hir_comm_move"
 		want[fmt.Sprintf("hir_ag_ring_s%d", es)] = "hir_comm_move"
 	}
-	for dt := range coll.ReduceDTypes {
+	for dt := range kernels.ReduceDTypes {
 		for _, op := range ir.ReduceOps() {
 			if op == ir.ReduceAvg && !dt.IsFloat() {
 				continue
@@ -141,6 +142,6 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 	}
 	_, ok := index["hir_strided_copy_4"]
 	assert.False(t, ok, "the strided copy is not a collective kernel")
-	got := coll.KernelEntries("extern \"C\" __global__ void __launch_bounds__(512) hir_a(const CollArgs a) {}\nextern \"C\" __global__ void hir_b(int x) {}\n__global__ void not_entry() {}")
+	got := kernels.Entries("extern \"C\" __global__ void __launch_bounds__(512) hir_a(const CollArgs a) {}\nextern \"C\" __global__ void hir_b(int x) {}\n__global__ void not_entry() {}")
 	assert.Equal(t, "hir_a,hir_b", strings.Join(got, ","), "kernelEntries: %v", got)
 }

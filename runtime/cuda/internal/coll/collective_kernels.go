@@ -2,7 +2,6 @@ package coll
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"unsafe"
@@ -35,7 +34,7 @@ import (
 const (
 	maxRanks    = 16  // symmetric-memory collectives handle up to 16 ranks
 	MaxBlocks   = 256 // blocks per collective launch (signal slots per plane)
-	numPlanes   = 3   // barrier, data, ack
+	numPlanes   = 4   // barrier, data, ack, copy-engine pushes (planeCE)
 	MaxChannels = 16  // streams that may run collectives concurrently
 	// epochWords: per channel, each block's signal count, then each
 	// block's count of LL launches (all blocks' equal: kernels/collective.cu's
@@ -57,6 +56,18 @@ const (
 	modeAllGather = 8  // ring: run the all-gather half after the reduce-scatter half
 	modeWave      = 16 // ring: run the steps in waves (ringWaveSlots)
 	modeDirect    = 32 // bulk2: hop two stores into the peers' (symmetric) outputs
+	modeCEWait    = 64 // reduce: wait for the copy-engine pushes' flags instead of barriers (collective_push.go)
+	modeCEReset   = 128
+)
+
+// The copy-engine push protocol's words in plane planeCE of a channel's
+// pad (kernels/collective.cu, PL_CE): block index s < ceAck is slot s's
+// flag, ceAck+s its ack, ceDone the gather-done word; the peer index is
+// the other rank.
+const (
+	planeCE = 3
+	ceAck   = 128
+	ceDone  = 255
 )
 
 // LL kernel flags (collArgs.Xtra): which sides allow whole 8-byte
@@ -148,45 +159,9 @@ func (a *CollArgs) Bytes() []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))...)
 }
 
-// reduceDTypes are the dtypes with reducing kernels, with their CUDA
-// storage and compute types.
-var ReduceDTypes = map[ir.DType][2]string{
-	ir.F32:  {"float", "float"},
-	ir.F16:  {"f16_t", "float"},
-	ir.BF16: {"bf16_t", "float"},
-	ir.F64:  {"double", "double"},
-	ir.I32:  {"int", "int"},
-	ir.I64:  {"long long", "long long"},
-}
-
-// reduceOpCodes are the kernels' reduce op numbers (NCCL's order).
-var reduceOpCodes = map[ir.ReduceOp]int{ir.ReduceSum: 0, ir.ReduceProd: 1, ir.ReduceMax: 2, ir.ReduceMin: 3, ir.ReduceAvg: 4}
-
-// reduceModuleSource is the source of dt's reducing module: every reduce
-// op (avg for floats only), each as a vector (16-byte) and a scalar reduce
-// kernel and a ring kernel.
-func ReduceModuleSource(dt ir.DType) (string, error) {
-	ty, ok := ReduceDTypes[dt]
-	if !ok {
-		return "", fmt.Errorf("no reducing kernels for %v", dt)
-	}
-	var b strings.Builder
-	b.WriteString(commonSource())
-	b.WriteString(kernels.Reduce)
-	var entries []kernels.ReduceEntry
-	for _, op := range ir.ReduceOps() {
-		if op == ir.ReduceAvg && !dt.IsFloat() {
-			continue
-		}
-		entries = append(entries, kernels.ReduceEntry{DT: dt.String(), Op: op.String(),
-			T: ty[0], C: ty[1], Code: reduceOpCodes[op], V: 16 / dt.Size(),
-		})
-	}
-	if err := kernels.ReduceEntries.Execute(&b, entries); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
+// ReduceModuleSource is the source of dt's reducing module
+// (kernels.ReduceSource over commonSource).
+func ReduceModuleSource(dt ir.DType) (string, error) { return kernels.ReduceSource(commonSource(), dt) }
 
 // moveModuleSource is the data-movement module's source.
 func MoveModuleSource() string { return commonSource() }
@@ -218,24 +193,11 @@ type commModule struct {
 func commModuleList() []commModule {
 	mods := []commModule{{"hir_comm_move", func() (string, error) { return MoveModuleSource(), nil }}}
 	for _, dt := range ir.AllDTypes {
-		if _, ok := ReduceDTypes[dt]; ok {
+		if _, ok := kernels.ReduceDTypes[dt]; ok {
 			mods = append(mods, commModule{"hir_comm_reduce_" + dt.String(), func() (string, error) { return ReduceModuleSource(dt) }})
 		}
 	}
 	return mods
-}
-
-// kernelEntryRE matches a kernel entry point of the CUDA C: extern "C"
-// __global__ void, __launch_bounds__(n) maybe, and the name.
-var kernelEntryRE = regexp.MustCompile(`extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\(`)
-
-// kernelEntries lists the entry points src defines, in order.
-func KernelEntries(src string) []string {
-	var out []string
-	for _, m := range kernelEntryRE.FindAllStringSubmatch(src, -1) {
-		out = append(out, m[1])
-	}
-	return out
 }
 
 // commKernels maps every collective kernel to its module, read once per
@@ -248,7 +210,7 @@ var CommKernels = sync.OnceValues(func() (map[string]commModule, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, name := range KernelEntries(src) {
+		for _, name := range kernels.Entries(src) {
 			if _, ok := index[name]; !ok {
 				index[name] = m
 			}
@@ -289,7 +251,7 @@ func (d *Comm) commFunction(cm *commModules, name string) (*gpu.Function, error)
 		}
 		text, err := mod.src()
 		if err == nil {
-			m, err = d.LoadCached(text, key+".cu")
+			m, err = d.LoadCached(text, key+".cu", NVRTCOptions)
 		}
 		if err != nil {
 			cm.errs[key] = err
@@ -305,29 +267,6 @@ func (d *Comm) commFunction(cm *commModules, name string) (*gpu.Function, error)
 	return f, nil
 }
 
-// collNVRTCOptions are the options every collective module compiles with:
+// NVRTCOptions are the options every collective module compiles with:
 // IEEE division and no contraction, so results match the CPU runtime.
-var collNVRTCOptions = []string{"--fmad=false", "--prec-div=true", "--prec-sqrt=true"}
-
-// loadCached compiles src for this device through the kernel cache
-// (kernelcache.go: memory, then disk, then NVRTC), so the ranks of a job
-// and later runs do not compile again; a cached image the driver refuses
-// is compiled anew.
-func (d *Comm) LoadCached(src, name string) (*gpu.Module, error) {
-	cc := d.Props.ComputeCapability
-	key := gpu.ImageKey(src, cc, collNVRTCOptions, gpu.NvrtcVersionOnce())
-	for attempt := 0; ; attempt++ {
-		img, from, err := gpu.CachedImage(key, src, name, cc, collNVRTCOptions, attempt > 0)
-		if err != nil {
-			return nil, &gpu.SourceError{Kernel: name, SourcePath: gpu.SaveSource(strings.TrimSuffix(name, ".cu"), src), Err: err}
-		}
-		m, err := d.LoadModule(img)
-		if err == nil {
-			return m, nil
-		}
-		if from == "nvrtc" || attempt > 0 {
-			return nil, err
-		}
-		gpu.ForgetImage(key)
-	}
-}
+var NVRTCOptions = []string{"--fmad=false", "--prec-div=true", "--prec-sqrt=true"}

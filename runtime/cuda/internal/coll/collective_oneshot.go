@@ -22,6 +22,10 @@ type reduceSpec struct {
 	n     int64 // elements this rank reduces
 	gridN int64 // elements that size the grid (the same on every rank)
 	tmp   bool  // the output aliases the input: stage through a temporary
+	// Copy-engine pushes (collective_push.go): ceWant > 0 waits until
+	// every peer's flag of staging slot ceSlot reached ceWant instead of
+	// the barriers; maxGrid > 0 caps the grid.
+	ceSlot, ceWant, maxGrid int64
 }
 
 // runReduce launches the reduce kernel for spec: the 16-byte vector
@@ -60,6 +64,13 @@ func (d *Comm) runReduce(cs *CommState, ch *CommChannel, p *CollPlan, sp reduceS
 	// The grid depends only on what every rank agrees on (never on this
 	// rank's alignment): blocks meet their peers' blocks of the same index.
 	grid := cs.grid(max(1, (sp.gridN*es+15)/16))
+	if sp.maxGrid > 0 {
+		grid = min(grid, uint32(sp.maxGrid))
+	}
+	if sp.ceWant > 0 {
+		a.Mode |= modeCEWait
+		a.Peer, a.NSeg = int32(sp.ceSlot), sp.ceWant
+	}
 	launch := func() error {
 		cs.Mu.Lock()
 		ch.take(&a, 2, p.what)
@@ -157,6 +168,9 @@ func (d *Comm) runSymmetric(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.
 			for q := 0; q < D; q++ {
 				sp.src[q] = ins[q] + uint64(lo*es)
 				sp.dst = append(sp.dst, outs[q]+uint64(lo*es))
+			}
+			if p.push {
+				return d.runPush(cs, ch, p, twoShotPush(p, bounds, D, r), s)
 			}
 			if p.twoShotCE {
 				return d.runTwoShotCE(cs, ch, p, sp, lo, s)

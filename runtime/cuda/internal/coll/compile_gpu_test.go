@@ -2,6 +2,7 @@ package coll
 
 import (
 	"fmt"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 	"testing"
 	"time"
 
@@ -34,12 +35,12 @@ func TestCommModulesCompileTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		key := gpu.ImageKey(src, cc, collNVRTCOptions, gpu.NvrtcVersionOnce())
-		img, from, err := gpu.CachedImage(key, src, m.name+".cu", cc, collNVRTCOptions, true)
+		key := gpu.ImageKey(src, cc, NVRTCOptions, gpu.NvrtcVersionOnce())
+		img, from, err := gpu.CachedImage(key, src, m.name+".cu", cc, NVRTCOptions, true)
 		if err != nil {
 			t.Fatalf("%s: %v", m.name, err)
 		}
 		fmt.Printf("module %s: %d kernels, %d bytes of source, %d of image, from %s in %.2f s\n",
-			m.name, len(KernelEntries(src)), len(src), len(img), from, time.Since(start).Seconds())
+			m.name, len(kernels.Entries(src)), len(src), len(img), from, time.Since(start).Seconds())
 	}
 }

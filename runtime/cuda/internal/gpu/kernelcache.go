@@ -300,3 +300,26 @@ func NvrtcOptions(opts []string) []string {
 	}
 	return out
 }
+
+// LoadCached compiles src (file name name, NVRTC options opts) for this
+// device through the kernel cache (memory, then disk, then NVRTC), so the
+// ranks of a job and later runs do not compile again; a cached image the
+// driver refuses is compiled anew.
+func (d *Device) LoadCached(src, name string, opts []string) (*Module, error) {
+	cc := d.Props.ComputeCapability
+	key := ImageKey(src, cc, opts, NvrtcVersionOnce())
+	for attempt := 0; ; attempt++ {
+		img, from, err := CachedImage(key, src, name, cc, opts, attempt > 0)
+		if err != nil {
+			return nil, &SourceError{Kernel: name, SourcePath: SaveSource(strings.TrimSuffix(name, ".cu"), src), Err: err}
+		}
+		m, err := d.LoadModule(img)
+		if err == nil {
+			return m, nil
+		}
+		if from == "nvrtc" || attempt > 0 {
+			return nil, err
+		}
+		ForgetImage(key)
+	}
+}
