@@ -346,32 +346,24 @@ extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s8(const __grid_co
 // staging, slot c % S of the region for this sender, one stream per
 // peer; hir_ce_step between two copies puts the flag "slot s holds its
 // u-th chunk" into q's pad and waits until q acked the slot it fills
-// next. The receiver's reduce kernel (MODE_CEWAIT) waits for the flags
-// of its chunk instead of a barrier; hir_ce_ack then frees the slot on
-// every sender. The values are use counts within one call (1, 2, ...),
-// not growing signal values: the copies' signals are set between kernels
-// by the host's plan, so each call starts from zero words and leaves zero
-// words behind (the last step and ack zero what they waited for, after
-// every value was seen), and a call's opening barrier orders that before
-// any peer's first push of the next call, eager or replayed.
+// next. On the receiver, hir_ce_ack waits for every peer's flag of a
+// chunk before the reduce kernel (MODE_CEWAIT: no barriers) runs on the
+// whole grid, and acks the chunk before in the same launch. The values
+// are use counts within one call (1, 2, ...), not growing signal values:
+// the copies' signals are set between kernels by the host's plan, so
+// each call starts from zero words and leaves zero words behind (the
+// last step and ack zero what they waited for, after every value was
+// seen), and a call's opening barrier orders that before any peer's
+// first push of the next call, eager or replayed.
 __device__ __forceinline__ u64* ce_word(u64 pad, int b, int p) { return slot(pad, PL_CE, b, p); }
-
-// ce_flags_ready: the reduce of chunk (slot a.peer, use a.nseg) may read
-// its sources: every peer's flag for the slot has reached the use.
-__device__ bool ce_flags_ready(const CollArgs& a) {
-  __syncthreads();
-  bool ok = true;
-  int t = threadIdx.x;
-  if (t < a.world && t != a.rank) ok = wait_ge(a, ce_word(a.pad[a.rank], a.peer, t), (u64)a.nseg, a.channel, PL_CE, t);
-  return block_and(ok);
-}
 
 // hir_ce_step (one block, on the push stream to peer a.peer): a.n > 0
 // puts a.n into the peer's flag of slot a.seg (the copy before it
-// landed: stream order); then waits until the peer acked each slot
-// s < a.ntask up to use a.chunk[s] (0: no wait); a.nseg > 0 puts a.nseg
-// into the peer's gather-done word first. MODE_CERESET (the call's last
-// step) zeroes the ack words waited for, every ack of the call seen.
+// landed: stream order); a.nseg > 0 puts a.nseg into the peer's
+// gather-done word; then waits until the peer acked each slot
+// s < a.ntask up to use a.chunk[s] (0: no wait). MODE_CERESET (the
+// call's last step) zeroes the ack words waited for, every ack of the
+// call seen.
 extern "C" __global__ void __launch_bounds__(512) hir_ce_step(const __grid_constant__ CollArgs a) {
   pdl_begin();
   int t = threadIdx.x, q = a.peer;
@@ -385,23 +377,26 @@ extern "C" __global__ void __launch_bounds__(512) hir_ce_step(const __grid_const
   if ((a.mode & MODE_CERESET) && t < a.ntask) *ce_word(a.pad[a.rank], CE_ACK + t, q) = 0;
 }
 
-// hir_ce_ack (one block, on the collective's stream after a chunk's
-// reduce): puts use a.n into every peer's ack of slot a.seg (its chunk
-// is consumed). MODE_CERESET (the call's last chunk): then zeroes this
-// rank's flag words of slots < a.ntask, every flag of the call seen;
-// a.nseg > 0 also waits for every peer's gather-done word to reach it
-// and zeroes it (all_reduce: every push into this rank's output landed).
+// hir_ce_ack (one block, on the collective's stream around the chunks'
+// reduces): a.n > 0 puts use a.n into every peer's ack of slot a.seg (its
+// chunk is reduced); a.chunk[0] > 0 then waits until every peer's flag of
+// slot a.chunk[1] reached a.chunk[0] (the next chunk landed). With
+// MODE_CERESET (after the call's last reduce) it zeroes this rank's flag
+// words of slots < a.ntask, every flag of the call seen, and a.nseg > 0
+// waits for every peer's gather-done word to reach it and zeroes it
+// (all_reduce: every push into this rank's output landed).
 extern "C" __global__ void __launch_bounds__(512) hir_ce_ack(const __grid_constant__ CollArgs a) {
   pdl_begin();
   int t = threadIdx.x;
-  if (t < a.world && t != a.rank) put_signal(ce_word(a.pad[t], CE_ACK + (int)a.seg, a.rank), (u64)a.n);
-  if (!(a.mode & MODE_CERESET)) return;
+  bool peer = t < a.world && t != a.rank, ok = true;
+  if (peer && a.n > 0) put_signal(ce_word(a.pad[t], CE_ACK + (int)a.seg, a.rank), (u64)a.n);
+  if (peer && a.chunk[0] > 0) ok = wait_ge(a, ce_word(a.pad[a.rank], (int)a.chunk[1], t), (u64)a.chunk[0], a.channel, PL_CE, t);
+  if (!block_and(ok) || !(a.mode & MODE_CERESET)) return;
   for (int i = t; i < a.ntask * MAXR; i += blockDim.x) *ce_word(a.pad[a.rank], i / MAXR, i % MAXR) = 0;
   if (a.nseg == 0) return;
-  bool ok = true;
-  if (t < a.world && t != a.rank) ok = wait_ge(a, ce_word(a.pad[a.rank], CE_DONE, t), (u64)a.nseg, a.channel, PL_CE, t);
+  if (peer) ok = wait_ge(a, ce_word(a.pad[a.rank], CE_DONE, t), (u64)a.nseg, a.channel, PL_CE, t);
   if (!block_and(ok)) return;
-  if (t < a.world && t != a.rank) *ce_word(a.pad[a.rank], CE_DONE, t) = 0;
+  if (peer) *ce_word(a.pad[a.rank], CE_DONE, t) = 0;
 }
 
 // ---- LL: the low-latency protocol (algo=ll) ----

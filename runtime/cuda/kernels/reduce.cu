@@ -196,8 +196,8 @@ __device__ __forceinline__ void reduce_batch(const CollArgs& a, i64 i0, i64 step
 template <typename T, typename CT, int OP, int V>
 __device__ void reduce_kernel(const CollArgs& a) {
   const u64 base = take_epoch(a);
-  const bool ce = (a.mode & MODE_CEWAIT) != 0; // the sources are copy-engine pushes: wait for their flags, no barriers
-  if (!(ce ? ce_flags_ready(a) : barrier(a, base + 1))) return;
+  const bool ce = (a.mode & MODE_CEWAIT) != 0; // copy-engine pushes: hir_ce_ack waited for the sources, no barriers
+  if (!ce && !barrier(a, base + 1)) return;
   i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   i64 i = tid;
   for (; i + (REDUCE_UN - 1) * nthr < a.n; i += REDUCE_UN * nthr) reduce_batch<T, CT, OP, V, REDUCE_UN>(a, i, nthr);

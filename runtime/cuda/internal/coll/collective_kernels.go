@@ -56,7 +56,7 @@ const (
 	modeAllGather = 8  // ring: run the all-gather half after the reduce-scatter half
 	modeWave      = 16 // ring: run the steps in waves (ringWaveSlots)
 	modeDirect    = 32 // bulk2: hop two stores into the peers' (symmetric) outputs
-	modeCEWait    = 64 // reduce: wait for the copy-engine pushes' flags instead of barriers (collective_push.go)
+	modeCEWait    = 64 // reduce: no barriers, a hir_ce_ack launch waited for the pushed sources (collective_push.go)
 	modeCEReset   = 128
 )
 

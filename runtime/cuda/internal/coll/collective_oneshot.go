@@ -22,10 +22,9 @@ type reduceSpec struct {
 	n     int64 // elements this rank reduces
 	gridN int64 // elements that size the grid (the same on every rank)
 	tmp   bool  // the output aliases the input: stage through a temporary
-	// Copy-engine pushes (collective_push.go): ceWant > 0 waits until
-	// every peer's flag of staging slot ceSlot reached ceWant instead of
-	// the barriers; maxGrid > 0 caps the grid.
-	ceSlot, ceWant, maxGrid int64
+	// pushed: the sources are copy-engine pushes a hir_ce_ack launch
+	// waited for (collective_push.go): no barriers.
+	pushed bool
 }
 
 // runReduce launches the reduce kernel for spec: the 16-byte vector
@@ -64,12 +63,8 @@ func (d *Comm) runReduce(cs *CommState, ch *CommChannel, p *CollPlan, sp reduceS
 	// The grid depends only on what every rank agrees on (never on this
 	// rank's alignment): blocks meet their peers' blocks of the same index.
 	grid := cs.grid(max(1, (sp.gridN*es+15)/16))
-	if sp.maxGrid > 0 {
-		grid = min(grid, uint32(sp.maxGrid))
-	}
-	if sp.ceWant > 0 {
+	if sp.pushed {
 		a.Mode |= modeCEWait
-		a.Peer, a.NSeg = int32(sp.ceSlot), sp.ceWant
 	}
 	launch := func() error {
 		cs.Mu.Lock()

@@ -9,13 +9,14 @@ import (
 // and two_shot all_reduce on large tensors (CollPlan.push).
 //
 // Every rank's copy engines push chunk c of peer q's block of the input
-// into q's staging (the channel's ring staging, one region per sender
+// into q's staging (the channel's push staging, one region per sender
 // and slot), one stream per peer so the links to every peer are busy at
 // once; a one-block kernel after each copy puts the flag "slot s holds
 // its u-th chunk" into q's pad and, before a slot is filled again, waits
 // for q's ack. The collective's stream reduces chunk c of this rank's
-// block as soon as every peer's chunk c has landed (the reduce kernel
-// waits for the flags, on a capped grid), then acks the slot; so the
+// block as soon as every peer's chunk c has landed (a one-block kernel
+// waits for the flags, then the reduce runs on the whole grid: on 32
+// blocks it was slower than the copies), then acks the slot; so the
 // reduction runs under the copies of the chunks after it, and only the
 // last chunk's reduce adds to the copies' time. Pushes write over NVLink
 // faster than pulls read (COLLECTIVES.md), and no barrier closes the
@@ -30,11 +31,6 @@ import (
 // takes a fraction of the time the next chunk's copies do, so a slot is
 // free again long before its sender needs it.
 const pushSlots = 2
-
-// pushReduceBlocks caps a chunk reduce's grid: it waits for its chunk
-// while the copies move, and leaves the other multiprocessors to the
-// compute a pipelined program overlaps with the collective.
-const pushReduceBlocks = 32
 
 // pushStaging is a channel's push staging per rank (its own: a ring or LL
 // call that follows on the channel must not write where a peer's last
@@ -61,7 +57,7 @@ type pushJob struct {
 // pushes says whether p runs as pushes with a reduce: reduce_scatter
 // copy_engine and two_shot all_reduce gathering on the copy engines,
 // with contiguous blocks, the output overlapping the input at most in
-// place (all_reduce: the same bytes; reduce_scatter: this rank's block).
+// place (all_reduce: the same bytes; reduce_scatter: not at all).
 func (d *Comm) pushes(p *CollPlan) bool {
 	if d.Opts.WorldSize < 2 {
 		return false
@@ -71,8 +67,9 @@ func (d *Comm) pushes(p *CollPlan) bool {
 		if _, l := BlockLayout(p.in.Shape, p.axis, p.out.Shape[p.axis]); l.Run != 0 {
 			return false
 		}
-		own := p.in.Offset + int64(d.Opts.Rank)*p.out.Bytes()
-		return !overlaps(p.in, p.inB, p.out, p.outB) || p.inB == p.outB && p.out.Offset == own
+		// No overlap at all: whether it is this rank's own block differs
+		// between ranks, and the pushes must agree.
+		return !overlaps(p.in, p.inB, p.out, p.outB)
 	case p.op == ir.OpAllReduce && p.twoShotCE:
 		return !overlaps(p.in, p.inB, p.out, p.outB) || p.inB == p.outB && p.out.Offset == p.in.Offset
 	}
@@ -133,6 +130,12 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 	if err := d.pushStreams(ch); err != nil {
 		return err
 	}
+	push := ch.push
+	if d.Tune.PushOneStream {
+		for k := 2; k < D; k++ {
+			push[k] = push[1]
+		}
+	}
 	C := p.pushChunk / es
 	region := uint64(p.pushChunk)
 	var widest int64
@@ -151,10 +154,10 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 		if last {
 			a.Mode = modeCEReset
 		}
-		return d.launchColl(cs, "hir_ce_step", 1, &a, ch.push[k])
+		return d.launchColl(cs, "hir_ce_step", 1, &a, push[k])
 	}
 	gather := func(k int, c int64) error {
-		if err := ch.push[k].WaitEvent(ch.reduced[c%2]); err != nil {
+		if err := push[k].WaitEvent(ch.reduced[c%2]); err != nil {
 			return err
 		}
 		lo, n := span(r, c)
@@ -162,7 +165,7 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 			return nil
 		}
 		at := uint64((j.off[r] + lo) * es)
-		return d.copyBytes(j.outs[(r+k)%D]+at, j.outs[r]+at, n*es, ch.push[k])
+		return d.copyBytes(j.outs[(r+k)%D]+at, j.outs[r]+at, n*es, push[k])
 	}
 
 	if err := d.BarrierKernel(cs, ch, p.what, s); err != nil {
@@ -172,9 +175,27 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 		return err
 	}
 	for k := 1; k < D; k++ {
-		if err := ch.push[k].WaitEvent(ch.evFork); err != nil {
+		if err := push[k].WaitEvent(ch.evFork); err != nil {
 			return err
 		}
+	}
+	// ack puts use(c) into every peer's ack of chunk c's slot (c >= 0)
+	// and waits for chunk next's flags (next < K), on s.
+	ack := func(c, next int64) error {
+		a := d.baseArgs(cs, ch, 0)
+		a.NTask = pushSlots
+		if c >= 0 {
+			a.Seg, a.N = c%pushSlots, use(c)
+		}
+		if next < K {
+			a.Chunk[0], a.Chunk[1] = use(next), next%pushSlots
+		} else {
+			a.Mode = modeCEReset
+			if j.gather {
+				a.NSeg = 1
+			}
+		}
+		return d.launchColl(cs, "hir_ce_ack", 1, &a, s)
 	}
 	for c := int64(0); c < K; c++ {
 		slot := c % pushSlots
@@ -182,7 +203,7 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 			q := (r + k) % D
 			if lo, n := span(q, c); n > 0 {
 				dst := stage[q] + uint64(r*pushSlots+int(slot))*region
-				if err := d.copyBytes(dst, j.in+uint64((j.off[q]+lo)*es), n*es, ch.push[k]); err != nil {
+				if err := d.copyBytes(dst, j.in+uint64((j.off[q]+lo)*es), n*es, push[k]); err != nil {
 					return err
 				}
 			}
@@ -201,8 +222,11 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 				}
 			}
 		}
+		if err := ack(c-1, c); err != nil {
+			return err
+		}
 		lo, n := span(r, c)
-		sp := reduceSpec{dst: []uint64{j.out + uint64(lo*es)}, n: n, gridN: C, ceSlot: slot, ceWant: use(c), maxGrid: pushReduceBlocks}
+		sp := reduceSpec{dst: []uint64{j.out + uint64(lo*es)}, n: n, gridN: C, pushed: true}
 		for q := 0; q < D; q++ {
 			sp.src[q] = stage[r] + uint64(q*pushSlots+int(slot))*region
 		}
@@ -215,17 +239,9 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 				return err
 			}
 		}
-		a := d.baseArgs(cs, ch, 0)
-		a.Seg, a.N, a.NTask = slot, use(c), pushSlots
-		if c == K-1 {
-			a.Mode = modeCEReset
-			if j.gather {
-				a.NSeg = 1
-			}
-		}
-		if err := d.launchColl(cs, "hir_ce_ack", 1, &a, s); err != nil {
-			return err
-		}
+	}
+	if err := ack(K-1, K); err != nil {
+		return err
 	}
 	// Each push stream: the last gather, then wait for the peer's final
 	// ack of every slot (and clear them), and join.
@@ -246,7 +262,7 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 		if err := step(k, 0, 0, &final, done, true); err != nil {
 			return err
 		}
-		if err := ch.push[k].Record(ch.pushJoin[k]); err != nil {
+		if err := push[k].Record(ch.pushJoin[k]); err != nil {
 			return err
 		}
 		if err := s.WaitEvent(ch.pushJoin[k]); err != nil {

@@ -78,6 +78,9 @@ type Tuning struct {
 	// widest block, at least 2 MiB, at most what the staging holds
 	// (HIR_COLL_PUSH_CHUNK; rounded down to 16 bytes, at least 64 KiB).
 	PushChunk int64
+	// PushOneStream: those pushes go to every peer from one stream, chunk
+	// by chunk, not from one stream per peer (HIR_COLL_PUSH_ONE_STREAM=1).
+	PushOneStream bool
 	// AutoCEMin is the smallest all_gather output (bytes) auto sends
 	// through the copy engines; 0: never (HIR_COLL_AUTO_CE_MIN).
 	AutoCEMin int64
@@ -189,6 +192,7 @@ func TuningFromEnv() Tuning {
 		t.AllToAllCEMin = v
 	}
 	t.PushReduce = os.Getenv("HIR_COLL_PUSH_REDUCE") != "0"
+	t.PushOneStream = os.Getenv("HIR_COLL_PUSH_ONE_STREAM") == "1"
 	if v, ok := envInt("HIR_COLL_PUSH_CHUNK"); ok && v >= 0 {
 		t.PushChunk = v
 		if v > 0 {
