@@ -19,7 +19,7 @@ func TestTuningFromEnv(t *testing.T) {
 		"HIR_CODEGEN_UNROLL", "HIR_CODEGEN_BLOCKS_PER_SM", "HIR_CODEGEN_SCALAR_COLUMNS", "HIR_CODEGEN_UNCAPPED", "HIR_PDL"} {
 		t.Setenv(k, "")
 	}
-	def := coll.Tuning{AutoOneShotMax: 64 << 20, AutoRingMin: 64 << 20, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, LLBulkMin: 0, LL128Min: 64 << 10, TwoShotBulk: true, BulkPortion: 8 << 10, CEPush: true, PushReduce: true, TwoShotCEMin: 128 << 20, AllToAllCEMin: 256 << 20, AutoCEMin: 256 << 20,
+	def := coll.Tuning{AutoOneShotMax: 64 << 20, AutoRingMin: 64 << 20, LLMax: 256 << 10, LLTwoShotMin: 256 << 10, LLBulkMin: 0, LL128Min: 64 << 10, TwoShotBulk: true, BulkPortion: 8 << 10, CEPush: true, PushReduce: true, PushSlots: 2, TwoShotCEMin: 128 << 20, AllToAllCEMin: 256 << 20, AutoCEMin: 256 << 20,
 		RingBlocks: 128, RingSeg: 256 << 10, RingSlots: 4, RingWave: true, BlasWorkspace: 32 << 20, TransferSMMax: 1 << 20,
 		CodegenUnroll: codegen.DefaultTuning.Unroll, CodegenBlocksPerSM: codegen.DefaultTuning.BlocksPerSM, PDL: true}
 	require.Equal(t, def, coll.TuningFromEnv(), "defaults")

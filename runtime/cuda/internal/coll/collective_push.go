@@ -27,10 +27,9 @@ import (
 // landed. The words of the protocol are use counts within the call, zero
 // again at its end (kernels/collective.cu, "copy-engine pushes").
 
-// pushSlots is the staging slots per (receiver, sender): a chunk's reduce
-// takes a fraction of the time the next chunk's copies do, so a slot is
-// free again long before its sender needs it.
-const pushSlots = 2
+// maxPushSlots bounds Tuning.PushSlots, the staging slots per (receiver,
+// sender).
+const maxPushSlots = 8
 
 // pushStaging is a channel's push staging per rank (its own: a ring or LL
 // call that follows on the channel must not write where a peer's last
@@ -89,7 +88,7 @@ func (d *Comm) pushChunk(p *CollPlan) int64 {
 	if c == 0 {
 		c = max(pushMinChunk, widest/pushChunks)
 	}
-	region := pushStaging / (D * pushSlots)
+	region := pushStaging / (D * int64(d.Tune.PushSlots))
 	return max(16, min(c, region, widest+15)&^15)
 }
 
@@ -131,11 +130,7 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 		return err
 	}
 	push := ch.push
-	if d.Tune.PushOneStream {
-		for k := 2; k < D; k++ {
-			push[k] = push[1]
-		}
-	}
+	S := int64(d.Tune.PushSlots)
 	C := p.pushChunk / es
 	region := uint64(p.pushChunk)
 	var widest int64
@@ -144,10 +139,10 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 	}
 	K := max(1, (widest+C-1)/C)
 	span := func(q int, c int64) (lo, n int64) { return c * C, max(0, min(C, j.n[q]-c*C)) }
-	use := func(c int64) int64 { return c/pushSlots + 1 }
-	step := func(k int, put, slot int64, wait *[pushSlots]int64, done int64, last bool) error {
+	use := func(c int64) int64 { return c/S + 1 }
+	step := func(k int, put, slot int64, wait *[maxPushSlots]int64, done int64, last bool) error {
 		a := d.baseArgs(cs, ch, 0)
-		a.Peer, a.N, a.Seg, a.NSeg, a.NTask = int32((r+k)%D), put, slot, done, pushSlots
+		a.Peer, a.N, a.Seg, a.NSeg, a.NTask = int32((r+k)%D), put, slot, done, int32(S)
 		if wait != nil {
 			copy(a.Chunk[:], wait[:])
 		}
@@ -183,12 +178,12 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 	// and waits for chunk next's flags (next < K), on s.
 	ack := func(c, next int64) error {
 		a := d.baseArgs(cs, ch, 0)
-		a.NTask = pushSlots
+		a.NTask = int32(S)
 		if c >= 0 {
-			a.Seg, a.N = c%pushSlots, use(c)
+			a.Seg, a.N = c%S, use(c)
 		}
 		if next < K {
-			a.Chunk[0], a.Chunk[1] = use(next), next%pushSlots
+			a.Chunk[0], a.Chunk[1] = use(next), next%S
 		} else {
 			a.Mode = modeCEReset
 			if j.gather {
@@ -198,20 +193,20 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 		return d.launchColl(cs, "hir_ce_ack", 1, &a, s)
 	}
 	for c := int64(0); c < K; c++ {
-		slot := c % pushSlots
+		slot := c % S
 		for k := 1; k < D; k++ {
 			q := (r + k) % D
 			if lo, n := span(q, c); n > 0 {
-				dst := stage[q] + uint64(r*pushSlots+int(slot))*region
+				dst := stage[q] + uint64(int64(r)*S+slot)*region
 				if err := d.copyBytes(dst, j.in+uint64((j.off[q]+lo)*es), n*es, push[k]); err != nil {
 					return err
 				}
 			}
 			// The flag for this copy; then wait until the slot the next
 			// chunk fills was acked for its use before.
-			var wait [pushSlots]int64
-			if next := c + 1; next >= pushSlots && next < K {
-				wait[next%pushSlots] = use(next) - 1
+			var wait [maxPushSlots]int64
+			if next := c + 1; next >= S && next < K {
+				wait[next%S] = use(next) - 1
 			}
 			if err := step(k, use(c), slot, &wait, 0, false); err != nil {
 				return err
@@ -228,7 +223,7 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 		lo, n := span(r, c)
 		sp := reduceSpec{dst: []uint64{j.out + uint64(lo*es)}, n: n, gridN: C, pushed: true}
 		for q := 0; q < D; q++ {
-			sp.src[q] = stage[r] + uint64(q*pushSlots+int(slot))*region
+			sp.src[q] = stage[r] + uint64(int64(q)*S+slot)*region
 		}
 		sp.src[r] = j.in + uint64((j.off[r]+lo)*es)
 		if err := d.runReduce(cs, ch, p, sp, s); err != nil {
@@ -245,9 +240,9 @@ func (d *Comm) runPush(cs *CommState, ch *CommChannel, p *CollPlan, j *pushJob, 
 	}
 	// Each push stream: the last gather, then wait for the peer's final
 	// ack of every slot (and clear them), and join.
-	var final [pushSlots]int64
-	for slot := int64(0); slot < min(K, pushSlots); slot++ {
-		final[slot] = (K-1-slot)/pushSlots + 1
+	var final [maxPushSlots]int64
+	for slot := int64(0); slot < min(K, S); slot++ {
+		final[slot] = (K-1-slot)/S + 1
 	}
 	var done int64
 	if j.gather {

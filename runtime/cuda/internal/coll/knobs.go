@@ -78,9 +78,9 @@ type Tuning struct {
 	// widest block, at least 2 MiB, at most what the staging holds
 	// (HIR_COLL_PUSH_CHUNK; rounded down to 16 bytes, at least 64 KiB).
 	PushChunk int64
-	// PushOneStream: those pushes go to every peer from one stream, chunk
-	// by chunk, not from one stream per peer (HIR_COLL_PUSH_ONE_STREAM=1).
-	PushOneStream bool
+	// PushSlots is the staging slots those pushes keep per (receiver,
+	// sender), 2 to 8 (HIR_COLL_PUSH_SLOTS).
+	PushSlots int
 	// AutoCEMin is the smallest all_gather output (bytes) auto sends
 	// through the copy engines; 0: never (HIR_COLL_AUTO_CE_MIN).
 	AutoCEMin int64
@@ -144,6 +144,7 @@ func DefaultTuning() Tuning {
 		BulkPortion:    8 << 10,
 		CEPush:         true,
 		PushReduce:     true,
+		PushSlots:      2,
 		TwoShotCEMin:   128 << 20,
 		AllToAllCEMin:  256 << 20,
 		AutoCEMin:      256 << 20,
@@ -192,7 +193,9 @@ func TuningFromEnv() Tuning {
 		t.AllToAllCEMin = v
 	}
 	t.PushReduce = os.Getenv("HIR_COLL_PUSH_REDUCE") != "0"
-	t.PushOneStream = os.Getenv("HIR_COLL_PUSH_ONE_STREAM") == "1"
+	if v, ok := envInt("HIR_COLL_PUSH_SLOTS"); ok && v >= 2 && v <= maxPushSlots {
+		t.PushSlots = int(v)
+	}
 	if v, ok := envInt("HIR_COLL_PUSH_CHUNK"); ok && v >= 0 {
 		t.PushChunk = v
 		if v > 0 {
