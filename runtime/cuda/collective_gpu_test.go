@@ -190,11 +190,11 @@ func collCases(D int) []collCase {
 	cs = append(cs, collCase{op: ir.OpAllReduce, algo: ir.AlgoRing, red: ir.ReduceSum, dt: ir.BF16, in: []int64{3_000_017}, out: []int64{3_000_017}, iters: 4},
 		collCase{op: ir.OpAllReduce, algo: ir.AlgoRing, red: ir.ReduceAvg, dt: ir.BF16, in: []int64{1_000_003}, out: []int64{1_000_003}, iters: 4, alias: true},
 		collCase{op: ir.OpReduceScatter, algo: ir.AlgoRing, red: ir.ReduceSum, dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
-	// reduce_scatter (copy_engine in place too: pushes read only the
-	// peers' blocks, the reduce writes this rank's own).
+	// reduce_scatter (copy_engine in place too: the peers' pulls end
+	// before any rank writes its output over its input).
 	cs = append(cs, collCase{op: ir.OpReduceScatter, algo: ir.AlgoCopyEngine, red: ir.ReduceSum, dt: ir.BF16, in: []int64{1003 * d}, out: []int64{1003}, iters: 20, alias: true},
-		// 4 MB a rank: two push chunks by default, 62 with
-		// HIR_COLL_PUSH_CHUNK=65536 (each staging slot reused 31 times)
+		// 4 MB a rank: in chunks with HIR_COLL_RS_CE_CHUNK=1048576 (four
+		// and a tail), whole by default
 		collCase{op: ir.OpReduceScatter, algo: ir.AlgoCopyEngine, red: ir.ReduceSum, dt: ir.F32, in: []int64{1_000_003 * d}, out: []int64{1_000_003}, iters: 4})
 	for _, algo := range []ir.Algo{ir.AlgoOneShot, ir.AlgoRing, ir.AlgoCopyEngine, ir.AlgoAuto, ir.AlgoNCCL, ir.AlgoLL} {
 		for _, dt := range []ir.DType{ir.F32, ir.BF16, ir.F16, ir.I32} {

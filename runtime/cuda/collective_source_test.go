@@ -111,8 +111,7 @@ func TestCollectiveKernelsFoundInSources(t *testing.T) {
 	index, err := coll.CommKernels()
 	require.NoError(t, err)
 	want := map[string]string{"hir_barrier": "hir_comm_move", "hir_copy_v16": "hir_comm_move", "hir_ag_ring_v16": "hir_comm_move",
-		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move", "hir_ll_copy": "hir_comm_move", "hir_ll128_copy": "hir_comm_move", "hir_bulk_copy": "hir_comm_move",
-		"hir_ce_step": "hir_comm_move", "hir_ce_ack": "hir_comm_move"}
+		"hir_p2p_send": "hir_comm_move", "hir_p2p_recv": "hir_comm_move", "hir_ll_copy": "hir_comm_move", "hir_ll128_copy": "hir_comm_move", "hir_bulk_copy": "hir_comm_move"}
 	for _, es := range []int{1, 2, 4, 8} {
 		want[fmt.Sprintf("hir_copy_s%d", es)] = "hir_comm_move"
 		want[fmt.Sprintf("hir_ag_ring_s%d", es)] = "hir_comm_move"

@@ -32,47 +32,13 @@ func TestLLReplaysEqualEager4(t *testing.T) {
 	checkRanks(t, runRanks(t, 4, "ll-replays"))
 }
 
-// TestPushReplaysEqualEager: the same for the copy-engine pushes with a
-// reduce (reduce_scatter copy_engine, two_shot all_reduce gathering on
-// the copy engines), in 64 KiB chunks so the staging slots are reused
-// many times a call. Their flags and acks are use counts that each call
-// zeroes at its end: had a replay begun with a word the one before left
-// set, a reduce would read a slot before its chunk landed.
-func TestPushReplaysEqualEager(t *testing.T) {
-	needGPUs(t, 2)
-	checkRanks(t, runRanks(t, 2, "push-replays"))
-}
-
-func TestPushReplaysEqualEager4(t *testing.T) {
-	needGPUs(t, 4)
-	checkRanks(t, runRanks(t, 4, "push-replays"))
-}
-
-func init() {
-	scenarios["ll-replays"] = llReplaysScenario
-	scenarios["push-replays"] = pushReplaysScenario
-}
+func init() { scenarios["ll-replays"] = llReplaysScenario }
 
 // replayCall is one collective of a replay scenario: the call and its
 // input and output shapes (bf16).
 type replayCall struct {
 	call    runtime.CollectiveCall
 	in, out []int64
-}
-
-func pushReplaysScenario() error {
-	os.Setenv("HIR_COLL_PUSH_CHUNK", "65536")
-	os.Setenv("HIR_COLL_TWO_SHOT_CE_MIN", "1")
-	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
-	D := int64(world)
-	rs := runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoCopyEngine, ReduceOp: ir.ReduceSum}
-	ar := runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoTwoShot, ReduceOp: ir.ReduceSum}
-	return replayScenario("push", ir.Symmetric, []replayCall{
-		{rs, []int64{300001 * D}, []int64{300001}}, // ten chunks, the last short
-		{rs, []int64{5 * D}, []int64{5}},
-		{ar, []int64{700001}, []int64{700001}},
-		{ar, []int64{1003}, []int64{1003}},
-	})
 }
 
 func llReplaysScenario() error {

@@ -6,11 +6,6 @@ typedef long long i64;
 #define PL_BAR 0
 #define PL_DATA 1
 #define PL_ACK 2
-#define PL_CE 3 // copy-engine pushes: flags (blocks [0, CE_ACK)), acks, gather done
-#define CE_ACK 128
-#define CE_DONE 255
-#define MODE_CEWAIT 64
-#define MODE_CERESET 128
 #define STATUS_SIZE_MISMATCH 3
 #define MODE_TMP 1
 #define MODE_ALLGATHER 8
@@ -340,64 +335,6 @@ extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s1(const __grid_co
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s2(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<unsigned short>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s4(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<unsigned int>(a); }
 extern "C" __global__ void __launch_bounds__(512) hir_ag_ring_s8(const __grid_constant__ CollArgs a) { pdl_begin(); ag_ring_kernel<u64>(a); }
-
-// ---- copy-engine pushes (reduce_scatter copy_engine, two_shot's push) ----
-// A rank's copy engines push chunk c of each peer q's block into q's
-// staging, slot c % S of the region for this sender, one stream per
-// peer; hir_ce_step between two copies puts the flag "slot s holds its
-// u-th chunk" into q's pad and waits until q acked the slot it fills
-// next. On the receiver, hir_ce_ack waits for every peer's flag of a
-// chunk before the reduce kernel (MODE_CEWAIT: no barriers) runs on the
-// whole grid, and acks the chunk before in the same launch. The values
-// are use counts within one call (1, 2, ...), not growing signal values:
-// the copies' signals are set between kernels by the host's plan, so
-// each call starts from zero words and leaves zero words behind (the
-// last step and ack zero what they waited for, after every value was
-// seen), and a call's opening barrier orders that before any peer's
-// first push of the next call, eager or replayed.
-__device__ __forceinline__ u64* ce_word(u64 pad, int b, int p) { return slot(pad, PL_CE, b, p); }
-
-// hir_ce_step (one block, on the push stream to peer a.peer): a.n > 0
-// puts a.n into the peer's flag of slot a.seg (the copy before it
-// landed: stream order); a.nseg > 0 puts a.nseg into the peer's
-// gather-done word; then waits until the peer acked each slot
-// s < a.ntask up to use a.chunk[s] (0: no wait). MODE_CERESET (the
-// call's last step) zeroes the ack words waited for, every ack of the
-// call seen.
-extern "C" __global__ void __launch_bounds__(512) hir_ce_step(const __grid_constant__ CollArgs a) {
-  pdl_begin();
-  int t = threadIdx.x, q = a.peer;
-  if (t == 0) {
-    if (a.n > 0) put_signal(ce_word(a.pad[q], (int)a.seg, a.rank), (u64)a.n);
-    if (a.nseg > 0) put_signal(ce_word(a.pad[q], CE_DONE, a.rank), (u64)a.nseg);
-  }
-  bool ok = true;
-  if (t < a.ntask && a.chunk[t] > 0) ok = wait_ge(a, ce_word(a.pad[a.rank], CE_ACK + t, q), (u64)a.chunk[t], a.channel, PL_CE, q);
-  if (!block_and(ok)) return;
-  if ((a.mode & MODE_CERESET) && t < a.ntask) *ce_word(a.pad[a.rank], CE_ACK + t, q) = 0;
-}
-
-// hir_ce_ack (one block, on the collective's stream around the chunks'
-// reduces): a.n > 0 puts use a.n into every peer's ack of slot a.seg (its
-// chunk is reduced); a.chunk[0] > 0 then waits until every peer's flag of
-// slot a.chunk[1] reached a.chunk[0] (the next chunk landed). With
-// MODE_CERESET (after the call's last reduce) it zeroes this rank's flag
-// words of slots < a.ntask, every flag of the call seen, and a.nseg > 0
-// waits for every peer's gather-done word to reach it and zeroes it
-// (all_reduce: every push into this rank's output landed).
-extern "C" __global__ void __launch_bounds__(512) hir_ce_ack(const __grid_constant__ CollArgs a) {
-  pdl_begin();
-  int t = threadIdx.x;
-  bool peer = t < a.world && t != a.rank, ok = true;
-  if (peer && a.n > 0) put_signal(ce_word(a.pad[t], CE_ACK + (int)a.seg, a.rank), (u64)a.n);
-  if (peer && a.chunk[0] > 0) ok = wait_ge(a, ce_word(a.pad[a.rank], (int)a.chunk[1], t), (u64)a.chunk[0], a.channel, PL_CE, t);
-  if (!block_and(ok) || !(a.mode & MODE_CERESET)) return;
-  for (int i = t; i < a.ntask * MAXR; i += blockDim.x) *ce_word(a.pad[a.rank], i / MAXR, i % MAXR) = 0;
-  if (a.nseg == 0) return;
-  if (peer) ok = wait_ge(a, ce_word(a.pad[a.rank], CE_DONE, t), (u64)a.nseg, a.channel, PL_CE, t);
-  if (!block_and(ok)) return;
-  if (peer) *ce_word(a.pad[a.rank], CE_DONE, t) = 0;
-}
 
 // ---- LL: the low-latency protocol (algo=ll) ----
 // A rank stores each 8 bytes it sends to a peer as one 16-byte line, a

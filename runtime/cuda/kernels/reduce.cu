@@ -196,14 +196,12 @@ __device__ __forceinline__ void reduce_batch(const CollArgs& a, i64 i0, i64 step
 template <typename T, typename CT, int OP, int V>
 __device__ void reduce_kernel(const CollArgs& a) {
   const u64 base = take_epoch(a);
-  const bool ce = (a.mode & MODE_CEWAIT) != 0; // copy-engine pushes: hir_ce_ack waited for the sources, no barriers
-  if (!ce && !barrier(a, base + 1)) return;
+  if (!barrier(a, base + 1)) return;
   i64 nthr = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   i64 i = tid;
   for (; i + (REDUCE_UN - 1) * nthr < a.n; i += REDUCE_UN * nthr) reduce_batch<T, CT, OP, V, REDUCE_UN>(a, i, nthr);
   for (; i < a.n; i += nthr) reduce_batch<T, CT, OP, V, 1>(a, i, nthr);
   for (i64 e = a.tail_start + tid; e < a.tail_end; e += nthr) reduce_batch<T, CT, OP, 1, 1>(a, e, nthr);
-  if (ce) return;
   if (!barrier(a, base + 2)) return;
   if (a.mode & MODE_TMP) {
     typedef VecT<T, V> U;

@@ -119,8 +119,9 @@ func (d *Comm) runAllToAllCE(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu
 	})
 }
 
-// ceSide makes ch's second stream and its fork and join events on first
-// use (local: nothing here is collective).
+// ceSide makes ch's second stream, its fork and join events and the
+// chunked reduce_scatter's events on first use (local: nothing here is
+// collective).
 func (d *Comm) ceSide(ch *CommChannel) error {
 	if ch.side != nil {
 		return nil
@@ -129,7 +130,7 @@ func (d *Comm) ceSide(ch *CommChannel) error {
 	if err != nil {
 		return err
 	}
-	var evs [2]*gpu.Event
+	var evs [2 + len(ch.evChunk)]*gpu.Event
 	for i := range evs {
 		e, err := d.NewOrderEvent()
 		if err != nil {
@@ -142,13 +143,12 @@ func (d *Comm) ceSide(ch *CommChannel) error {
 		evs[i] = e
 	}
 	ch.side, ch.evFork, ch.evJoin = side, evs[0], evs[1]
+	copy(ch.evChunk[:], evs[2:])
 	return nil
 }
 
-// runReduceScatterCE is reduce_scatter through the copy engines: pushes
-// with a reduce that follows the data where it can (CollPlan.push,
-// collective_push.go); else a barrier (every input ready), one copy per
-// peer pulling block r of its
+// runReduceScatterCE is reduce_scatter through the copy engines: a
+// barrier (every input ready), one copy per peer pulling block r of its
 // input (through this rank's mapping of it) into a stream-ordered
 // temporary, then the reduce kernel over local memory only, in rank order
 // as one_shot sums; the reduce kernel's own barriers close the call (no
@@ -159,9 +159,6 @@ func (d *Comm) ceSide(ch *CommChannel) error {
 // is not outermost) moves through the strided-copy kernel, this rank's own
 // too, so that every source of the reduce has one layout.
 func (d *Comm) runReduceScatterCE(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream) error {
-	if p.push {
-		return d.runPush(cs, ch, p, reduceScatterPush(p, d.Opts.WorldSize), s)
-	}
 	D, r := d.Opts.WorldSize, d.Opts.Rank
 	es := p.es
 	ins := d.peerPtrs(p.inB, p.in, true)
@@ -177,6 +174,9 @@ func (d *Comm) runReduceScatterCE(cs *CommState, ch *CommChannel, p *CollPlan, s
 		return err
 	}
 	alias := overlaps(p.in, p.inB, p.out, p.outB)
+	if chunk := d.Tune.RSCEChunk / es; chunk > 0 && !strided && !alias && nOut > chunk {
+		return d.reduceScatterCEChunks(cs, ch, p, s, ins, run, chunk)
+	}
 	sp := reduceSpec{dst: []uint64{p.outPtr}, n: nOut, gridN: nOut, tmp: alias}
 	return d.Staged(int(max(blk*uint64(pulled), 16)), s, func(tmp uint64) error {
 		slot := tmp
@@ -211,6 +211,67 @@ func (d *Comm) pullBlock(dst, src uint64, strided bool, p *CollPlan, s *gpu.Stre
 	t := runtime.Tensor{DType: p.dt, Shape: p.out.Shape}
 	return d.WithCtx(func() error {
 		return d.StridedCopy(dst, runtime.ContiguousStrides(p.out.Shape), src, runtime.ContiguousStrides(p.in.Shape), t, s)
+	})
+}
+
+// reduceScatterCEChunks is runReduceScatterCE on a contiguous block that
+// does not alias the output, in chunks of chunk elements: ch's side
+// stream pulls chunk c of every peer's block into one of two staging slots
+// while the collective's stream reduces chunk c-1 out of the other, so
+// the reduction hides under the copies. Each chunk's reduce meets the
+// peers (the reduce kernel's barriers: every rank runs the same chunks);
+// the first barrier (the caller's) said every input is ready, and no
+// output is written over an input here.
+func (d *Comm) reduceScatterCEChunks(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.Stream, ins [maxRanks]uint64, run, chunk int64) error {
+	D, r := d.Opts.WorldSize, d.Opts.Rank
+	es := p.es
+	nOut := p.out.NumElements()
+	if err := d.ceSide(ch); err != nil {
+		return err
+	}
+	pulled, reduced := ch.evChunk[:2], ch.evChunk[2:]
+	slotBytes := uint64(chunk*es) * uint64(D-1) // one chunk of every peer's block
+	return d.Staged(int(2*slotBytes), s, func(tmp uint64) error {
+		if err := s.Record(ch.evFork); err != nil {
+			return err
+		}
+		if err := ch.side.WaitEvent(ch.evFork); err != nil {
+			return err
+		}
+		for c, lo := 0, int64(0); lo < nOut; c, lo = c+1, lo+chunk {
+			n := min(chunk, nOut-lo)
+			k := c % 2
+			slot := tmp + uint64(k)*slotBytes
+			if c >= 2 { // the slot's last chunk is reduced
+				if err := ch.side.WaitEvent(reduced[k]); err != nil {
+					return err
+				}
+			}
+			sp := reduceSpec{dst: []uint64{p.outPtr + uint64(lo*es)}, n: n, gridN: n}
+			for j := 1; j < D; j++ {
+				q := (r + j) % D
+				src := ins[q] + uint64((int64(r)*run+lo)*es)
+				dst := slot + uint64(j-1)*uint64(chunk*es)
+				if err := d.copyBytes(dst, src, n*es, ch.side); err != nil {
+					return err
+				}
+				sp.src[q] = dst
+			}
+			sp.src[r] = ins[r] + uint64((int64(r)*run+lo)*es)
+			if err := ch.side.Record(pulled[k]); err != nil {
+				return err
+			}
+			if err := s.WaitEvent(pulled[k]); err != nil {
+				return err
+			}
+			if err := d.runReduce(cs, ch, p, sp, s); err != nil {
+				return err
+			}
+			if err := s.Record(reduced[k]); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

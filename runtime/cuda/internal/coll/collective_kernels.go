@@ -34,7 +34,7 @@ import (
 const (
 	maxRanks    = 16  // symmetric-memory collectives handle up to 16 ranks
 	MaxBlocks   = 256 // blocks per collective launch (signal slots per plane)
-	numPlanes   = 4   // barrier, data, ack, copy-engine pushes (planeCE)
+	numPlanes   = 3   // barrier, data, ack
 	MaxChannels = 16  // streams that may run collectives concurrently
 	// epochWords: per channel, each block's signal count, then each
 	// block's count of LL launches (all blocks' equal: kernels/collective.cu's
@@ -56,18 +56,6 @@ const (
 	modeAllGather = 8  // ring: run the all-gather half after the reduce-scatter half
 	modeWave      = 16 // ring: run the steps in waves (ringWaveSlots)
 	modeDirect    = 32 // bulk2: hop two stores into the peers' (symmetric) outputs
-	modeCEWait    = 64 // reduce: no barriers, a hir_ce_ack launch waited for the pushed sources (collective_push.go)
-	modeCEReset   = 128
-)
-
-// The copy-engine push protocol's words in plane planeCE of a channel's
-// pad (kernels/collective.cu, PL_CE): block index s < ceAck is slot s's
-// flag, ceAck+s its ack, ceDone the gather-done word; the peer index is
-// the other rank.
-const (
-	planeCE = 3
-	ceAck   = 128
-	ceDone  = 255
 )
 
 // LL kernel flags (collArgs.Xtra): which sides allow whole 8-byte

@@ -22,9 +22,6 @@ type reduceSpec struct {
 	n     int64 // elements this rank reduces
 	gridN int64 // elements that size the grid (the same on every rank)
 	tmp   bool  // the output aliases the input: stage through a temporary
-	// pushed: the sources are copy-engine pushes a hir_ce_ack launch
-	// waited for (collective_push.go): no barriers.
-	pushed bool
 }
 
 // runReduce launches the reduce kernel for spec: the 16-byte vector
@@ -63,9 +60,6 @@ func (d *Comm) runReduce(cs *CommState, ch *CommChannel, p *CollPlan, sp reduceS
 	// The grid depends only on what every rank agrees on (never on this
 	// rank's alignment): blocks meet their peers' blocks of the same index.
 	grid := cs.grid(max(1, (sp.gridN*es+15)/16))
-	if sp.pushed {
-		a.Mode |= modeCEWait
-	}
 	launch := func() error {
 		cs.Mu.Lock()
 		ch.take(&a, 2, p.what)
@@ -163,9 +157,6 @@ func (d *Comm) runSymmetric(cs *CommState, ch *CommChannel, p *CollPlan, s *gpu.
 			for q := 0; q < D; q++ {
 				sp.src[q] = ins[q] + uint64(lo*es)
 				sp.dst = append(sp.dst, outs[q]+uint64(lo*es))
-			}
-			if p.push {
-				return d.runPush(cs, ch, p, twoShotPush(p, bounds, D, r), s)
 			}
 			if p.twoShotCE {
 				return d.runTwoShotCE(cs, ch, p, sp, lo, s)

@@ -37,8 +37,6 @@ type CollPlan struct {
 	twoShotCE    bool            // two_shot's all-gather half through the copy engines
 	twoShotBulk  bool            // two_shot's first hop in bulk (launchBulk2), no barriers
 	a2aCE        bool            // one_shot's all_to_all pushes through the copy engines (runAllToAllCE)
-	push         bool            // pushes with a reduce that follows the data (collective_push.go)
-	pushChunk    int64           // push's chunk, bytes
 	ring         RingGeom        // all_reduce and reduce_scatter ring: the geometry
 	Desc         string          // what every rank must agree on
 	what         string          // for messages
@@ -105,9 +103,6 @@ func (d *Comm) PlanCollective(c *runtime.CollectiveCall, graph bool) (*CollPlan,
 	p.twoShotCE = c.Op == ir.OpAllReduce && p.Impl == ir.AlgoTwoShot && d.Tune.TwoShotCEMin > 0 && p.in.Bytes() >= d.Tune.TwoShotCEMin
 	p.twoShotBulk = c.Op == ir.OpAllReduce && p.Impl == ir.AlgoTwoShot && !p.twoShotCE && d.Tune.TwoShotBulk
 	p.a2aCE = c.Op == ir.OpAllToAll && p.Impl == ir.AlgoOneShot && d.Tune.AllToAllCEMin > 0 && p.in.Bytes() >= d.Tune.AllToAllCEMin && contiguousBlocks(p)
-	if p.push = d.Tune.PushReduce && d.pushes(p); p.push {
-		p.pushChunk = d.pushChunk(p)
-	}
 	if p.access.ReadsInput && p.inB.Kind != gpu.KindSym {
 		return fail("it reads its input from peers, so the input must be this rank's shard of a symmetric buffer; buffer #%d is %v (%s)", p.inB.BufID, p.inB.MemType, kindName(p.inB.Kind))
 	}
@@ -144,9 +139,6 @@ func (d *Comm) PlanCollective(c *runtime.CollectiveCall, graph bool) (*CollPlan,
 	}
 	if p.a2aCE {
 		p.Desc += " push=ce"
-	}
-	if p.push {
-		p.Desc += fmt.Sprintf(" push=reduce/%d", p.pushChunk)
 	}
 	if p.Impl == ir.AlgoRing && p.op != ir.OpAllGather {
 		p.ring = d.Tune.Ring()

@@ -102,31 +102,25 @@ func (g RingGeom) stagingBytes() int64 { return g.Blocks * g.Slots * g.Stride() 
 // given: small tensors run on fewer blocks (fewer handshakes).
 const ringMinBlockBytes = 32 << 10
 
-// ringStage is ch's ring staging (symStage, for geometry g; every rank
-// runs the same rings on the channel in the same order, with the same
-// geometry).
+// ringStage is ch's ring staging (symmetric: made, collectively, on the
+// channel's first ring, for geometry g; every rank runs the same rings
+// on the channel in the same order, with the same geometry).
 func (d *Comm) ringStage(ch *CommChannel, g RingGeom) ([maxRanks]uint64, error) {
-	out, err := d.symStage(&ch.stage, g.stagingBytes(), "ring staging")
-	if err == nil && ch.stage.Bytes < g.stagingBytes() {
-		err = fmt.Errorf("ring staging of %d bytes is too small for ring geometry %v (the geometry changed after the channel's first ring)", ch.stage.Bytes, g)
-	}
-	return out, err
-}
-
-// symStage is every rank's staging *b as mapped here, made (symmetric:
-// collectively, at the same call on every rank) of size bytes on first use.
-func (d *Comm) symStage(b **gpu.Buffer, size int64, what string) ([maxRanks]uint64, error) {
 	var out [maxRanks]uint64
-	if *b == nil {
-		made, err := d.AllocSymmetric(size)
+	if ch.stage == nil {
+		b, err := d.AllocSymmetric(g.stagingBytes())
 		if err != nil {
-			return out, fmt.Errorf("%s: %w", what, err)
+			return out, fmt.Errorf("ring staging: %w", err)
 		}
-		*b = made
+		ch.stage = b
+		for _, m := range b.Sym.Maps {
+			ch.stagePtrs = append(ch.stagePtrs, m.Ptr)
+		}
 	}
-	for r, m := range (*b).Sym.Maps {
-		out[r] = m.Ptr
+	if ch.stage.Bytes < g.stagingBytes() {
+		return out, fmt.Errorf("ring staging of %d bytes is too small for ring geometry %v (the geometry changed after the channel's first ring)", ch.stage.Bytes, g)
 	}
+	copy(out[:], ch.stagePtrs)
 	return out, nil
 }
 

@@ -67,20 +67,12 @@ type Tuning struct {
 	// AllToAllCEMin is the smallest all_to_all (bytes) one_shot pushes
 	// through the copy engines; 0: never (HIR_COLL_A2A_CE_MIN).
 	AllToAllCEMin int64
-	// PushReduce: reduce_scatter copy_engine, and two_shot all_reduce
-	// where it gathers on the copy engines, push each peer's blocks into
-	// its staging in chunks, the copy engines on one stream per peer, and
-	// reduce each chunk as it lands (collective_push.go), where the blocks
-	// are contiguous and the output overlaps the input at most in place
-	// (HIR_COLL_PUSH_REDUCE=0: never; reduce_scatter then pulls).
-	PushReduce bool
-	// PushChunk is those pushes' chunk in bytes; 0: a sixteenth of the
-	// widest block, at least 2 MiB, at most what the staging holds
-	// (HIR_COLL_PUSH_CHUNK; rounded down to 16 bytes, at least 64 KiB).
-	PushChunk int64
-	// PushSlots is the staging slots those pushes keep per (receiver,
-	// sender), 2 to 8 (HIR_COLL_PUSH_SLOTS).
-	PushSlots int
+	// RSCEChunk: reduce_scatter copy_engine pulls and reduces its block in
+	// chunks of this many bytes, a chunk's reduce overlapping the next
+	// chunk's pulls (double-buffered); 0: the whole block at once
+	// (HIR_COLL_RS_CE_CHUNK; rounded down to 16 bytes, at least 1 MiB).
+	// Off by default: not yet timed on a GPU.
+	RSCEChunk int64
 	// AutoCEMin is the smallest all_gather output (bytes) auto sends
 	// through the copy engines; 0: never (HIR_COLL_AUTO_CE_MIN).
 	AutoCEMin int64
@@ -143,8 +135,6 @@ func DefaultTuning() Tuning {
 		TwoShotBulk:    true,
 		BulkPortion:    8 << 10,
 		CEPush:         true,
-		PushReduce:     true,
-		PushSlots:      2,
 		TwoShotCEMin:   128 << 20,
 		AllToAllCEMin:  256 << 20,
 		AutoCEMin:      256 << 20,
@@ -192,14 +182,10 @@ func TuningFromEnv() Tuning {
 	if v, ok := envInt("HIR_COLL_A2A_CE_MIN"); ok && v >= 0 {
 		t.AllToAllCEMin = v
 	}
-	t.PushReduce = os.Getenv("HIR_COLL_PUSH_REDUCE") != "0"
-	if v, ok := envInt("HIR_COLL_PUSH_SLOTS"); ok && v >= 2 && v <= maxPushSlots {
-		t.PushSlots = int(v)
-	}
-	if v, ok := envInt("HIR_COLL_PUSH_CHUNK"); ok && v >= 0 {
-		t.PushChunk = v
+	if v, ok := envInt("HIR_COLL_RS_CE_CHUNK"); ok && v >= 0 {
+		t.RSCEChunk = v
 		if v > 0 {
-			t.PushChunk = max(v, 64<<10) &^ 15
+			t.RSCEChunk = max(v, 1<<20) &^ 15
 		}
 	}
 	if v, ok := envInt("HIR_COLL_AUTO_CE_MIN"); ok && v >= 0 {

@@ -84,7 +84,7 @@ type CommChannel struct {
 	seq       uint64 // the collective being launched (cs.seq), for messages
 	log       []launchRecord
 	stage     *gpu.Buffer // ring staging, symmetric, made on the channel's first ring
-	pushStage *gpu.Buffer // copy-engine push staging (collective_push.go), made on first use
+	stagePtrs []uint64
 	ll        *gpu.Buffer // LL staging, symmetric, made on the channel's first LL launch
 	llPtrs    []uint64
 	bulk      *gpu.Buffer // LL bulk staging, symmetric, made on the channel's first bulk launch
@@ -96,13 +96,10 @@ type CommChannel struct {
 	// that fork it from and join it to the collective's stream.
 	side           *gpu.Stream
 	evFork, evJoin *gpu.Event
-	// Copy-engine pushes (collective_push.go): one stream per peer
-	// offset k (push[k] pushes to rank r+k), each forked from and joined
-	// to the collective's stream, and the events that hand a reduced
-	// chunk to them (all_reduce's gather), made on first use.
-	push     [maxRanks]*gpu.Stream
-	pushJoin [maxRanks]*gpu.Event
-	reduced  [2]*gpu.Event
+	// reduce_scatter copy_engine in chunks (Tuning.RSCEChunk): a chunk's
+	// pulls landed ([0], [1]: its double-buffer slot) and its reduce done
+	// ([2], [3]), made with side.
+	evChunk [4]*gpu.Event
 
 	// The stream the channel serves (nil once it closed), and the event
 	// recorded after its last collective while several streams ran
@@ -366,12 +363,8 @@ func (d *Comm) describeFault() error {
 			what = fmt.Sprintf("recv from rank %d: nothing arrived (transfer %d) within %v; is rank %d sending to rank %d?", m.peer, m.want-1, timeout, m.peer, d.Opts.Rank)
 		default:
 			missing[m.peer] = true
-			call := c.launchFor(m.ch, m.want)
-			if m.plane == planeCE { // a use count within the call, not a signal value: the channel's last launch
-				call = c.launchFor(m.ch, 0)
-			}
-			what = fmt.Sprintf("%s: waited %v for rank %d (block %d, %s signal %d)", call, timeout, m.peer, m.blk,
-				[]string{"barrier", "data", "ack", "copy-engine push"}[min(m.plane, planeCE)], m.want)
+			what = fmt.Sprintf("%s: waited %v for rank %d (block %d, %s signal %d)", c.launchFor(m.ch, m.want), timeout, m.peer, m.blk,
+				[]string{"barrier", "data", "ack"}[min(m.plane, 2)], m.want)
 		}
 		if !seen[what] {
 			seen[what] = true
@@ -393,15 +386,14 @@ func (d *Comm) describeFault() error {
 	return fmt.Errorf("cuda: rank %d: %w: %s", d.Opts.Rank, ErrCollectiveTimeout, msg)
 }
 
-// launchFor names the collective of channel ch that owns signal value v
-// (0: the channel's last).
+// launchFor names the collective of channel ch that owns signal value v.
 func (c *CommState) launchFor(ch int, v uint64) string {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	if ch < len(c.chanList) {
 		for i := len(c.chanList[ch].log) - 1; i >= 0; i-- {
 			r := c.chanList[ch].log[i]
-			if v == 0 || v > r.lo && v <= r.hi { // 0: the last
+			if v > r.lo && v <= r.hi {
 				return fmt.Sprintf("%s (collective #%d, stream channel %d)", r.what, r.seq, ch)
 			}
 		}
@@ -452,18 +444,18 @@ func (d *Comm) releaseComm(collective bool) error {
 		free = func(b *gpu.Buffer) error { return d.Free(b) }
 	}
 	for _, ch := range c.chanList {
-		for _, b := range []*gpu.Buffer{ch.stage, ch.pushStage, ch.ll, ch.bulk, ch.ll128} {
+		if ch.stage != nil {
+			errs = append(errs, free(ch.stage))
+		}
+		for _, b := range []*gpu.Buffer{ch.ll, ch.bulk, ch.ll128} {
 			if b != nil {
 				errs = append(errs, free(b))
 			}
 		}
-		for _, st := range append([]*gpu.Stream{ch.side}, ch.push[:]...) {
-			if st != nil {
-				errs = append(errs, st.Destroy())
-			}
+		if ch.side != nil {
+			errs = append(errs, ch.side.Destroy())
 		}
-		evs := append([]*gpu.Event{ch.evFork, ch.evJoin, ch.done}, ch.pushJoin[:]...)
-		for _, e := range append(evs, ch.reduced[:]...) {
+		for _, e := range append([]*gpu.Event{ch.evFork, ch.evJoin, ch.done}, ch.evChunk[:]...) {
 			if e != nil {
 				errs = append(errs, e.Destroy())
 			}
