@@ -582,6 +582,10 @@ func collScenario() error {
 		}
 	}
 	fmt.Printf("rank %d: %d cases in %v, %d failed\n", rank, len(cases), time.Since(start).Round(time.Millisecond), failed)
+	if kc := KernelCache(); rank == 0 {
+		// what a fresh machine's first run spends compiling
+		fmt.Printf("rank 0: kernel cache: %d compiles in %.1f s, %d from disk, %d written (%s)\n", kc.Compiles, kc.CompileTime, kc.DiskHits, kc.DiskWrites, kc.Dir)
+	}
 	if err := d.ReleaseComm(); err != nil {
 		return err
 	}
