@@ -2,45 +2,59 @@ package coll
 
 import (
 	"fmt"
-	"github.com/hirlab/hir/runtime/cuda/kernels"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/hirlab/hir/ir"
 	"github.com/hirlab/hir/runtime/cuda/internal/gpu"
+	"github.com/hirlab/hir/runtime/cuda/kernels"
 )
 
-// TestCommModulesCompileTime compiles (NVRTC, never from a cache) each
-// collective module a bf16 or f32 program needs on first use and prints
-// how long each took: a program's first collective waits for its module,
-// so this is what a first run on a fresh machine costs. Needs NVRTC and a
-// GPU (for its architecture); skipped elsewhere.
+// TestCommModulesCompileTime compiles (NVRTC, never from a cache) every
+// collective module at once, one goroutine each, and prints how long each
+// took and the whole: a program's first collective of a dtype waits for
+// its module, so this is what a first run on a fresh machine costs, and
+// it leaves the modules in the disk cache for the processes after it
+// (scripts/device-run.sh runs it first: on a freshly lent machine one
+// compile took 7-40 s, RUNTIME-CUDA.md). Needs NVRTC and a GPU (for its
+// architecture); skipped elsewhere.
 func TestCommModulesCompileTime(t *testing.T) {
 	p := gpu.Probe()
 	if !p.Available || len(p.Devices) == 0 {
 		t.Skip(p.Reason)
 	}
 	cc := p.Devices[0].ComputeCapability
-	mods := []struct {
-		name string
-		src  func() (string, error)
-	}{
-		{"hir_comm_move", func() (string, error) { return MoveModuleSource(), nil }},
-		{"hir_comm_reduce_bf16", func() (string, error) { return ReduceModuleSource(ir.BF16) }},
-		{"hir_comm_reduce_f32", func() (string, error) { return ReduceModuleSource(ir.F32) }},
+	mods := commModuleList()
+	lines := make([]string, len(mods))
+	errs := make([]error, len(mods))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, m := range mods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src, err := m.src()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			t0 := time.Now()
+			key := gpu.ImageKey(src, cc, NVRTCOptions, gpu.NvrtcVersionOnce())
+			img, from, err := gpu.CachedImage(key, src, m.Key+".cu", cc, NVRTCOptions, true)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", m.Key, err)
+				return
+			}
+			lines[i] = fmt.Sprintf("module %s: %d kernels, %d bytes of source, %d of image, from %s in %.2f s",
+				m.Key, len(kernels.Entries(src)), len(src), len(img), from, time.Since(t0).Seconds())
+		}()
 	}
-	for _, m := range mods {
-		src, err := m.src()
-		if err != nil {
-			t.Fatal(err)
+	wg.Wait()
+	for i := range mods {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
 		}
-		start := time.Now()
-		key := gpu.ImageKey(src, cc, NVRTCOptions, gpu.NvrtcVersionOnce())
-		img, from, err := gpu.CachedImage(key, src, m.name+".cu", cc, NVRTCOptions, true)
-		if err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-		fmt.Printf("module %s: %d kernels, %d bytes of source, %d of image, from %s in %.2f s\n",
-			m.name, len(kernels.Entries(src)), len(src), len(img), from, time.Since(start).Seconds())
+		fmt.Println(lines[i])
 	}
+	fmt.Printf("%d modules compiled at once in %.2f s\n", len(mods), time.Since(start).Seconds())
 }
