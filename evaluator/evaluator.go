@@ -224,9 +224,15 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		}
 	}
 	j.oneStream = true
+	var collDTypes []ir.DType // of the collectives the runtime's own kernels run
 	prog.Walk(func(op *ir.Op) {
 		if op.Code == ir.OpStream {
 			j.multiStream = true
+		}
+		if op.Code.IsCollective() && op.Algo() != ir.AlgoNCCL && len(op.Operands) > 0 {
+			if t := op.Operands[0].Tensor(); t != nil && !slices.Contains(collDTypes, t.DType) {
+				collDTypes = append(collDTypes, t.DType)
+			}
 		}
 		if op.Code == ir.OpStream || op.Async() || op.Code.Info().Class == ir.ClassOneSided {
 			j.oneStream = false
@@ -236,6 +242,9 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		dev, err := rt.Device(r)
 		if err != nil {
 			return nil, err
+		}
+		if w, ok := dev.(runtime.CollectiveWarmer); ok && len(collDTypes) > 0 {
+			w.WarmCollectives(collDTypes) // in the background: their kernels compile while the job starts
 		}
 		r := newRank(j, dev)
 		r.pool.deterministic = opts.Graph

@@ -147,6 +147,15 @@ type StreamBarrierer interface {
 	StreamBarrier(s Stream) error
 }
 
+// CollectiveWarmer is a device that can prepare in the background what
+// its collectives of these dtypes will need (the cuda runtime compiles
+// their kernel modules), so a job's first collective does not wait for
+// it. The evaluator calls it when a job opens, with the dtypes of the
+// program's collectives.
+type CollectiveWarmer interface {
+	WarmCollectives(dts []ir.DType)
+}
+
 // OneSided is what one-sided transfers (package runtime/transfer) need from
 // a device beyond Device. Both backends implement it; on a device that does
 // not, the transfer agent reports itself unavailable.

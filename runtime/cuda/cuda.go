@@ -207,6 +207,7 @@ type Device struct {
 
 var _ runtime.Device = (*Device)(nil)
 var _ runtime.StreamBarrierer = (*Device)(nil)
+var _ runtime.CollectiveWarmer = (*Device)(nil)
 
 // close tears the layers down: the collectives first, then the device,
 // the BLAS handle last before the context goes.

@@ -188,6 +188,35 @@ func commModuleList() []commModule {
 	return mods
 }
 
+// WarmCollectives compiles, in the background and all at once, the
+// modules that collectives of these dtypes use (the data-movement one and
+// each dtype's reducing one) into the kernel cache, for a job that is
+// about to run them: on a freshly lent machine one NVRTC compile took
+// 5-40 s, and a job's first collective of each dtype waited for its own
+// in turn (RUNTIME-CUDA.md). A launch that needs a module still being
+// compiled waits for that compile (gpu.CachedImage); errors are left to
+// it. Nothing here touches the device.
+func (d *Comm) WarmCollectives(dts []ir.DType) {
+	if d.Opts.WorldSize < 2 {
+		return // one rank runs no collective kernels
+	}
+	want := map[string]bool{"hir_comm_move": true}
+	for _, dt := range dts {
+		want["hir_comm_reduce_"+dt.String()] = true
+	}
+	cc := d.Props.ComputeCapability
+	for _, m := range commModuleList() {
+		if !want[m.Key] {
+			continue
+		}
+		go func() {
+			if src, err := m.src(); err == nil {
+				gpu.CachedImage(gpu.ImageKey(src, cc, NVRTCOptions, gpu.NvrtcVersionOnce()), src, m.Key+".cu", cc, NVRTCOptions, false)
+			}
+		}()
+	}
+}
+
 // commKernels maps every collective kernel to its module, read once per
 // process from the modules' sources: a kernel is launched by name, and
 // adding one to kernels/*.cu needs no list here.

@@ -96,6 +96,24 @@ var NvrtcVersionOnce = sync.OnceValue(func() string {
 // elfMagic starts every cubin.
 var ElfMagic = []byte{0x7f, 'E', 'L', 'F'}
 
+// compiling is the NVRTC runs in flight, by image key: a second caller
+// for the same image (a collective's first launch while WarmModules
+// compiles its module in the background) waits for the first run instead
+// of compiling it again.
+var compiling = struct {
+	mu sync.Mutex
+	m  map[string]*compileRun
+}{m: map[string]*compileRun{}}
+
+type compileRun struct {
+	done chan struct{}
+	img  []byte
+	err  error
+}
+
+// compileImage is NVRTC (a variable so a test can count its runs).
+var compileImage = CompileCUDA
+
 // cachedImage returns the cubin of src for cc: from memory, the disk, or
 // NVRTC. from says which ("memory", "disk", "nvrtc"). skipDisk ignores a
 // disk entry (after it failed to load).
@@ -123,8 +141,28 @@ func CachedImage(key, src, name string, cc [2]int, opts []string, skipDisk bool)
 			images.diskErrors.Add(1)
 		}
 	}
+	compiling.mu.Lock()
+	if run, ok := compiling.m[key]; ok {
+		compiling.mu.Unlock()
+		<-run.done
+		if run.err != nil {
+			return nil, "nvrtc", run.err
+		}
+		images.memHits.Add(1)
+		return run.img, "memory", nil
+	}
+	run := &compileRun{done: make(chan struct{})}
+	compiling.m[key] = run
+	compiling.mu.Unlock()
+	defer func() {
+		run.img, run.err = img, err
+		compiling.mu.Lock()
+		delete(compiling.m, key)
+		compiling.mu.Unlock()
+		close(run.done)
+	}()
 	start := time.Now()
-	img, err = CompileCUDA(src, name, cc, opts...)
+	img, err = compileImage(src, name, cc, opts...)
 	images.compileNanos.Add(int64(time.Since(start)))
 	images.compiles.Add(1)
 	if err != nil {
