@@ -224,14 +224,18 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		}
 	}
 	j.oneStream = true
-	var collDTypes []ir.DType // of the collectives the runtime's own kernels run
+	// The collectives the runtime's own kernels run (not NCCL), and the
+	// dtypes those that reduce reduce.
+	var collectives bool
+	var reduced []ir.DType
 	prog.Walk(func(op *ir.Op) {
 		if op.Code == ir.OpStream {
 			j.multiStream = true
 		}
-		if op.Code.IsCollective() && op.Algo() != ir.AlgoNCCL && len(op.Operands) > 0 {
-			if t := op.Operands[0].Tensor(); t != nil && !slices.Contains(collDTypes, t.DType) {
-				collDTypes = append(collDTypes, t.DType)
+		if op.Code.IsCollective() && op.Algo() != ir.AlgoNCCL {
+			collectives = true
+			if t := op.Operands[0].Tensor(); op.Code.Info().Reduces && t != nil && !slices.Contains(reduced, t.DType) {
+				reduced = append(reduced, t.DType)
 			}
 		}
 		if op.Code == ir.OpStream || op.Async() || op.Code.Info().Class == ir.ClassOneSided {
@@ -243,8 +247,8 @@ func NewJob(prog *ir.Program, rt runtime.Runtime, opts Options) (*Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		if w, ok := dev.(runtime.CollectiveWarmer); ok && len(collDTypes) > 0 {
-			w.WarmCollectives(collDTypes) // in the background: their kernels compile while the job starts
+		if w, ok := dev.(runtime.CollectiveWarmer); ok && collectives {
+			w.WarmCollectives(reduced) // in the background: their kernels compile while the job starts
 		}
 		r := newRank(j, dev)
 		r.pool.deterministic = opts.Graph

@@ -1,7 +1,6 @@
 package evaluator_test
 
 import (
-	"slices"
 	"sync"
 	"testing"
 
@@ -35,13 +34,17 @@ func (w *warmingRuntime) Device(rank int) (runtime.Device, error) {
 func (d warmingDevice) WarmCollectives(dts []ir.DType) {
 	d.rt.mu.Lock()
 	defer d.rt.mu.Unlock()
-	d.rt.got[d.Rank()] = append(d.rt.got[d.Rank()], dts...)
+	if _, again := d.rt.got[d.Rank()]; again {
+		panic("warmed twice")
+	}
+	d.rt.got[d.Rank()] = dts
 }
 
-// TestJobWarmsCollectives: opening a job hands every rank's device the
-// dtypes of the program's collectives once each (the cuda runtime
-// compiles their kernel modules in the background), leaving out those
-// that NCCL runs (no kernel of ours) and programs with no collective.
+// TestJobWarmsCollectives: opening a job whose program has collectives
+// tells every rank's device, with the dtypes its reducing collectives
+// reduce, once each (the cuda runtime compiles their kernel modules in
+// the background); those NCCL runs (no kernel of ours) count for nothing,
+// and a program with no collective warms nothing.
 func TestJobWarmsCollectives(t *testing.T) {
 	const src = `mesh 2
 input %x : bf16[2/DIDx, 8]
@@ -53,12 +56,17 @@ input %z : f64[2/DIDx, 4]
 %d = all_reduce %z algo=nccl
 output %a, %b, %c, %d
 `
+	const gatherOnly = "mesh 2\ninput %y : f32[2/DIDx, 4]\n%b = all_gather %y : f32[2, 4] symmetric\noutput %b\n"
+	const ncclOnly = "mesh 2\ninput %z : f64[2/DIDx, 4]\n%d = all_reduce %z algo=nccl\noutput %d\n"
 	for _, tc := range []struct {
-		src  string
-		want []ir.DType
+		src    string
+		warmed bool
+		want   []ir.DType
 	}{
-		{src, []ir.DType{ir.F32, ir.BF16}}, // sorted as the enum orders them
-		{"mesh 2\ninput %x : f32[2/DIDx, 4]\n%y = relu %x\noutput %y\n", nil},
+		{src, true, []ir.DType{ir.BF16}},
+		{gatherOnly, true, nil}, // the data-movement kernels only
+		{ncclOnly, false, nil},
+		{"mesh 2\ninput %x : f32[2/DIDx, 4]\n%y = relu %x\noutput %y\n", false, nil},
 	} {
 		prog, err := parser.Parse("warm.hir", []byte(tc.src))
 		require.NoError(t, err)
@@ -68,8 +76,8 @@ output %a, %b, %c, %d
 		require.NoError(t, err)
 		require.NoError(t, j.Close())
 		for r := range 2 {
-			got := slices.Clone(rt.got[r])
-			slices.Sort(got)
+			got, warmed := rt.got[r]
+			require.Equal(t, tc.warmed, warmed, "rank %d warmed", r)
 			require.Equal(t, tc.want, got, "rank %d", r)
 		}
 	}

@@ -147,13 +147,13 @@ type StreamBarrierer interface {
 	StreamBarrier(s Stream) error
 }
 
-// CollectiveWarmer is a device that can prepare in the background what
-// its collectives of these dtypes will need (the cuda runtime compiles
-// their kernel modules), so a job's first collective does not wait for
-// it. The evaluator calls it when a job opens, with the dtypes of the
-// program's collectives.
+// CollectiveWarmer is a device that can prepare in the background what a
+// job's collectives will need (the cuda runtime compiles their kernel
+// modules), so its first collective does not wait for it. The evaluator
+// calls it when a job opens whose program has collectives the runtime
+// runs itself (not NCCL), with the dtypes its reducing ones reduce.
 type CollectiveWarmer interface {
-	WarmCollectives(dts []ir.DType)
+	WarmCollectives(reduced []ir.DType)
 }
 
 // OneSided is what one-sided transfers (package runtime/transfer) need from

@@ -189,19 +189,19 @@ func commModuleList() []commModule {
 }
 
 // WarmCollectives compiles, in the background and all at once, the
-// modules that collectives of these dtypes use (the data-movement one and
-// each dtype's reducing one) into the kernel cache, for a job that is
-// about to run them: on a freshly lent machine one NVRTC compile took
+// modules a job's collectives use (the data-movement one, and the
+// reducing one of each dtype reduced) into the kernel cache, for a job
+// that is about to run them: on a freshly lent machine one NVRTC compile took
 // 5-40 s, and a job's first collective of each dtype waited for its own
 // in turn (RUNTIME-CUDA.md). A launch that needs a module still being
 // compiled waits for that compile (gpu.CachedImage); errors are left to
 // it. Nothing here touches the device.
-func (d *Comm) WarmCollectives(dts []ir.DType) {
+func (d *Comm) WarmCollectives(reduced []ir.DType) {
 	if d.Opts.WorldSize < 2 {
 		return // one rank runs no collective kernels
 	}
 	want := map[string]bool{"hir_comm_move": true}
-	for _, dt := range dts {
+	for _, dt := range reduced {
 		want["hir_comm_reduce_"+dt.String()] = true
 	}
 	cc := d.Props.ComputeCapability
