@@ -190,10 +190,10 @@ func commModuleList() []commModule {
 
 // WarmCollectives compiles, in the background and all at once, the
 // modules a job's collectives use (the data-movement one, and the
-// reducing one of each dtype reduced) into the kernel cache, for a job
-// that is about to run them: on a freshly lent machine one NVRTC compile took
-// 5-40 s, and a job's first collective of each dtype waited for its own
-// in turn (RUNTIME-CUDA.md). A launch that needs a module still being
+// reducing one of each dtype reduced) into the kernel cache, each once
+// per device: on a freshly lent machine one NVRTC compile took 5-40 s,
+// and a job's first collective of each dtype waited for its module in
+// turn (RUNTIME-CUDA.md). A launch that needs a module still being
 // compiled waits for that compile (gpu.CachedImage); errors are left to
 // it. Nothing here touches the device.
 func (d *Comm) WarmCollectives(reduced []ir.DType) {
@@ -204,11 +204,18 @@ func (d *Comm) WarmCollectives(reduced []ir.DType) {
 	for _, dt := range reduced {
 		want["hir_comm_reduce_"+dt.String()] = true
 	}
+	c := &d.State
+	c.warmMu.Lock() // not c.Mu: a collective's set-up holds that while it waits for the peers
+	defer c.warmMu.Unlock()
+	if c.warmed == nil {
+		c.warmed = map[string]bool{}
+	}
 	cc := d.Props.ComputeCapability
 	for _, m := range commModuleList() {
-		if !want[m.Key] {
+		if !want[m.Key] || c.warmed[m.Key] {
 			continue
 		}
+		c.warmed[m.Key] = true
 		go func() {
 			if src, err := m.src(); err == nil {
 				gpu.CachedImage(gpu.ImageKey(src, cc, NVRTCOptions, gpu.NvrtcVersionOnce()), src, m.Key+".cu", cc, NVRTCOptions, false)

@@ -59,7 +59,9 @@ type CommState struct {
 
 	fault atomic.Pointer[error] // sticky: a collective timed out or failed
 
-	mods commModules
+	mods   commModules
+	warmMu sync.Mutex
+	warmed map[string]bool // modules WarmCollectives has started compiling
 
 	ncclComm *nccl.Comm
 	ncclErr  error
