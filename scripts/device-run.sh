@@ -28,15 +28,14 @@ row() { printf '| %s | %s |\n' "$1" "$2" >>"$summary"; }
 # (the seventh session lost the testdata rows so).
 trap 'echo; echo "(stopped by a signal: the rows done so far)"; cat "$summary"; [ -n "${programs_rows:-}" ] && printf "\n| program | status | detail |\n| --- | --- | --- |\n%s" "$programs_rows"; exit 124' TERM INT
 
-# Every collective module compiled at once into the kernel cache first: on
-# a freshly lent machine one NVRTC compile took 7-40 s in its first
-# minutes (RUNTIME-CUDA.md), and a first collective test compiling seven
-# one after another ran past its limit (ninth to eleventh sessions).
-if [ -x "$bin/coll.test" ]; then
-  t0=$(date +%s)
-  timeout 150 "$bin/coll.test" -test.run='^TestCommModulesCompileTime$' -test.v -test.count=1 >"$out/compile-modules.log" 2>&1
-  row "collective modules compiled" "exit $? after $(($(date +%s) - t0)) s: $(grep -hE '^[0-9]+ modules compiled' "$out/compile-modules.log")"
-fi
+# Every collective module compiled at once into the kernel cache first
+# (TestCollectiveModulesCompile): on a freshly lent machine one NVRTC
+# compile took 7-40 s in its first minutes (RUNTIME-CUDA.md), and a first
+# collective test compiling seven one after another ran past its limit
+# (ninth to eleventh sessions).
+t0=$(date +%s)
+timeout 150 "$bin/cuda.test" -test.run='^TestCollectiveModulesCompile$' -test.v -test.count=1 >"$out/compile-modules.log" 2>&1
+row "collective modules compiled" "exit $? after $(($(date +%s) - t0)) s: $(grep -hoE 'all [0-9]+ modules in .*' "$out/compile-modules.log")"
 
 # HIR_SWEEP_IF_H100=1: where the machine's GPUs are H100s (leases of the
 # multi-GPU kinds have come as H200s for sessions on end, and the H100

@@ -13,10 +13,10 @@ import (
 // TestCommModulesCompileTime compiles (NVRTC, never from a cache) every
 // collective module at once, one goroutine each, and prints how long each
 // took and the whole: a program's first collective of a dtype waits for
-// its module, so this is what a first run on a fresh machine costs, and
-// it leaves the modules in the disk cache for the processes after it
-// (scripts/device-run.sh runs it first: on a freshly lent machine one
-// compile took 7-40 s, RUNTIME-CUDA.md). Needs NVRTC and a GPU (for its
+// its module, so this is what a first run on a fresh machine costs (one
+// compile took 7-40 s in such a machine's first minutes, RUNTIME-CUDA.md).
+// runtime/cuda's TestCollectiveModulesCompile compiles and loads them
+// through the cache instead, to fill it. Needs NVRTC and a GPU (for its
 // architecture); skipped elsewhere.
 func TestCommModulesCompileTime(t *testing.T) {
 	p := gpu.Probe()
