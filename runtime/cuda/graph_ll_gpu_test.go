@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -34,65 +32,54 @@ func TestLLReplaysEqualEager4(t *testing.T) {
 
 func init() { scenarios["ll-replays"] = llReplaysScenario }
 
-// replayCall is one collective of a replay scenario: the call and its
-// input and output shapes (bf16).
-type replayCall struct {
-	call    runtime.CollectiveCall
-	in, out []int64
-}
-
 func llReplaysScenario() error {
-	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
-	D := int64(world)
-	const k = 501 // odd: lines that are not whole, unaligned blocks
-	return replayScenario("ll", ir.Global, []replayCall{
-		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, []int64{k}, []int64{k * D}},
-		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, []int64{k * D}, []int64{k}},
-		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, []int64{3, 7 * D}, []int64{3 * D, 7}},
-		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: world - 1}, []int64{k}, []int64{k}},
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceMax}, []int64{k}, []int64{k}},
-		// two hops on more than two ranks (Tuning.LLTwoShotMin)
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, []int64{150001}, []int64{150001}},
-		// in LL128 lines (pieces above Tuning.LL128Min; the all_reduce of
-		// 800 KB in two hops of 200 KB chunks on four ranks, in bulk on two)
-		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, []int64{60001}, []int64{60001 * D}},
-		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, []int64{60001 * D}, []int64{60001}},
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, []int64{60001}, []int64{60001}},
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, []int64{400001}, []int64{400001}},
-		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, []int64{3, 20001 * D}, []int64{3 * D, 20001}},
-		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: 1}, []int64{60001}, []int64{60001}},
-		// past 512 KiB a piece (the all_gather, reduce_scatter and
-		// broadcast) in bulk on four ranks, as LL128 lines on two; the
-		// all_reduce of 1.4 MB in bulk on two, in LL128 chunks on four:
-		// every protocol on the same staging slots' count
-		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, []int64{300001}, []int64{300001 * D}},
-		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, []int64{300001 * D}, []int64{300001}},
-		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, []int64{700001}, []int64{700001}},
-		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, []int64{1000, 150 * D}, []int64{1000 * D, 150}},
-		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: 0}, []int64{300001}, []int64{300001}},
-	})
-}
-
-// replayScenario captures every call of shapes (tensors in memory mem)
-// in one graph, replays it 1,000 times with fresh inputs, a late rank
-// varying, and holds each replay's outputs equal to an eager run's on the
-// same inputs.
-func replayScenario(label string, mem ir.MemoryType, shapes []replayCall) error {
 	rt, d, err := openFromEnv()
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	rank := d.Rank()
+	rank, world := d.Rank(), d.WorldSize()
+	D := int64(world)
+	const k = 501 // odd: lines that are not whole, unaligned blocks
+	type pair struct{ in, out []int64 }
+	shapes := []struct {
+		call runtime.CollectiveCall
+		pair
+	}{
+		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, pair{[]int64{k}, []int64{k * D}}},
+		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{k * D}, []int64{k}}},
+		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, pair{[]int64{3, 7 * D}, []int64{3 * D, 7}}},
+		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: world - 1}, pair{[]int64{k}, []int64{k}}},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceMax}, pair{[]int64{k}, []int64{k}}},
+		// two hops on more than two ranks (Tuning.LLTwoShotMin)
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{150001}, []int64{150001}}},
+		// in LL128 lines (pieces above Tuning.LL128Min; the all_reduce of
+		// 800 KB in two hops of 200 KB chunks on four ranks, in bulk on two)
+		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, pair{[]int64{60001}, []int64{60001 * D}}},
+		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{60001 * D}, []int64{60001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{60001}, []int64{60001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{400001}, []int64{400001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, pair{[]int64{3, 20001 * D}, []int64{3 * D, 20001}}},
+		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: 1}, pair{[]int64{60001}, []int64{60001}}},
+		// past 512 KiB a piece (the all_gather, reduce_scatter and
+		// broadcast) in bulk on four ranks, as LL128 lines on two; the
+		// all_reduce of 1.4 MB in bulk on two, in LL128 chunks on four:
+		// every protocol on the same staging slots' count
+		{runtime.CollectiveCall{Op: ir.OpAllGather, Algo: ir.AlgoLL}, pair{[]int64{300001}, []int64{300001 * D}}},
+		{runtime.CollectiveCall{Op: ir.OpReduceScatter, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{300001 * D}, []int64{300001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllReduce, Algo: ir.AlgoLL, ReduceOp: ir.ReduceSum}, pair{[]int64{700001}, []int64{700001}}},
+		{runtime.CollectiveCall{Op: ir.OpAllToAll, Algo: ir.AlgoLL, Axis: 1, ConcatAxis: 0}, pair{[]int64{1000, 150 * D}, []int64{1000 * D, 150}}},
+		{runtime.CollectiveCall{Op: ir.OpBroadcast, Algo: ir.AlgoLL, Root: 0}, pair{[]int64{300001}, []int64{300001}}},
+	}
 	calls := make([]*runtime.CollectiveCall, len(shapes))
 	var ins, outs []runtime.Tensor
 	for i, sh := range shapes {
-		inB, err := d.Alloc(ir.Product(sh.in)*2, mem)
+		inB, err := d.Alloc(ir.Product(sh.in)*2, ir.Global)
 		if err != nil {
 			return err
 		}
 		defer d.Free(inB)
-		outB, err := d.Alloc(ir.Product(sh.out)*2, mem)
+		outB, err := d.Alloc(ir.Product(sh.out)*2, ir.Global)
 		if err != nil {
 			return err
 		}
@@ -172,10 +159,10 @@ func replayScenario(label string, mem ir.MemoryType, shapes []replayCall) error 
 		}
 		for i := range want {
 			if !bytes.Equal(replayed[i], want[i]) {
-				return fmt.Errorf("replay %d: %s algo=%s: the replayed output differs from the eager one", it, calls[i].Op, calls[i].Algo)
+				return fmt.Errorf("replay %d: %s algo=ll: the replayed output differs from the eager one", it, calls[i].Op)
 			}
 		}
 	}
-	fmt.Printf("rank %d: %d replays of %d %s collectives equal to eager\n", rank, replays, len(calls), label)
+	fmt.Printf("rank %d: %d replays of %d LL kernels equal to eager\n", rank, replays, len(calls))
 	return nil
 }

@@ -210,7 +210,6 @@ func (d *Comm) WarmCollectives(reduced []ir.DType) {
 	if c.warmed == nil {
 		c.warmed = map[string]bool{}
 	}
-	cc := d.Props.ComputeCapability
 	for _, m := range commModuleList() {
 		if !want[m.Key] || c.warmed[m.Key] {
 			continue
@@ -218,7 +217,7 @@ func (d *Comm) WarmCollectives(reduced []ir.DType) {
 		c.warmed[m.Key] = true
 		go func() {
 			if src, err := m.src(); err == nil {
-				gpu.CachedImage(gpu.ImageKey(src, cc, NVRTCOptions, gpu.NvrtcVersionOnce()), src, m.Key+".cu", cc, NVRTCOptions, false)
+				d.CompileCached(src, m.Key+".cu", NVRTCOptions)
 			}
 		}()
 	}

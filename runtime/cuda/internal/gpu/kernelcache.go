@@ -97,7 +97,7 @@ var NvrtcVersionOnce = sync.OnceValue(func() string {
 var ElfMagic = []byte{0x7f, 'E', 'L', 'F'}
 
 // compiling is the NVRTC runs in flight, by image key: a second caller
-// for the same image (a collective's first launch while WarmModules
+// for the same image (a collective's first launch while WarmCollectives
 // compiles its module in the background) waits for the first run instead
 // of compiling it again.
 var compiling = struct {
@@ -344,10 +344,9 @@ func NvrtcOptions(opts []string) []string {
 // ranks of a job and later runs do not compile again; a cached image the
 // driver refuses is compiled anew.
 func (d *Device) LoadCached(src, name string, opts []string) (*Module, error) {
-	cc := d.Props.ComputeCapability
-	key := ImageKey(src, cc, opts, NvrtcVersionOnce())
+	key := d.imageKey(src, opts)
 	for attempt := 0; ; attempt++ {
-		img, from, err := CachedImage(key, src, name, cc, opts, attempt > 0)
+		img, from, err := CachedImage(key, src, name, d.Props.ComputeCapability, opts, attempt > 0)
 		if err != nil {
 			return nil, &SourceError{Kernel: name, SourcePath: SaveSource(strings.TrimSuffix(name, ".cu"), src), Err: err}
 		}
@@ -360,4 +359,15 @@ func (d *Device) LoadCached(src, name string, opts []string) (*Module, error) {
 		}
 		ForgetImage(key)
 	}
+}
+
+// CompileCached puts src's image for this device in the kernel cache
+// (compiling it unless it is there already) without loading it.
+func (d *Device) CompileCached(src, name string, opts []string) error {
+	_, _, err := CachedImage(d.imageKey(src, opts), src, name, d.Props.ComputeCapability, opts, false)
+	return err
+}
+
+func (d *Device) imageKey(src string, opts []string) string {
+	return ImageKey(src, d.Props.ComputeCapability, opts, NvrtcVersionOnce())
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestCachedImageCompilesOnce: callers that want the same image while it
-// compiles (a collective's first launch while WarmModules compiles its
+// compiles (a collective's first launch while WarmCollectives compiles its
 // module in the background) share one NVRTC run and all get its image; a
 // failed run is every waiter's error, and the next caller compiles anew.
 func TestCachedImageCompilesOnce(t *testing.T) {
